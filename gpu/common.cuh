@@ -1,0 +1,71 @@
+// Private helpers shared by the GPU stages: the context's layout, the CUDA
+// and cuFFT checking macros (they record call, file and line into
+// sf_errdetail and jump to the function's `fail:` label), launch checks.
+#ifndef SKYFIND_GPU_COMMON_CUH
+#define SKYFIND_GPU_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cufft.h>
+#include <stdint.h>
+#include "skyfind/gpu.h"
+#include "skyfind/status.h"
+
+struct sf_gpu {
+    int device;
+    cudaStream_t stream;
+    char name[256];
+    int sm_count;
+    size_t smem_optin;        // largest dynamic shared memory a block may ask for
+    void *scratch;
+    size_t scratch_bytes;
+    void *pinned;             // small pinned buffer for scalar downloads
+    size_t pinned_bytes;
+    uint64_t h2d, d2h;        // bytes moved each way
+};
+
+extern "C" const char *sf_cufft_name(cufftResult r);
+
+// Every function using these declares `sf_status st = SF_OK;` and a `fail:` label.
+#define SF_CUDA(call)                                                              \
+    do {                                                                           \
+        cudaError_t e_ = (call);                                                   \
+        if (e_ != cudaSuccess) {                                                   \
+            st = sf_fail(e_ == cudaErrorMemoryAllocation ? SF_ERR_GPU_NOMEM       \
+                                                         : SF_ERR_CUDA,           \
+                         "%s: %s (%s:%d)", #call, cudaGetErrorString(e_),          \
+                         __FILE__, __LINE__);                                      \
+            goto fail;                                                             \
+        }                                                                          \
+    } while (0)
+
+#define SF_CUFFT(call)                                                             \
+    do {                                                                           \
+        cufftResult r_ = (call);                                                   \
+        if (r_ != CUFFT_SUCCESS) {                                                 \
+            st = sf_fail(SF_ERR_CUFFT, "%s: %s (%s:%d)", #call, sf_cufft_name(r_), \
+                         __FILE__, __LINE__);                                      \
+            goto fail;                                                             \
+        }                                                                          \
+    } while (0)
+
+// After every kernel launch.
+#define SF_LAUNCHED() SF_CUDA(cudaGetLastError())
+
+// Propagate an sf_status from a helper.
+#define SF_TRY(expr)                                                               \
+    do {                                                                           \
+        st = (expr);                                                               \
+        if (st != SF_OK)                                                           \
+            goto fail;                                                             \
+    } while (0)
+
+static inline unsigned sf_blocks(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b ? b : 1);
+}
+
+// Round a scratch offset up so sub-buffers stay 256-byte aligned.
+static inline size_t sf_align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+#endif

@@ -1,0 +1,65 @@
+/* FITS input and output through CFITSIO: one image plane read as float32
+ * (BSCALE/BZERO applied, BLANK and NaN as NaN), the header kept so outputs
+ * carry the input's WCS, BUNIT and beam; outputs written atomically. */
+#ifndef SKYFIND_FITS_H
+#define SKYFIND_FITS_H
+
+#include <stdio.h>
+#include "skyfind/image.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_FITS_MAXAXES 9
+
+typedef struct {
+    char path[1024];      /* the name as given (CFITSIO extended syntax allowed) */
+    int hdu;              /* 1-based HDU number that was read */
+    int bitpix;           /* on-disk BITPIX (ZBITPIX for tile-compressed data) */
+    int compressed;       /* 1 for a tile-compressed image */
+    double bscale, bzero;
+    int has_blank;
+    long long blank;
+    int naxis;            /* NAXIS as in the file */
+    long naxes[SF_FITS_MAXAXES];
+    int nplanes;          /* product of the non-degenerate axes beyond the first two */
+    int plane;            /* 0-based plane that was read */
+    char bunit[72];       /* "" when absent */
+    int has_beam;         /* 1 when bmaj/bmin/bpa are known */
+    double bmaj, bmin, bpa; /* degrees */
+    char beam_source[16]; /* "BMAJ", "HISTORY" (AIPS CLEAN card) or "" */
+    char ctype[SF_FITS_MAXAXES][72]; /* "" when absent */
+    char *header;         /* every card of the HDU, 80 chars each, no END (malloc) */
+    int ncards;
+    long long nnan;       /* NaN (and blank) pixels in the plane read */
+} sf_fits_info;
+
+/* Read one plane (plane < 0: the first, with a note on stderr-free detail
+ * left to the caller: see info->nplanes). Fills img on the host (malloc, or
+ * pinned when g != NULL) and info. Errors name the file and the problem. */
+sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
+                       sf_fits_info *info);
+void sf_fits_info_free(sf_fits_info *info);
+
+typedef enum { SF_FITS_FLOAT32 = -32, SF_FITS_INT32 = 32, SF_FITS_UINT8 = 8 } sf_fits_type;
+
+/* Write a 2-D image (host data of the given type) to path, atomically
+ * (temporary name in the same folder, renamed when complete). Non-structural
+ * cards of src (WCS, BUNIT unless drop_bunit, beam, HISTORY) are copied when
+ * src != NULL; cards of axes beyond 2 are kept as they are (WCSAXES rules).
+ * bunit, when not NULL, replaces BUNIT. */
+sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
+                              sf_fits_type type, const void *data, int nx, int ny,
+                              int drop_bunit, const char *bunit);
+
+/* What `skyfind info FILE` shows: HDU, size, axes, scaling, BUNIT, beam,
+ * WCS axes with the centre pixel's world coordinates and the pixel scale,
+ * NaN count and min/median/max of one plane. json=1: one JSON object on one
+ * line (NaN as null); otherwise `key: value` lines. */
+sf_status sf_fits_describe(const char *path, int plane, FILE *out, int json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

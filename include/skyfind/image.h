@@ -1,0 +1,63 @@
+/* skyfind images, masks and label maps: row-major 2-D buffers, x fastest,
+ * 0-based indices, living on the host or on the device. Only
+ * sf_*_upload / sf_*_download cross PCIe, and they count the bytes. */
+#ifndef SKYFIND_IMAGE_H
+#define SKYFIND_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "skyfind/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SF_HOST = 0, SF_DEVICE = 1 } sf_loc;
+
+typedef struct sf_gpu sf_gpu; /* per-run GPU context, see gpu.h */
+
+typedef struct {
+    int nx, ny;     /* width (x, fastest) and height */
+    size_t stride;  /* elements between rows; equals nx for buffers made here */
+    float *data;    /* NaN marks blank pixels */
+    sf_loc loc;
+} sf_image;
+
+typedef struct {
+    int nx, ny;
+    size_t stride;
+    uint8_t *data;  /* 0 or 1 */
+    sf_loc loc;
+} sf_mask;
+
+typedef struct {
+    int nx, ny;
+    size_t stride;
+    int32_t *data;  /* 0 = background, 1..N sources in canonical raster order */
+    sf_loc loc;
+} sf_labels;
+
+/* Allocation: host buffers with malloc (or pinned memory when g != NULL and
+ * loc == SF_HOST), device buffers with cudaMalloc through g. nx, ny >= 1. */
+sf_status sf_image_alloc(sf_image *im, int nx, int ny, sf_loc loc, sf_gpu *g);
+sf_status sf_mask_alloc(sf_mask *m, int nx, int ny, sf_loc loc, sf_gpu *g);
+sf_status sf_labels_alloc(sf_labels *l, int nx, int ny, sf_loc loc, sf_gpu *g);
+/* Free whatever is held (safe on zeroed structs); g as given to alloc. */
+void sf_image_free(sf_image *im, sf_gpu *g);
+void sf_mask_free(sf_mask *m, sf_gpu *g);
+void sf_labels_free(sf_labels *l, sf_gpu *g);
+
+/* Host <-> device copies of whole buffers of equal shape (counted in g). */
+sf_status sf_image_upload(sf_gpu *g, const sf_image *host, sf_image *dev);
+sf_status sf_image_download(sf_gpu *g, const sf_image *dev, sf_image *host);
+sf_status sf_mask_download(sf_gpu *g, const sf_mask *dev, sf_mask *host);
+sf_status sf_labels_upload(sf_gpu *g, const sf_labels *host, sf_labels *dev);
+sf_status sf_labels_download(sf_gpu *g, const sf_labels *dev, sf_labels *host);
+sf_status sf_mask_upload(sf_gpu *g, const sf_mask *host, sf_mask *dev);
+
+static inline size_t sf_npix(int nx, int ny) { return (size_t)nx * (size_t)ny; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,49 @@
+/* skyfind's sky simulator: Gaussian noise in Jy/beam plus point and extended
+ * Gaussian sources convolved with an elliptical beam, deterministic for a
+ * seed, with a truth catalogue. The bundled samples are made with it. */
+#ifndef SKYFIND_SIMULATE_H
+#define SKYFIND_SIMULATE_H
+
+#include "skyfind/image.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int nx, ny;            /* image size (pixels) */
+    unsigned long long seed; /* 1 */
+    int nsrc;              /* sources; <= 0: about one per 40x40 beam areas (auto) */
+    double noise;          /* 1e-4 Jy/beam, rms of the Gaussian noise */
+    double snr_min, snr_max; /* 3, 300: peak signal-to-noise range (power law, slope -1.5) */
+    double ext_frac;       /* 0.2: fraction of extended sources */
+    double pix_arcsec;     /* 2.0: pixel size */
+    double bmaj_arcsec, bmin_arcsec, bpa_deg; /* 10, 7, 30: restoring beam (FWHM) */
+    double ra_deg, dec_deg;  /* 150.0, -30.0: pointing at the image centre (SIN) */
+    double freq_hz;        /* 1.4e9 */
+} sf_sim_params;
+
+typedef struct {
+    int id;
+    double x, y;           /* true centre, 0-based pixels */
+    double ra, dec;        /* degrees */
+    double peak;           /* peak brightness (Jy/beam) */
+    double flux;           /* integrated flux density (Jy) */
+    double maj_arcsec, min_arcsec, pa_deg; /* intrinsic FWHM (0 for points) */
+} sf_sim_source;
+
+void sf_sim_params_default(sf_sim_params *p);
+
+/* Image on the host (malloc) and the truth list (malloc, *ntruth entries). */
+sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **truth,
+                      int *ntruth);
+
+/* Simulate and write FITS (NAXIS=4 RA---SIN/DEC--SIN/FREQ/STOKES, BUNIT
+ * JY/BEAM, BMAJ/BMIN/BPA) and a truth CSV, both atomically. */
+sf_status sf_simulate_write(const sf_sim_params *p, const char *fits_path,
+                            const char *truth_csv_path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,611 @@
+/* `skyfind run` and `skyfind compare`: read each FILE, run the pipeline on a
+ * backend (or both, for compare), write the catalogue and the check images
+ * asked for, report. One bad file does not stop the others. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli.h"
+#include "skyfind/catalog.h"
+#include "skyfind/fits.h"
+#include "skyfind/gpu.h"
+#include "skyfind/pipeline.h"
+
+enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8 };
+
+typedef struct {
+    const char *pipe;
+    char pipe_path[4096];
+    const char *backend;   /* cpu, gpu, auto */
+    const char *outdir;
+    const char **sets;
+    int nsets;
+    unsigned save;
+    int plane;             /* 1-based; 0 = not given */
+    int json;
+    int device;
+    double tol;            /* compare: relative tolerance */
+} run_args;
+
+enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL };
+
+static const struct option run_opts[] = {
+    {"pipeline", required_argument, 0, 'p'}, {"backend", required_argument, 0, 'b'},
+    {"output", required_argument, 0, 'o'},   {"set", required_argument, 0, OPT_SET},
+    {"save", required_argument, 0, OPT_SAVE}, {"plane", required_argument, 0, OPT_PLANE},
+    {"json", no_argument, 0, OPT_JSON},      {"device", required_argument, 0, OPT_DEVICE},
+    {"tolerance", required_argument, 0, OPT_TOL}, {"quiet", no_argument, 0, 'q'},
+    {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+
+static void run_usage(FILE *f, int compare)
+{
+    if (compare)
+        fprintf(f, "Usage: skyfind compare [OPTIONS] FILE...\n"
+                   "Run the pipeline on the CPU and on the GPU and compare every stage's output:\n"
+                   "background level and sigma, masks and labels (must be identical) and every\n"
+                   "catalogue column (relative tolerance, default 1e-6).\n\n");
+    else
+        fprintf(f, "Usage: skyfind run [OPTIONS] FILE...\n"
+                   "Run a pipeline on each FITS image and write its catalogue\n"
+                   "(OUTDIR/STEM.cat.csv) and the check images asked for.\n\n");
+    fprintf(f,
+            "Options:\n"
+            "  -p, --pipeline NAME|FILE  pipeline: a name (radio, lesson) or a .pipe file\n"
+            "                            (default: radio)\n");
+    if (!compare)
+        fprintf(f, "  -b, --backend cpu|gpu|auto  where to compute (default auto: the GPU when\n"
+                   "                            there is one, else the CPU with a note)\n"
+                   "  -o, --output DIR          folder for the outputs (default .; created)\n"
+                   "      --save LIST           also write check images: seg, mask, background,\n"
+                   "                            rms, all (comma-separated)\n");
+    else
+        fprintf(f, "      --tolerance REL       relative tolerance for float outputs (default 1e-6)\n");
+    fprintf(f,
+            "      --set STAGE.PARAM=VALUE  override a parameter of the pipeline (repeatable)\n"
+            "      --plane N             image plane of a cube, 1-based (default 1, with a note)\n"
+            "      --device N            CUDA device (default 0)\n"
+            "      --json                one JSON object per file on stdout\n"
+            "  -q, --quiet               only errors on stderr\n"
+            "  -v, --verbose             more detail on stderr\n"
+            "  -h, --help                this help\n");
+}
+
+static int parse_save(const char *list, unsigned *save)
+{
+    char buf[256], *tok, *sv = NULL;
+    snprintf(buf, sizeof buf, "%s", list);
+    for (tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+        if (!strcmp(tok, "seg") || !strcmp(tok, "segmentation"))
+            *save |= SAVE_SEG;
+        else if (!strcmp(tok, "mask"))
+            *save |= SAVE_MASK;
+        else if (!strcmp(tok, "background") || !strcmp(tok, "bkg"))
+            *save |= SAVE_BKG;
+        else if (!strcmp(tok, "rms"))
+            *save |= SAVE_RMS;
+        else if (!strcmp(tok, "all"))
+            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
+{
+    const char *cmd = compare ? "compare" : "run";
+    int c;
+    memset(a, 0, sizeof *a);
+    a->pipe = "radio";
+    a->backend = "auto";
+    a->outdir = ".";
+    a->tol = 1e-6;
+    a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, compare ? "p:qvh" : "p:b:o:qvh", run_opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'p': a->pipe = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu") && strcmp(optarg, "auto"))
+                return cli_usage_error(cmd, "--backend must be cpu, gpu or auto, not '%s'", optarg);
+            a->backend = optarg;
+            break;
+        case 'o': a->outdir = optarg; break;
+        case OPT_SET: a->sets[a->nsets++] = optarg; break;
+        case OPT_SAVE:
+            if (compare || parse_save(optarg, &a->save))
+                return cli_usage_error(cmd, "--save takes seg, mask, background, rms or all, not '%s'", optarg);
+            break;
+        case OPT_PLANE:
+            a->plane = (int)strtol(optarg, &end, 10);
+            if (*end || a->plane < 1)
+                return cli_usage_error(cmd, "--plane needs a plane number from 1, not '%s'", optarg);
+            break;
+        case OPT_JSON: a->json = 1; break;
+        case OPT_DEVICE:
+            a->device = (int)strtol(optarg, &end, 10);
+            if (*end || a->device < 0)
+                return cli_usage_error(cmd, "--device needs a device number, not '%s'", optarg);
+            break;
+        case OPT_TOL:
+            a->tol = strtod(optarg, &end);
+            if (*end || !(a->tol >= 0))
+                return cli_usage_error(cmd, "--tolerance needs a number >= 0, not '%s'", optarg);
+            break;
+        case 'q': sf_verbosity = 0; break;
+        case 'v': sf_verbosity = 2; break;
+        case 'h': run_usage(stdout, compare); exit(SF_EXIT_OK);
+        default: return cli_usage_error(cmd, "invalid option");
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no input FILE given");
+    *first = optind;
+    return SF_EXIT_OK;
+}
+
+/* Load the pipeline and apply --set; exit code on failure. */
+static int load_pipeline(run_args *a, sf_pipeline *pl)
+{
+    sf_status st = sf_pipeline_find(a->pipe, a->pipe_path, sizeof a->pipe_path);
+    if (st) {
+        cli_error("%s", sf_errdetail());
+        return SF_EXIT_USAGE;
+    }
+    st = sf_pipeline_load(a->pipe_path, pl);
+    if (st) {
+        cli_error("%s", sf_errdetail());
+        return st == SF_ERR_PIPE ? SF_EXIT_PIPE : SF_EXIT_FAIL;
+    }
+    for (int i = 0; i < a->nsets; i++)
+        if (sf_pipeline_set(pl, a->sets[i])) {
+            int rc = cli_usage_error(NULL, "%s", sf_errdetail());
+            sf_pipeline_free(pl);
+            return rc;
+        }
+    return SF_EXIT_OK;
+}
+
+/* File name without folder, extended-name brackets and FITS extensions. */
+static void file_stem(const char *path, char *stem, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    char *p;
+    snprintf(stem, n, "%s", b ? b + 1 : path);
+    if ((p = strchr(stem, '[')))
+        *p = '\0';
+    static const char *ext[] = {".gz", ".fz", ".fits", ".fit", ".fts", ".FITS", ".FIT", NULL};
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = 0; ext[i]; i++) {
+            size_t l = strlen(stem), e = strlen(ext[i]);
+            if (l > e && !strcmp(stem + l - e, ext[i])) {
+                stem[l - e] = '\0';
+                again = 1;
+            }
+        }
+    }
+}
+
+static int ensure_dir(const char *dir)
+{
+    struct stat sb;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(buf, 0777);
+            *p = '/';
+        }
+    if (stat(buf, &sb) != 0 && mkdir(buf, 0777) != 0)
+        return -1;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(buf, W_OK) != 0)
+        return -1;
+    return 0;
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t n)
+{
+    if (b >= 1000000)
+        snprintf(buf, n, "%.2f MB", b / 1e6);
+    else if (b >= 1000)
+        snprintf(buf, n, "%.2f kB", b / 1e3);
+    else
+        snprintf(buf, n, "%llu B", (unsigned long long)b);
+}
+
+static void report_text(const char *file, const sf_run_result *r, const char *backend,
+                        const char *dev, const sf_pipeline *pl)
+{
+    char h[32], d[32];
+    fprintf(stderr, "skyfind: %s: %dx%d, pipeline %s, backend %s%s%s%s\n", file, r->nx, r->ny,
+            pl->name, backend, dev ? " (" : "", dev ? dev : "", dev ? ")" : "");
+    for (int i = 0; i < r->nstages; i++) {
+        fprintf(stderr, "  %-11s %9.3f ms  ", r->stage[i], r->stage_ms[i]);
+        if (!strcmp(r->stage[i], "background"))
+            fprintf(stderr, "median %.6g, sigma %.6g (%d iterations%s)", r->bkg.median,
+                    r->bkg.sigma, r->bkg.niter, r->bkg.converged ? "" : ", not converged");
+        else if (!strcmp(r->stage[i], "segment"))
+            fprintf(stderr, "%d islands", r->nlabels);
+        else if (!strcmp(r->stage[i], "measure"))
+            fprintf(stderr, "%d sources", r->nsources);
+        else if (!strcmp(r->stage[i], "threshold") && r->nmask >= 0)
+            fprintf(stderr, "%lld pixels", r->nmask);
+        fputc('\n', stderr);
+    }
+    if (!strcmp(backend, "gpu")) {
+        double dt = 0;
+        for (int i = 0; i < r->nstages; i++)
+            dt += r->stage_ms[i];
+        human_bytes(r->h2d, h, sizeof h);
+        human_bytes(r->d2h, d, sizeof d);
+        fprintf(stderr, "  device time %.3f ms (+ upload %.3f ms); moved %s host-to-device, %s device-to-host\n",
+                dt, r->upload_ms, h, d);
+    } else {
+        fprintf(stderr, "  total %.3f ms\n", r->total_ms);
+    }
+}
+
+static void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
+                        const sf_pipeline *pl, const char *catalog, const char *err)
+{
+    fputs("{\"file\":", f);
+    json_str(f, file);
+    fprintf(f, ",\"status\":\"%s\"", err ? "error" : "ok");
+    if (err) {
+        fputs(",\"error\":", f);
+        json_str(f, err);
+        fputs("}\n", f);
+        return;
+    }
+    fprintf(f, ",\"nx\":%d,\"ny\":%d,\"backend\":\"%s\",\"pipeline\":", r->nx, r->ny, backend);
+    json_str(f, pl->name);
+    if (r->have_bkg) {
+        fputs(",\"background\":{\"median\":", f);
+        json_num(f, r->bkg.median);
+        fputs(",\"sigma\":", f);
+        json_num(f, r->bkg.sigma);
+        fprintf(f, ",\"niter\":%d,\"converged\":%s}", r->bkg.niter, r->bkg.converged ? "true" : "false");
+    }
+    fprintf(f, ",\"nsources\":%d,\"stages\":[", r->nsources);
+    for (int i = 0; i < r->nstages; i++)
+        fprintf(f, "%s{\"name\":\"%s\",\"ms\":%.4f}", i ? "," : "", r->stage[i], r->stage_ms[i]);
+    fprintf(f, "],\"upload_ms\":%.4f,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu", r->upload_ms,
+            (unsigned long long)r->h2d, (unsigned long long)r->d2h);
+    if (catalog) {
+        fputs(",\"catalog\":", f);
+        json_str(f, catalog);
+    }
+    fputs("}\n", f);
+}
+
+/* Read one plane of a file, with the cube note. */
+static sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *img,
+                            sf_fits_info *info)
+{
+    sf_status st = sf_fits_read(file, a->plane ? a->plane - 1 : -1, g, img, info);
+    if (st == SF_OK && info->nplanes > 1 && !a->plane)
+        cli_note("%s: a cube of %d planes; using plane 1 (choose with --plane N)", file,
+                 info->nplanes);
+    return st;
+}
+
+static sf_status write_outputs(const char *file, const run_args *a, const sf_pipeline *pl,
+                               const char *backend, const sf_fits_info *info,
+                               const sf_run_result *r, char *catalog, size_t catn)
+{
+    char stem[1024], path[4096];
+    sf_status st = SF_OK;
+    sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg};
+    file_stem(file, stem, sizeof stem);
+    catalog[0] = '\0';
+    if (r->nsources >= 0) {
+        snprintf(catalog, catn, "%s/%s.cat.csv", a->outdir, stem);
+        if ((st = sf_catalog_write_csv(catalog, r->sources, r->nsources, &meta)))
+            return st;
+    }
+    if ((a->save & SAVE_SEG) && r->have_labels) {
+        snprintf(path, sizeof path, "%s/%s.seg.fits", a->outdir, stem);
+        if ((st = sf_fits_write_image(path, info, SF_FITS_INT32, r->labels.data, r->nx, r->ny, 1, NULL)))
+            return st;
+    }
+    if ((a->save & SAVE_MASK) && r->have_mask) {
+        snprintf(path, sizeof path, "%s/%s.mask.fits", a->outdir, stem);
+        if ((st = sf_fits_write_image(path, info, SF_FITS_UINT8, r->mask.data, r->nx, r->ny, 1, NULL)))
+            return st;
+    }
+    if ((a->save & SAVE_BKG) && r->bkgmap.data) {
+        snprintf(path, sizeof path, "%s/%s.bkg.fits", a->outdir, stem);
+        if ((st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, r->bkgmap.data, r->nx, r->ny, 0, NULL)))
+            return st;
+    }
+    if ((a->save & SAVE_RMS) && r->rmsmap.data) {
+        snprintf(path, sizeof path, "%s/%s.rms.fits", a->outdir, stem);
+        if ((st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, r->rmsmap.data, r->nx, r->ny, 0, NULL)))
+            return st;
+    }
+    return SF_OK;
+}
+
+/* Pick the backend; returns 0 and sets *gpu (NULL for the CPU), or an exit code. */
+static int open_backend(const run_args *a, sf_gpu **gpu, const char **name)
+{
+    *gpu = NULL;
+    *name = "cpu";
+    if (!strcmp(a->backend, "cpu"))
+        return 0;
+    if (sf_gpu_count() <= a->device) {
+        if (!strcmp(a->backend, "gpu")) {
+            cli_error("no CUDA device%s: cannot use --backend gpu (use -b cpu or -b auto)",
+                      sf_gpu_compiled() ? " found" : " (this skyfind was built without CUDA)");
+            return SF_EXIT_FAIL;
+        }
+        cli_note("no CUDA device%s: running on the CPU",
+                 sf_gpu_compiled() ? " found" : " (built without CUDA)");
+        return 0;
+    }
+    if (sf_gpu_create(gpu, a->device)) {
+        cli_error("cannot use CUDA device %d: %s", a->device, sf_errdetail());
+        return SF_EXIT_FAIL;
+    }
+    *name = "gpu";
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    sf_pipeline pl;
+    sf_gpu *gpu = NULL;
+    const char *backend;
+    int first, rc, nfail = 0, nfiles, tty = isatty(2);
+    if ((rc = parse_args(argc, argv, &a, 0, &first)))
+        goto out_args;
+    if ((rc = load_pipeline(&a, &pl)))
+        goto out_args;
+    if (ensure_dir(a.outdir)) {
+        cli_error("%s: cannot create or write the output folder: %s", a.outdir, strerror(errno));
+        rc = SF_EXIT_FAIL;
+        goto out_pipe;
+    }
+    if ((rc = open_backend(&a, &gpu, &backend)))
+        goto out_pipe;
+    nfiles = argc - first;
+    for (int i = first; i < argc; i++) {
+        const char *file = argv[i];
+        sf_image img = {0};
+        sf_fits_info info;
+        sf_run_result r;
+        sf_run_opts o = {gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU, gpu, 0};
+        char catalog[4096] = "";
+        sf_status st;
+        memset(&info, 0, sizeof info);
+        memset(&r, 0, sizeof r);
+        if (a.save & SAVE_SEG)
+            o.keep |= SF_KEEP_LABELS;
+        if (a.save & SAVE_MASK)
+            o.keep |= SF_KEEP_MASK;
+        if (a.save & (SAVE_BKG | SAVE_RMS))
+            o.keep |= SF_KEEP_BKG;
+        if (tty && nfiles > 1 && sf_verbosity >= 1)
+            fprintf(stderr, "\r[%d/%d] %s\033[K%s", i - first + 1, nfiles, file,
+                    sf_verbosity >= 1 ? "\n" : "");
+        st = read_input(file, &a, gpu, &img, &info);
+        if (st == SF_OK) {
+            st = sf_pipeline_run(&pl, &img, &o, &r);
+            if (st)
+                sf_errcontext("%s", file);
+        }
+        if (st == SF_OK)
+            st = write_outputs(file, &a, &pl, backend, &info, &r, catalog, sizeof catalog);
+        if (st) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s", sf_errdetail());
+            if (!strstr(msg, file))
+                snprintf(msg, sizeof msg, "%s: %s", file, sf_errdetail());
+            cli_error("%s", msg);
+            if (a.json)
+                report_json(stdout, file, &r, backend, &pl, NULL, msg);
+            nfail++;
+        } else {
+            if (sf_verbosity >= 1)
+                report_text(file, &r, backend, gpu ? sf_gpu_name(gpu) : NULL, &pl);
+            if (sf_verbosity >= 1 && catalog[0])
+                fprintf(stderr, "  wrote %s\n", catalog);
+            if (a.json)
+                report_json(stdout, file, &r, backend, &pl, catalog[0] ? catalog : NULL, NULL);
+        }
+        fflush(stdout);
+        sf_run_result_free(&r);
+        sf_image_free(&img, gpu);
+        sf_fits_info_free(&info);
+    }
+    if (nfail && nfiles > 1)
+        cli_error("%d of %d files failed", nfail, nfiles);
+    rc = nfail ? SF_EXIT_FAIL : SF_EXIT_OK;
+    sf_gpu_destroy(gpu);
+out_pipe:
+    sf_pipeline_free(&pl);
+out_args:
+    free(a.sets);
+    return rc;
+}
+
+/* ---- compare --------------------------------------------------------------- */
+
+static double rel_diff(double g, double c)
+{
+    if (isnan(g) && isnan(c))
+        return 0;
+    if (g == c)
+        return 0;
+    double d = fabs(g - c), s = fabs(c) > 1e-300 ? fabs(c) : 1e-300;
+    return isfinite(d) ? d / s : INFINITY;
+}
+
+typedef struct {
+    int ok;
+    double dmed, dsig;           /* |diff| / sigma */
+    int niter_c, niter_g;
+    long long mask_diff, mask_set;
+    int nlab_c, nlab_g;
+    long long lab_diff;
+    double dx, dy, dflux, dpeak; /* max relative */
+    long long npix_diff, peakpos_diff;
+} cmp_result;
+
+static void compare_runs(const sf_run_result *c, const sf_run_result *g, double tol, cmp_result *m)
+{
+    size_t n = sf_npix(c->nx, c->ny);
+    memset(m, 0, sizeof *m);
+    m->ok = 1;
+    if (c->have_bkg) {
+        double s = c->bkg.sigma > 0 ? c->bkg.sigma : 1;
+        m->dmed = fabs(g->bkg.median - c->bkg.median) / s;
+        m->dsig = rel_diff(g->bkg.sigma, c->bkg.sigma);
+        m->niter_c = c->bkg.niter;
+        m->niter_g = g->bkg.niter;
+        if (m->dmed > tol || m->dsig > tol || m->niter_c != m->niter_g)
+            m->ok = 0;
+    }
+    if (c->have_mask && g->have_mask) {
+        for (size_t i = 0; i < n; i++) {
+            m->mask_diff += c->mask.data[i] != g->mask.data[i];
+            m->mask_set += c->mask.data[i];
+        }
+        if (m->mask_diff)
+            m->ok = 0;
+    }
+    m->nlab_c = c->nlabels;
+    m->nlab_g = g->nlabels;
+    if (c->have_labels && g->have_labels) {
+        for (size_t i = 0; i < n; i++)
+            m->lab_diff += c->labels.data[i] != g->labels.data[i];
+        if (m->lab_diff || m->nlab_c != m->nlab_g)
+            m->ok = 0;
+    }
+    if (c->nsources >= 0) {
+        if (c->nsources != g->nsources) {
+            m->ok = 0;
+            return;
+        }
+        for (int i = 0; i < c->nsources; i++) {
+            const sf_source *a = &c->sources[i], *b = &g->sources[i];
+#define MAXD(f, field) { double d_ = rel_diff(b->field, a->field); if (d_ > m->f) m->f = d_; }
+            MAXD(dx, x)
+            MAXD(dy, y)
+            MAXD(dflux, flux_sum)
+            MAXD(dpeak, peak)
+#undef MAXD
+            m->npix_diff += a->npix != b->npix || a->id != b->id;
+            m->peakpos_diff += a->peak_x != b->peak_x || a->peak_y != b->peak_y;
+        }
+        if (m->dx > tol || m->dy > tol || m->dflux > tol || m->dpeak > tol || m->npix_diff ||
+            m->peakpos_diff)
+            m->ok = 0;
+    }
+}
+
+static void compare_print(const char *file, const sf_run_result *c, const sf_run_result *g,
+                          const cmp_result *m, const char *dev, double tol)
+{
+    printf("%s: %dx%d, cpu vs gpu (%s), tolerance %g\n", file, c->nx, c->ny, dev, tol);
+    if (c->have_bkg)
+        printf("  background  median cpu %.9g gpu %.9g (|diff|/sigma %.3g); sigma cpu %.9g gpu %.9g "
+               "(rel %.3g); iterations %d/%d  %s\n",
+               c->bkg.median, g->bkg.median, m->dmed, c->bkg.sigma, g->bkg.sigma, m->dsig,
+               m->niter_c, m->niter_g,
+               (m->dmed <= tol && m->dsig <= tol && m->niter_c == m->niter_g) ? "OK" : "DIFFER");
+    if (c->have_mask)
+        printf("  threshold   mask %lld pixels set, %lld differ  %s\n", m->mask_set, m->mask_diff,
+               m->mask_diff ? "DIFFER" : "identical");
+    if (c->have_labels)
+        printf("  segment     %d/%d islands, %lld label pixels differ  %s\n", m->nlab_c, m->nlab_g,
+               m->lab_diff, (m->lab_diff || m->nlab_c != m->nlab_g) ? "DIFFER" : "identical");
+    if (c->nsources >= 0)
+        printf("  measure     %d/%d sources; max rel diff x %.3g y %.3g flux_sum %.3g peak %.3g; "
+               "npix/id mismatches %lld, peak position mismatches %lld  %s\n",
+               c->nsources, g->nsources, m->dx, m->dy, m->dflux, m->dpeak, m->npix_diff,
+               m->peakpos_diff,
+               (c->nsources == g->nsources && m->dx <= tol && m->dy <= tol && m->dflux <= tol &&
+                m->dpeak <= tol && !m->npix_diff && !m->peakpos_diff) ? "OK" : "DIFFER");
+    printf("  result: %s\n", m->ok ? "AGREE" : "DISAGREE");
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    run_args a;
+    sf_pipeline pl;
+    sf_gpu *gpu = NULL;
+    int first, rc, nfail = 0, ndis = 0;
+    if ((rc = parse_args(argc, argv, &a, 1, &first)))
+        goto out_args;
+    if ((rc = load_pipeline(&a, &pl)))
+        goto out_args;
+    if (sf_gpu_count() <= a.device || sf_gpu_create(&gpu, a.device)) {
+        cli_error("compare needs a CUDA device: %s",
+                  sf_gpu_compiled() ? "none found" : "this skyfind was built without CUDA");
+        rc = SF_EXIT_FAIL;
+        goto out_pipe;
+    }
+    for (int i = first; i < argc; i++) {
+        const char *file = argv[i];
+        sf_image img = {0};
+        sf_fits_info info;
+        sf_run_result rc_cpu, rc_gpu;
+        sf_run_opts oc = {SF_BACKEND_CPU, NULL, SF_KEEP_MASK | SF_KEEP_LABELS};
+        sf_run_opts og = {SF_BACKEND_GPU, gpu, SF_KEEP_MASK | SF_KEEP_LABELS};
+        cmp_result m;
+        sf_status st;
+        memset(&info, 0, sizeof info);
+        memset(&rc_cpu, 0, sizeof rc_cpu);
+        memset(&rc_gpu, 0, sizeof rc_gpu);
+        st = read_input(file, &a, NULL, &img, &info);
+        if (st == SF_OK && (st = sf_pipeline_run(&pl, &img, &oc, &rc_cpu)) == SF_OK)
+            st = sf_pipeline_run(&pl, &img, &og, &rc_gpu);
+        if (st) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s", sf_errdetail());
+            cli_error("%s%s%s", strstr(msg, file) ? "" : file, strstr(msg, file) ? "" : ": ", msg);
+            nfail++;
+        } else {
+            compare_runs(&rc_cpu, &rc_gpu, a.tol, &m);
+            if (a.json) {
+                printf("{\"file\":");
+                json_str(stdout, file);
+                printf(",\"nx\":%d,\"ny\":%d,\"agree\":%s,\"median_diff_sigma\":%.3g,"
+                       "\"sigma_rel\":%.3g,\"niter\":[%d,%d],\"mask_diff\":%lld,\"nlabels\":[%d,%d],"
+                       "\"label_diff\":%lld,\"nsources\":[%d,%d],\"x_rel\":%.3g,\"y_rel\":%.3g,"
+                       "\"flux_rel\":%.3g,\"peak_rel\":%.3g,\"cpu_ms\":%.3f,\"gpu_device_ms\":%.4f}\n",
+                       rc_cpu.nx, rc_cpu.ny, m.ok ? "true" : "false", m.dmed, m.dsig, m.niter_c,
+                       m.niter_g, m.mask_diff, m.nlab_c, m.nlab_g, m.lab_diff, rc_cpu.nsources,
+                       rc_gpu.nsources, m.dx, m.dy, m.dflux, m.dpeak, rc_cpu.total_ms,
+                       rc_gpu.stage_ms[0] + (rc_gpu.nstages > 1 ? rc_gpu.stage_ms[1] : 0) +
+                           (rc_gpu.nstages > 2 ? rc_gpu.stage_ms[2] : 0) +
+                           (rc_gpu.nstages > 3 ? rc_gpu.stage_ms[3] : 0));
+            } else {
+                compare_print(file, &rc_cpu, &rc_gpu, &m, sf_gpu_name(gpu), a.tol);
+            }
+            if (!m.ok)
+                ndis++;
+        }
+        fflush(stdout);
+        sf_run_result_free(&rc_cpu);
+        sf_run_result_free(&rc_gpu);
+        sf_image_free(&img, NULL);
+        sf_fits_info_free(&info);
+    }
+    rc = nfail ? SF_EXIT_FAIL : ndis ? SF_EXIT_DISAGREE : SF_EXIT_OK;
+    sf_gpu_destroy(gpu);
+out_pipe:
+    sf_pipeline_free(&pl);
+out_args:
+    free(a.sets);
+    return rc;
+}

@@ -1,0 +1,680 @@
+/* FITS input and output through CFITSIO: read one plane of the first (or the
+ * named) image HDU as float32 with its header, beam and WCS axis names, and
+ * write 2-D float32/int32/uint8 images atomically with the input's cards. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fitsio.h>
+#include "skyfind/fits.h"
+
+/* "CFITSIO status 107: tried to move past end of file" */
+static void sf_fits_status_text(int status, char *buf, size_t n)
+{
+    char txt[FLEN_STATUS];
+    fits_get_errstatus(status, txt);
+    snprintf(buf, n, "CFITSIO status %d: %s", status, txt);
+    fits_clear_errmsg();
+}
+
+/* Plain-words problem for a CFITSIO failure while opening or reading. */
+static sf_status sf_fits_fail_read(const char *path, int status, const char *what)
+{
+    char cs[128];
+    sf_status code = SF_ERR_FITS;
+    const char *problem = what;
+    sf_fits_status_text(status, cs, sizeof cs);
+    switch (status) {
+    case FILE_NOT_OPENED: {
+        char root[FLEN_FILENAME];
+        int st2 = 0;
+        struct stat sb;
+        root[0] = '\0';
+        fits_parse_rootname((char *)path, root, &st2);
+        fits_clear_errmsg();
+        code = SF_ERR_IO;
+        if (st2 == 0 && root[0] && stat(root, &sb) != 0)
+            problem = errno == ENOENT ? "no such file" : "cannot open the file";
+        else if (st2 == 0 && root[0] && access(root, R_OK) != 0)
+            problem = "file is not readable (permission denied)";
+        else
+            problem = "cannot open as FITS (not a FITS file, or a bad extension name)";
+        break;
+    }
+    case END_OF_FILE:
+    case READ_ERROR: {
+        char root[FLEN_FILENAME];
+        int st2 = 0;
+        struct stat sb;
+        root[0] = '\0';
+        fits_parse_rootname((char *)path, root, &st2);
+        fits_clear_errmsg();
+        code = SF_ERR_FITS;
+        if (st2 == 0 && root[0] && stat(root, &sb) == 0 && sb.st_size == 0)
+            problem = "file is empty (0 bytes)";
+        else
+            problem = "file is truncated or corrupt";
+        break;
+    }
+    case UNKNOWN_REC:
+    case NO_SIMPLE:
+    case BAD_SIMPLE:
+        code = SF_ERR_FORMAT;
+        problem = "not a FITS file";
+        break;
+    case BAD_HDU_NUM:
+        code = SF_ERR_FORMAT;
+        problem = "no such HDU in the file";
+        break;
+    case URL_PARSE_ERROR:
+        code = SF_ERR_PARAM;
+        problem = "cannot parse the file name (CFITSIO extended syntax)";
+        break;
+    default:
+        break;
+    }
+    return sf_fail(code, "%s: %s (%s)", path, problem, cs);
+}
+
+static int sf_fits_read_double(fitsfile *fp, const char *key, double *v)
+{
+    int status = 0;
+    if (fits_read_key(fp, TDOUBLE, key, v, NULL, &status)) {
+        fits_clear_errmsg();
+        return 0;
+    }
+    return 1;
+}
+
+static int sf_fits_read_string(fitsfile *fp, const char *key, char *out, size_t n)
+{
+    char v[FLEN_VALUE];
+    int status = 0;
+    if (fits_read_key(fp, TSTRING, key, v, NULL, &status)) {
+        fits_clear_errmsg();
+        return 0;
+    }
+    snprintf(out, n, "%s", v);
+    return 1;
+}
+
+/* Beam from the last "HISTORY AIPS   CLEAN BMAJ=  1.2345E-03 BMIN= ... BPA= ..." card. */
+static int sf_fits_history_beam(const char *hdr, int ncards, double *bmaj, double *bmin,
+                                double *bpa)
+{
+    int found = 0;
+    for (int i = 0; i < ncards; i++) {
+        char card[81];
+        const char *p;
+        double a, b, c = 0.0;
+        memcpy(card, hdr + (size_t)i * 80, 80);
+        card[80] = '\0';
+        if (strncmp(card, "HISTORY", 7) != 0 || !strstr(card, "AIPS"))
+            continue;
+        p = strstr(card, "CLEAN BMAJ=");
+        if (!p)
+            continue;
+        if (sscanf(p, "CLEAN BMAJ= %lf BMIN= %lf BPA= %lf", &a, &b, &c) >= 2 && a > 0 && b > 0) {
+            *bmaj = a;
+            *bmin = b;
+            *bpa = c;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+static void sf_fits_beam(fitsfile *fp, sf_fits_info *in)
+{
+    double a, b, c;
+    if (sf_fits_read_double(fp, "BMAJ", &a) && sf_fits_read_double(fp, "BMIN", &b) && a > 0 &&
+        b > 0) {
+        in->bmaj = a;
+        in->bmin = b;
+        in->bpa = sf_fits_read_double(fp, "BPA", &c) ? c : 0.0;
+        snprintf(in->beam_source, sizeof in->beam_source, "BMAJ");
+        in->has_beam = 1;
+    } else if (sf_fits_read_double(fp, "CLEANBMJ", &a) && sf_fits_read_double(fp, "CLEANBMN", &b) &&
+               a > 0 && b > 0) {
+        in->bmaj = a;
+        in->bmin = b;
+        in->bpa = sf_fits_read_double(fp, "CLEANBPA", &c) ? c : 0.0;
+        snprintf(in->beam_source, sizeof in->beam_source, "CLEANBMJ");
+        in->has_beam = 1;
+    } else if (in->header &&
+               sf_fits_history_beam(in->header, in->ncards, &in->bmaj, &in->bmin, &in->bpa)) {
+        snprintf(in->beam_source, sizeof in->beam_source, "HISTORY");
+        in->has_beam = 1;
+    }
+}
+
+/* Does the keyword name = prefix followed by one or more digits (or nothing
+ * when bare is set)? */
+static int sf_key_indexed(const char *key, const char *prefix, int bare)
+{
+    size_t n = strlen(prefix);
+    const char *p;
+    if (strncmp(key, prefix, n) != 0)
+        return 0;
+    p = key + n;
+    if (!*p)
+        return bare;
+    for (; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+/* Cards that describe the file layout (or a tile-compressed table) and
+ * must not be copied into a new 2-D image. */
+static int sf_fits_structural(const char *key, const char *card)
+{
+    static const char *exact[] = {
+        "SIMPLE", "XTENSION", "BITPIX", "EXTEND", "PCOUNT", "GCOUNT", "BSCALE", "BZERO",
+        "BLANK", "END", "CHECKSUM", "DATASUM", "TFIELDS", "THEAP", "INHERIT", "ZIMAGE",
+        "ZBITPIX", "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0", "ZSIMPLE", "ZEXTEND", "ZHECKSUM",
+        "ZDATASUM", "ZBLANK", "ZSCALE", "ZZERO", "ZTENSION", "ZPCOUNT", "ZGCOUNT", "ZMASKCMP",
+        NULL};
+    static const char *indexed[] = {"NAXIS", "ZNAXIS", "ZTILE", "ZNAME", "ZVAL", "TTYPE",
+                                    "TFORM", "TUNIT", "TDIM", "TSCAL", "TZERO", "TNULL",
+                                    "TDISP", NULL};
+    for (int i = 0; exact[i]; i++)
+        if (strcmp(key, exact[i]) == 0)
+            return 1;
+    for (int i = 0; indexed[i]; i++)
+        if (sf_key_indexed(key, indexed[i], 1))
+            return 1;
+    /* the two COMMENT cards CFITSIO itself writes into every new primary */
+    if (strcmp(key, "COMMENT") == 0 &&
+        (strstr(card, "FITS (Flexible Image Transport System) format") ||
+         strstr(card, "Astrophysics', volume 376, page 3")))
+        return 1;
+    return 0;
+}
+
+/* Keyword name of an 80-char card (up to 8 chars, no blanks). */
+static void sf_card_key(const char *card, char key[9])
+{
+    int k = 0;
+    while (k < 8 && card[k] != ' ' && card[k] != '=' && card[k] != '\0') {
+        key[k] = card[k];
+        k++;
+    }
+    key[k] = '\0';
+}
+
+/* Append one card, padded with blanks to 80 chars, at dst + 80*(*n). */
+static void sf_card_put(char *dst, int *n, const char *text)
+{
+    char *c = dst + (size_t)(*n) * 80;
+    size_t len = strlen(text);
+    if (len > 80)
+        len = 80;
+    memset(c, ' ', 80);
+    memcpy(c, text, len);
+    (*n)++;
+}
+
+/* Image view of a tile-compressed HDU's table header, for when
+ * fits_convert_hdr2str fails (CFITSIO 4.2 does on some headers). */
+static int sf_fits_header_uncompress(fitsfile *fp, char **out, int *ncards)
+{
+    char *s = NULL, *dst = NULL, text[96];
+    int nkeys = 0, status = 0, n = 0, bitpix = 0, naxis = 0;
+    long naxes[SF_FITS_MAXAXES] = {0};
+    if (fits_get_img_type(fp, &bitpix, &status) || fits_get_img_dim(fp, &naxis, &status) ||
+        naxis > SF_FITS_MAXAXES || fits_get_img_size(fp, naxis, naxes, &status) ||
+        fits_hdr2str(fp, 0, NULL, 0, &s, &nkeys, &status))
+        goto done;
+    dst = malloc((size_t)(nkeys + naxis + 4) * 80 + 1);
+    if (!dst) {
+        status = MEMORY_ALLOCATION;
+        goto done;
+    }
+    sf_card_put(dst, &n, "XTENSION= 'IMAGE   '           / image extension (tile-compressed on disk)");
+    snprintf(text, sizeof text, "BITPIX  = %20d / array data type", bitpix);
+    sf_card_put(dst, &n, text);
+    snprintf(text, sizeof text, "NAXIS   = %20d / number of array dimensions", naxis);
+    sf_card_put(dst, &n, text);
+    for (int k = 0; k < naxis; k++) {
+        snprintf(text, sizeof text, "NAXIS%-3d= %20ld", k + 1, naxes[k]);
+        sf_card_put(dst, &n, text);
+    }
+    for (int i = 0; i < nkeys; i++) {
+        const char *card = s + (size_t)i * 80;
+        char key[9];
+        sf_card_key(card, key);
+        if (strcmp(key, "BSCALE") != 0 && strcmp(key, "BZERO") != 0 && strcmp(key, "BLANK") != 0 &&
+            sf_fits_structural(key, card))
+            continue;
+        if (strcmp(key, "EXTNAME") == 0 && strstr(card, "'COMPRESSED_IMAGE'"))
+            continue;
+        memcpy(dst + (size_t)n * 80, card, 80);
+        n++;
+    }
+    dst[(size_t)n * 80] = '\0';
+    *out = dst;
+    *ncards = n;
+    dst = NULL;
+done:
+    if (s)
+        fits_free_memory(s, &(int){0});
+    free(dst);
+    return status;
+}
+
+/* Whole header as 80-char cards without END (the image view of a
+ * tile-compressed HDU). Returns a CFITSIO status. */
+static int sf_fits_header(fitsfile *fp, int compressed, char **out, int *ncards)
+{
+    char *s = NULL, *copy;
+    int nkeys = 0, status = 0;
+    size_t len;
+    if (compressed) {
+        if (!fits_convert_hdr2str(fp, 0, NULL, 0, &s, &nkeys, &status))
+            goto have;
+        if (s)
+            fits_free_memory(s, &(int){0});
+        s = NULL;
+        fits_clear_errmsg();
+        return sf_fits_header_uncompress(fp, out, ncards);
+    } else {
+        fits_hdr2str(fp, 0, NULL, 0, &s, &nkeys, &status);
+    }
+    if (status) {
+        if (s)
+            fits_free_memory(s, &(int){0});
+        return status;
+    }
+have:
+    len = strlen(s);
+    if (len > (size_t)nkeys * 80)
+        len = (size_t)nkeys * 80;
+    len -= len % 80;
+    /* nkeys counts the END card that fits_hdr2str appends: drop it */
+    while (len >= 80 && strncmp(s + len - 80, "END", 3) == 0 &&
+           strspn(s + len - 77, " ") == 77)
+        len -= 80;
+    copy = malloc(len + 1);
+    if (!copy) {
+        fits_free_memory(s, &status);
+        return MEMORY_ALLOCATION;
+    }
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    fits_free_memory(s, &status);
+    *out = copy;
+    *ncards = (int)(len / 80);
+    return 0;
+}
+
+static int sf_fits_names_hdu(const char *path);
+
+/* fits_open_file failed: when the name selects an HDU ("x.fits[7]") and the
+ * file itself opens, say that the HDU does not exist. */
+static sf_status sf_fits_fail_open(const char *path, int status)
+{
+    char root[FLEN_FILENAME], cs[128];
+    fitsfile *fp = NULL;
+    int st2 = 0, nhdu = 0;
+    if ((status == END_OF_FILE || status == BAD_HDU_NUM) && sf_fits_names_hdu(path)) {
+        root[0] = '\0';
+        fits_parse_rootname((char *)path, root, &st2);
+        if (st2 == 0 && root[0] && !fits_open_file(&fp, root, READONLY, &st2) &&
+            !fits_get_num_hdus(fp, &nhdu, &st2)) {
+            fits_close_file(fp, &st2);
+            sf_fits_status_text(status, cs, sizeof cs);
+            return sf_fail(SF_ERR_FORMAT, "%s: no such HDU (the file has %d HDU%s) (%s)", path,
+                           nhdu, nhdu == 1 ? "" : "s", cs);
+        }
+        if (fp)
+            fits_close_file(fp, &(int){0});
+        fits_clear_errmsg();
+    }
+    return sf_fits_fail_read(path, status, "cannot open");
+}
+
+/* Does the name select an HDU explicitly ("x.fits[1]", "x.fits[SCI]")? */
+static int sf_fits_names_hdu(const char *path)
+{
+    char urltype[FLEN_FILENAME], infile[FLEN_FILENAME], outfile[FLEN_FILENAME];
+    char extspec[FLEN_FILENAME], filter[FLEN_FILENAME], binspec[FLEN_FILENAME];
+    char colspec[FLEN_FILENAME];
+    int status = 0;
+    if (strlen(path) >= FLEN_FILENAME)
+        return 0;
+    extspec[0] = '\0';
+    fits_parse_input_url((char *)path, urltype, infile, outfile, extspec, filter, binspec,
+                         colspec, &status);
+    fits_clear_errmsg();
+    return status == 0 && extspec[0] != '\0';
+}
+
+sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
+                       sf_fits_info *info)
+{
+    fitsfile *fp = NULL;
+    sf_fits_info in;
+    sf_image im = {0};
+    sf_status st = SF_OK;
+    int status = 0, hdutype = 0, naxis = 0, hdunum = 0, anynul = 0, bitpix = 0;
+    long naxes[SF_FITS_MAXAXES] = {0};
+    long fpixel[SF_FITS_MAXAXES], lpixel[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
+    long long nplanes = 1, idx;
+    float nulval = NAN;
+    char cs[128];
+
+    memset(&in, 0, sizeof in);
+    if (img)
+        img->data = NULL;
+    if (!path || !img)
+        return sf_fail(SF_ERR_PARAM, "sf_fits_read: path and img must not be NULL");
+    snprintf(in.path, sizeof in.path, "%s", path);
+    in.bscale = 1.0;
+
+    if (fits_open_file(&fp, path, READONLY, &status)) {
+        fp = NULL;
+        st = sf_fits_fail_open(path, status);
+        goto fail;
+    }
+    fits_get_hdu_num(fp, &hdunum);
+    if (fits_get_hdu_type(fp, &hdutype, &status) ||
+        fits_get_img_dim(fp, &naxis, &status)) {
+        if (hdutype != IMAGE_HDU && status == NOT_IMAGE) {
+            naxis = 0;
+            status = 0;
+            fits_clear_errmsg();
+        } else {
+            st = sf_fits_fail_read(path, status, "cannot read the header");
+            goto fail;
+        }
+    }
+    if (sf_fits_names_hdu(path)) {
+        if (hdutype != IMAGE_HDU) {
+            st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d is a table, not an image", path, hdunum);
+            goto fail;
+        }
+        if (naxis == 0) {
+            st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d holds no image data (NAXIS=0)", path, hdunum);
+            goto fail;
+        }
+    } else {
+        int ntables = 0;
+        while (hdutype != IMAGE_HDU || naxis == 0) {
+            if (hdutype != IMAGE_HDU)
+                ntables++;
+            if (fits_movrel_hdu(fp, 1, &hdutype, &status)) {
+                if (status == END_OF_FILE) {
+                    fits_clear_errmsg();
+                    st = sf_fail(SF_ERR_FORMAT, "%s: no image HDU (%s)", path,
+                                 ntables ? "only tables" : "empty primary HDU and no extensions");
+                } else {
+                    st = sf_fits_fail_read(path, status, "cannot move to the next HDU");
+                }
+                goto fail;
+            }
+            fits_get_hdu_num(fp, &hdunum);
+            if (fits_get_hdu_type(fp, &hdutype, &status)) {
+                st = sf_fits_fail_read(path, status, "cannot read an HDU header");
+                goto fail;
+            }
+            naxis = 0;
+            if (hdutype == IMAGE_HDU && fits_get_img_dim(fp, &naxis, &status)) {
+                st = sf_fits_fail_read(path, status, "cannot read the image size");
+                goto fail;
+            }
+        }
+    }
+    in.hdu = hdunum;
+    in.naxis = naxis;
+    if (naxis > SF_FITS_MAXAXES) {
+        st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d has NAXIS=%d: skyfind reads at most %d axes", path,
+                     hdunum, naxis, SF_FITS_MAXAXES);
+        goto fail;
+    }
+    if (fits_get_img_size(fp, naxis, naxes, &status) || fits_get_img_type(fp, &bitpix, &status)) {
+        st = sf_fits_fail_read(path, status, "cannot read the image size");
+        goto fail;
+    }
+    in.bitpix = bitpix;
+    in.compressed = fits_is_compressed_image(fp, &status) ? 1 : 0;
+    status = 0;
+    for (int k = 0; k < naxis; k++)
+        in.naxes[k] = naxes[k];
+    if (naxis < 2) {
+        st = sf_fail(SF_ERR_FORMAT, "%s: 1-D image (NAXIS=%d, HDU %d): skyfind needs a 2-D image",
+                     path, naxis, hdunum);
+        goto fail;
+    }
+    for (int k = 0; k < naxis; k++) {
+        if (naxes[k] < 1 || (k < 2 && naxes[k] > INT_MAX)) {
+            st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d has an unusable axis length NAXIS%d=%ld", path,
+                         hdunum, k + 1, naxes[k]);
+            goto fail;
+        }
+        if (k >= 2)
+            nplanes *= naxes[k];
+    }
+    if (nplanes > INT_MAX) {
+        st = sf_fail(SF_ERR_FORMAT, "%s: too many planes (%lld)", path, nplanes);
+        goto fail;
+    }
+    in.nplanes = (int)nplanes;
+    if (plane < 0)
+        plane = 0;
+    if (plane >= in.nplanes) {
+        st = sf_fail(SF_ERR_PARAM, "%s: plane %d out of range: the image has %d plane%s (0..%d)",
+                     path, plane, in.nplanes, in.nplanes == 1 ? "" : "s", in.nplanes - 1);
+        goto fail;
+    }
+    in.plane = plane;
+
+    /* header, keywords, beam */
+    status = sf_fits_header(fp, in.compressed, &in.header, &in.ncards);
+    if (status) {
+        st = sf_fits_fail_read(path, status, "cannot read the header");
+        goto fail;
+    }
+    sf_fits_read_double(fp, "BSCALE", &in.bscale);
+    sf_fits_read_double(fp, "BZERO", &in.bzero);
+    {
+        long long b;
+        int s2 = 0;
+        if (!fits_read_key(fp, TLONGLONG, "BLANK", &b, NULL, &s2) ||
+            (in.compressed && (s2 = 0, !fits_read_key(fp, TLONGLONG, "ZBLANK", &b, NULL, &s2)))) {
+            in.has_blank = 1;
+            in.blank = b;
+        }
+        fits_clear_errmsg();
+    }
+    sf_fits_read_string(fp, "BUNIT", in.bunit, sizeof in.bunit);
+    for (int k = 0; k < naxis; k++) {
+        char key[FLEN_KEYWORD];
+        snprintf(key, sizeof key, "CTYPE%d", k + 1);
+        sf_fits_read_string(fp, key, in.ctype[k], sizeof in.ctype[k]);
+    }
+    sf_fits_beam(fp, &in);
+
+    /* pixels of the plane: one subset read (whole 4-D compressed reads fail) */
+    idx = plane;
+    for (int k = 0; k < naxis; k++) {
+        inc[k] = 1;
+        if (k < 2) {
+            fpixel[k] = 1;
+            lpixel[k] = naxes[k];
+        } else {
+            fpixel[k] = lpixel[k] = (long)(idx % naxes[k]) + 1;
+            idx /= naxes[k];
+        }
+    }
+    st = sf_image_alloc(&im, (int)naxes[0], (int)naxes[1], SF_HOST, g);
+    if (st) {
+        sf_errcontext("%s", path);
+        goto fail;
+    }
+    if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, im.data, &anynul, &status)) {
+        if (status == END_OF_FILE || status == READ_ERROR) {
+            st = sf_fits_fail_read(path, status, "");
+        } else {
+            sf_fits_status_text(status, cs, sizeof cs);
+            st = sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane,
+                         hdunum, cs);
+        }
+        goto fail;
+    }
+    {
+        size_t n = sf_npix(im.nx, im.ny);
+        long long nn = 0;
+        for (size_t i = 0; i < n; i++)
+            nn += isnan(im.data[i]) ? 1 : 0;
+        in.nnan = nn;
+    }
+    status = 0;
+    fits_close_file(fp, &status);
+    fp = NULL;
+    fits_clear_errmsg();
+    *img = im;
+    if (info)
+        *info = in;
+    else
+        free(in.header);
+    return SF_OK;
+
+fail:
+    if (fp) {
+        int s2 = 0;
+        fits_close_file(fp, &s2);
+        fits_clear_errmsg();
+    }
+    sf_image_free(&im, g);
+    free(in.header);
+    img->data = NULL;
+    if (info) {
+        memset(info, 0, sizeof *info);
+        snprintf(info->path, sizeof info->path, "%s", path);
+    }
+    return st;
+}
+
+void sf_fits_info_free(sf_fits_info *info)
+{
+    if (!info)
+        return;
+    free(info->header);
+    info->header = NULL;
+    info->ncards = 0;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int sf_fits_header_has(const sf_fits_info *src, const char *key)
+{
+    size_t n = strlen(key);
+    for (int i = 0; src && src->header && i < src->ncards; i++) {
+        const char *c = src->header + (size_t)i * 80;
+        if (strncmp(c, key, n) == 0 && (n == 8 || c[n] == ' ' || c[n] == '='))
+            return 1;
+    }
+    return 0;
+}
+
+sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
+                              sf_fits_type type, const void *data, int nx, int ny,
+                              int drop_bunit, const char *bunit)
+{
+    fitsfile *fp = NULL;
+    char *tmp = NULL, *cname = NULL;
+    sf_status st = SF_OK;
+    int status = 0, bitpix, dtype;
+    long naxes[2];
+    size_t plen;
+    char cs[128];
+
+    if (!path || !*path || !data || nx < 1 || ny < 1)
+        return sf_fail(SF_ERR_PARAM, "%s: cannot write a %dx%d image%s", path ? path : "(null)",
+                       nx, ny, data ? "" : " without data");
+    switch (type) {
+    case SF_FITS_FLOAT32: bitpix = FLOAT_IMG; dtype = TFLOAT; break;
+    case SF_FITS_INT32: bitpix = LONG_IMG; dtype = TINT; break;
+    case SF_FITS_UINT8: bitpix = BYTE_IMG; dtype = TBYTE; break;
+    default:
+        return sf_fail(SF_ERR_PARAM, "%s: unknown output pixel type %d", path, (int)type);
+    }
+    plen = strlen(path);
+    tmp = malloc(plen + 32);
+    cname = malloc(plen + 34);
+    if (!tmp || !cname) {
+        st = sf_fail(SF_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(cname, plen + 34, "!%s", tmp);
+    naxes[0] = nx;
+    naxes[1] = ny;
+    if (fits_create_file(&fp, cname, &status)) {
+        fp = NULL;
+        sf_fits_status_text(status, cs, sizeof cs);
+        st = sf_fail(SF_ERR_IO, "%s: cannot create (%s)", path, cs);
+        goto fail;
+    }
+    if (fits_create_img(fp, bitpix, 2, naxes, &status))
+        goto cfitsio_fail;
+    if (src && src->naxis > 2 && !sf_fits_header_has(src, "WCSAXES")) {
+        int wcsaxes = src->naxis;
+        if (fits_write_key(fp, TINT, "WCSAXES", &wcsaxes, "WCS axes of the input image",
+                           &status))
+            goto cfitsio_fail;
+    }
+    for (int i = 0; src && src->header && i < src->ncards; i++) {
+        char card[81], key[9];
+        memcpy(card, src->header + (size_t)i * 80, 80);
+        card[80] = '\0';
+        sf_card_key(card, key);
+        if (sf_fits_structural(key, card))
+            continue;
+        if (strcmp(key, "BUNIT") == 0 && (drop_bunit || bunit))
+            continue;
+        if (fits_write_record(fp, card, &status)) {
+            status = 0; /* a card CFITSIO will not take is left out, not fatal */
+            fits_clear_errmsg();
+        }
+    }
+    if (bunit && fits_update_key(fp, TSTRING, "BUNIT", (void *)bunit, "units of the pixels",
+                                 &status))
+        goto cfitsio_fail;
+    if (fits_write_img(fp, dtype, 1, (LONGLONG)nx * ny, (void *)data, &status))
+        goto cfitsio_fail;
+    if (fits_close_file(fp, &status)) {
+        fp = NULL;
+        goto cfitsio_fail;
+    }
+    fp = NULL;
+    if (rename(tmp, path) != 0) {
+        st = sf_fail(SF_ERR_IO, "%s: cannot rename the finished %s into place (%s)", path, tmp,
+                     strerror(errno));
+        goto fail;
+    }
+    free(tmp);
+    free(cname);
+    return SF_OK;
+
+cfitsio_fail:
+    sf_fits_status_text(status, cs, sizeof cs);
+    st = sf_fail(status == FILE_NOT_CREATED || status == WRITE_ERROR ? SF_ERR_IO : SF_ERR_FITS,
+                 "%s: cannot write (%s)", path, cs);
+fail:
+    if (fp) {
+        int s2 = 0;
+        fits_close_file(fp, &s2);
+        fits_clear_errmsg();
+    }
+    if (tmp)
+        remove(tmp);
+    free(tmp);
+    free(cname);
+    return st;
+}

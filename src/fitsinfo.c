@@ -1,0 +1,284 @@
+/* `skyfind info`: describe a FITS image (HDU, axes, scaling, beam, WCS centre
+ * and pixel scale through WCSLIB, NaN count, exact min/median/max) as
+ * `key: value` lines or as one JSON object per file. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wcslib/wcslib.h>
+#include "skyfind/fits.h"
+
+typedef struct {
+    int have_wcs;           /* celestial WCS on the first two axes */
+    double lon, lat;        /* world coordinates of the centre pixel (deg) */
+    double pix_arcsec;      /* geometric mean of the two pixel sides */
+    double vmin, vmed, vmax;
+} sf_fits_summary;
+
+/* k-th smallest of a[0..n-1], Hoare partitioning; afterwards every element
+ * before k is <= a[k] (used for the lower middle of an even count). */
+static float sf_select(float *a, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (lo < hi) {
+        float pivot = a[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j) {
+                float t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            return a[kk];
+    }
+    return a[kk];
+}
+
+static sf_status sf_fits_stats(const sf_image *im, sf_fits_summary *s)
+{
+    size_t n = sf_npix(im->nx, im->ny), m = 0;
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return sf_fail(SF_ERR_NOMEM, "median: malloc of %zu floats failed", n);
+    s->vmin = s->vmed = s->vmax = NAN;
+    for (size_t i = 0; i < n; i++) {
+        float x = im->data[i];
+        if (isnan(x))
+            continue;
+        v[m++] = x;
+        if (m == 1 || x < s->vmin)
+            s->vmin = x;
+        if (m == 1 || x > s->vmax)
+            s->vmax = x;
+    }
+    if (m > 0) {
+        double hi = sf_select(v, m, m / 2);
+        if (m % 2 == 0) {
+            /* the lower middle is the largest of the part below m/2 */
+            float lo = v[0];
+            for (size_t i = 1; i < m / 2; i++)
+                if (v[i] > lo)
+                    lo = v[i];
+            s->vmed = 0.5 * ((double)lo + hi);
+        } else {
+            s->vmed = hi;
+        }
+    }
+    free(v);
+    return SF_OK;
+}
+
+static double sf_sep_deg(double lon1, double lat1, double lon2, double lat2)
+{
+    const double d2r = M_PI / 180.0;
+    double dlat = (lat2 - lat1) * d2r, dlon = (lon2 - lon1) * d2r;
+    double a = sin(dlat / 2) * sin(dlat / 2) +
+               cos(lat1 * d2r) * cos(lat2 * d2r) * sin(dlon / 2) * sin(dlon / 2);
+    return 2.0 * asin(sqrt(a < 1.0 ? a : 1.0)) / d2r;
+}
+
+/* Centre pixel's world coordinates and pixel scale from the header's WCS,
+ * restricted to the first two axes (wcssub), so a spectral axis WCSLIB cannot
+ * set up (FELO-HEL, lowercase "freq") does not hide the celestial one. */
+static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary *s)
+{
+    struct wcsprm *wcs = NULL, sub;
+    int nreject = 0, nwcs = 0, fixstat[NWCSFIX], nsub = 2, axes[2] = {1, 2}, have_sub = 0;
+    int naxis_in[2] = {nx, ny}, stat[3];
+    double pix[6], img[6], world[6], phi[3], theta[3];
+
+    s->have_wcs = 0;
+    memset(&sub, 0, sizeof sub);
+    sub.flag = -1;
+    if (!in->header || in->ncards <= 0)
+        return;
+    if (wcspih(in->header, in->ncards, WCSHDR_all, 0, &nreject, &nwcs, &wcs) || nwcs < 1)
+        goto done;
+    if (wcs->naxis < 2 || wcssub(1, wcs, &nsub, axes, &sub) || nsub != 2)
+        goto done;
+    have_sub = 1;
+    wcsfix(7, naxis_in, &sub, fixstat);
+    if (wcsset(&sub) || sub.lng < 0 || sub.lat < 0)
+        goto done;
+    pix[0] = pix[2] = pix[4] = 0.5 * (nx + 1);
+    pix[1] = pix[3] = pix[5] = 0.5 * (ny + 1);
+    pix[2] += 1.0;
+    pix[5] += 1.0;
+    if (wcsp2s(&sub, 3, 2, pix, img, phi, theta, world, stat) || stat[0] || stat[1] || stat[2])
+        goto done;
+    {
+        int lo = sub.lng, la = sub.lat;
+        double sx = sf_sep_deg(world[lo], world[la], world[2 + lo], world[2 + la]);
+        double sy = sf_sep_deg(world[lo], world[la], world[4 + lo], world[4 + la]);
+        s->lon = world[lo];
+        s->lat = world[la];
+        s->pix_arcsec = sqrt(sx * sy) * 3600.0;
+        s->have_wcs = 1;
+    }
+done:
+    if (have_sub)
+        wcsfree(&sub);
+    if (wcs)
+        wcsvfree(&nwcs, &wcs);
+}
+
+static void sf_json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void sf_json_num(FILE *out, double v, const char *fmt)
+{
+    if (isfinite(v))
+        fprintf(out, fmt, v);
+    else
+        fputs("null", out);
+}
+
+static void sf_fits_print_json(FILE *out, const sf_fits_info *in, const sf_image *im,
+                               const sf_fits_summary *s)
+{
+    fputs("{\"file\":", out);
+    sf_json_str(out, in->path);
+    fprintf(out, ",\"hdu\":%d,\"nx\":%d,\"ny\":%d,\"naxes\":[", in->hdu, im->nx, im->ny);
+    for (int k = 0; k < in->naxis; k++)
+        fprintf(out, "%s%ld", k ? "," : "", in->naxes[k]);
+    fprintf(out, "],\"nplanes\":%d,\"plane\":%d,\"bitpix\":%d,\"bscale\":", in->nplanes,
+            in->plane, in->bitpix);
+    sf_json_num(out, in->bscale, "%.15g");
+    fputs(",\"bzero\":", out);
+    sf_json_num(out, in->bzero, "%.15g");
+    if (in->has_blank)
+        fprintf(out, ",\"blank\":%lld", in->blank);
+    else
+        fputs(",\"blank\":null", out);
+    fputs(",\"bunit\":", out);
+    sf_json_str(out, in->bunit);
+    if (in->has_beam) {
+        fputs(",\"beam\":{\"bmaj_arcsec\":", out);
+        sf_json_num(out, in->bmaj * 3600.0, "%.6g");
+        fputs(",\"bmin_arcsec\":", out);
+        sf_json_num(out, in->bmin * 3600.0, "%.6g");
+        fputs(",\"bpa_deg\":", out);
+        sf_json_num(out, in->bpa, "%.6g");
+        fputs(",\"source\":", out);
+        sf_json_str(out, in->beam_source);
+        fputc('}', out);
+    } else {
+        fputs(",\"beam\":null", out);
+    }
+    fputs(",\"ctype\":[", out);
+    for (int k = 0; k < in->naxis; k++) {
+        if (k)
+            fputc(',', out);
+        sf_json_str(out, in->ctype[k]);
+    }
+    fputc(']', out);
+    if (s->have_wcs) {
+        fprintf(out, ",\"wcs_center\":[%.10g,%.10g],\"pixel_arcsec\":", s->lon, s->lat);
+        sf_json_num(out, s->pix_arcsec, "%.6g");
+    } else {
+        fputs(",\"wcs_center\":null,\"pixel_arcsec\":null", out);
+    }
+    fprintf(out, ",\"nnan\":%lld,\"min\":", in->nnan);
+    sf_json_num(out, s->vmin, "%.9g");
+    fputs(",\"median\":", out);
+    sf_json_num(out, s->vmed, "%.9g");
+    fputs(",\"max\":", out);
+    sf_json_num(out, s->vmax, "%.9g");
+    fputs("}\n", out);
+}
+
+static void sf_fits_print_text(FILE *out, const sf_fits_info *in, const sf_image *im,
+                               const sf_fits_summary *s)
+{
+    size_t n = sf_npix(im->nx, im->ny);
+    fprintf(out, "file: %s\n", in->path);
+    fprintf(out, "hdu: %d%s\n", in->hdu, in->compressed ? " (tile-compressed)" : "");
+    fprintf(out, "size: %d x %d\n", im->nx, im->ny);
+    fprintf(out, "naxes: ");
+    for (int k = 0; k < in->naxis; k++)
+        fprintf(out, "%s%ld", k ? " x " : "", in->naxes[k]);
+    fprintf(out, " (NAXIS=%d)\n", in->naxis);
+    fprintf(out, "planes: %d (showing plane %d)\n", in->nplanes, in->plane);
+    fprintf(out, "bitpix: %d\n", in->bitpix);
+    fprintf(out, "bscale: %.15g\nbzero: %.15g\n", in->bscale, in->bzero);
+    if (in->has_blank)
+        fprintf(out, "blank: %lld\n", in->blank);
+    else
+        fprintf(out, "blank: none\n");
+    fprintf(out, "bunit: %s\n", in->bunit[0] ? in->bunit : "(none)");
+    if (in->has_beam)
+        fprintf(out, "beam: %.4g x %.4g arcsec, PA %.4g deg (from %s)\n", in->bmaj * 3600.0,
+                in->bmin * 3600.0, in->bpa, in->beam_source);
+    else
+        fprintf(out, "beam: none\n");
+    fprintf(out, "ctype: ");
+    for (int k = 0; k < in->naxis; k++)
+        fprintf(out, "%s%s", k ? ", " : "", in->ctype[k][0] ? in->ctype[k] : "(none)");
+    fputc('\n', out);
+    if (s->have_wcs) {
+        fprintf(out, "wcs_center: %.8f %.8f deg\n", s->lon, s->lat);
+        fprintf(out, "pixel_scale: %.6g arcsec\n", s->pix_arcsec);
+    } else {
+        fprintf(out, "wcs_center: none (no celestial WCS)\n");
+    }
+    fprintf(out, "nan: %lld of %zu pixels (%.2f%%)\n", in->nnan, n,
+            n ? 100.0 * (double)in->nnan / (double)n : 0.0);
+    if (isnan(s->vmed)) {
+        fprintf(out, "min: none\nmedian: none\nmax: none\n");
+    } else {
+        fprintf(out, "min: %.9g\nmedian: %.9g\nmax: %.9g\n", s->vmin, s->vmed, s->vmax);
+    }
+}
+
+sf_status sf_fits_describe(const char *path, int plane, FILE *out, int json)
+{
+    sf_image im = {0};
+    sf_fits_info in;
+    sf_fits_summary s;
+    sf_status st;
+
+    memset(&in, 0, sizeof in);
+    memset(&s, 0, sizeof s);
+    if (!out)
+        out = stdout;
+    st = sf_fits_read(path, plane, NULL, &im, &in);
+    if (st)
+        goto fail;
+    st = sf_fits_stats(&im, &s);
+    if (st)
+        goto fail;
+    sf_fits_wcs(&in, im.nx, im.ny, &s);
+    if (json)
+        sf_fits_print_json(out, &in, &im, &s);
+    else
+        sf_fits_print_text(out, &in, &im, &s);
+fail:
+    sf_image_free(&im, NULL);
+    sf_fits_info_free(&in);
+    return st;
+}

@@ -1,0 +1,48 @@
+/* CPU-only build: the GPU context and every stage's GPU entry point report
+ * that this skyfind was built without CUDA. */
+#include <stddef.h>
+#include "skyfind/gpu.h"
+#include "skyfind/background.h"
+#include "skyfind/threshold.h"
+#include "skyfind/segment.h"
+#include "skyfind/measure.h"
+
+#define NO_GPU sf_fail(SF_ERR_NO_GPU, "this skyfind was built without CUDA (no nvcc at configure time)")
+
+int sf_gpu_compiled(void) { return 0; }
+int sf_gpu_count(void) { return 0; }
+sf_status sf_gpu_create(sf_gpu **g, int device) { *g = NULL; return NO_GPU; }
+void sf_gpu_destroy(sf_gpu *g) { (void)g; }
+const char *sf_gpu_name(const sf_gpu *g) { return "none"; }
+sf_status sf_gpu_sync(sf_gpu *g) { return NO_GPU; }
+sf_status sf_gpu_reserve(sf_gpu *g, size_t bytes) { return NO_GPU; }
+sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr) { *ptr = NULL; return NO_GPU; }
+sf_status sf_gpu_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL; return NO_GPU; }
+void sf_gpu_free(sf_gpu *g, void *ptr) { }
+sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL; return NO_GPU; }
+void sf_gpu_host_free(sf_gpu *g, void *ptr) { }
+sf_status sf_gpu_to_device(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
+sf_status sf_gpu_to_host(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
+sf_status sf_gpu_memset(sf_gpu *g, void *d, int v, size_t n) { return NO_GPU; }
+void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)
+{
+    if (h2d) *h2d = 0;
+    if (d2h) *d2h = 0;
+}
+void sf_gpu_reset_bytes(sf_gpu *g) { }
+sf_status sf_gpu_timer_create(sf_gpu *g, sf_gpu_timer **t) { *t = NULL; return NO_GPU; }
+void sf_gpu_timer_destroy(sf_gpu_timer *t) { }
+sf_status sf_gpu_timer_start(sf_gpu_timer *t) { return NO_GPU; }
+sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms) { *ms = 0; return NO_GPU; }
+
+sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                            sf_bkg_stats *st, sf_image *bkg, sf_image *rms) { return NO_GPU; }
+size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p) { return 0; }
+sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_params *p,
+                           const sf_bkg_stats *st, sf_mask *mask) { return NO_GPU; }
+sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
+                         sf_labels *labels, int *nlabels) { return NO_GPU; }
+size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p) { return 0; }
+sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                         int nlabels, const sf_measure_params *p, sf_source *out) { return NO_GPU; }
+size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels, const sf_measure_params *p) { return 0; }

@@ -1,0 +1,97 @@
+/* Allocation and host<->device transfer of images, masks and label maps.
+ * Device buffers and counted copies go through the GPU context (gpu.h). */
+#include <stdlib.h>
+#include <string.h>
+#include "skyfind/image.h"
+#include "skyfind/gpu.h"
+
+static sf_status buf_alloc(void **ptr, size_t bytes, sf_loc loc, sf_gpu *g)
+{
+    *ptr = NULL;
+    if (loc == SF_DEVICE) {
+        if (!g)
+            return sf_fail(SF_ERR_INTERNAL, "device buffer requested without a GPU context");
+        return sf_gpu_malloc(g, ptr, bytes);
+    }
+    if (g)
+        return sf_gpu_host_malloc(g, ptr, bytes);
+    *ptr = malloc(bytes ? bytes : 1);
+    if (!*ptr)
+        return sf_fail(SF_ERR_NOMEM, "malloc of %zu bytes failed", bytes);
+    return SF_OK;
+}
+
+static void buf_free(void *ptr, sf_loc loc, sf_gpu *g)
+{
+    if (!ptr)
+        return;
+    if (loc == SF_DEVICE)
+        sf_gpu_free(g, ptr);
+    else if (g)
+        sf_gpu_host_free(g, ptr);
+    else
+        free(ptr);
+}
+
+static sf_status check_shape(int nx, int ny)
+{
+    if (nx < 1 || ny < 1)
+        return sf_fail(SF_ERR_PARAM, "image size %dx%d is not positive", nx, ny);
+    return SF_OK;
+}
+
+#define SF_DEFINE_BUFFER(type, fn, elem)                                           \
+    sf_status sf_##fn##_alloc(type *b, int nx, int ny, sf_loc loc, sf_gpu *g)       \
+    {                                                                              \
+        void *p = NULL;                                                            \
+        sf_status st = check_shape(nx, ny);                                        \
+        if (st)                                                                    \
+            return st;                                                             \
+        st = buf_alloc(&p, sf_npix(nx, ny) * sizeof(elem), loc, g);                \
+        if (st)                                                                    \
+            return st;                                                             \
+        b->nx = nx;                                                                \
+        b->ny = ny;                                                                \
+        b->stride = (size_t)nx;                                                    \
+        b->data = (elem *)p;                                                       \
+        b->loc = loc;                                                              \
+        return SF_OK;                                                              \
+    }                                                                              \
+    void sf_##fn##_free(type *b, sf_gpu *g)                                         \
+    {                                                                              \
+        if (!b)                                                                    \
+            return;                                                                \
+        buf_free(b->data, b->loc, g);                                              \
+        b->data = NULL;                                                            \
+    }
+
+SF_DEFINE_BUFFER(sf_image, image, float)
+SF_DEFINE_BUFFER(sf_mask, mask, uint8_t)
+SF_DEFINE_BUFFER(sf_labels, labels, int32_t)
+
+static sf_status copy_check(int snx, int sny, sf_loc sloc, int dnx, int dny, sf_loc dloc,
+                            sf_loc want_src)
+{
+    if (snx != dnx || sny != dny)
+        return sf_fail(SF_ERR_INTERNAL, "copy between %dx%d and %dx%d buffers", snx, sny, dnx, dny);
+    if (sloc != want_src || dloc == want_src)
+        return sf_fail(SF_ERR_INTERNAL, "copy in the wrong direction");
+    return SF_OK;
+}
+
+#define SF_DEFINE_COPY(type, name, elem, srcloc, fn)                                \
+    sf_status name(sf_gpu *g, const type *src, type *dst)                          \
+    {                                                                              \
+        sf_status st = copy_check(src->nx, src->ny, src->loc, dst->nx, dst->ny,   \
+                                  dst->loc, srcloc);                              \
+        if (st)                                                                    \
+            return st;                                                             \
+        return fn(g, dst->data, src->data, sf_npix(src->nx, src->ny) * sizeof(elem)); \
+    }
+
+SF_DEFINE_COPY(sf_image, sf_image_upload, float, SF_HOST, sf_gpu_to_device)
+SF_DEFINE_COPY(sf_image, sf_image_download, float, SF_DEVICE, sf_gpu_to_host)
+SF_DEFINE_COPY(sf_mask, sf_mask_upload, uint8_t, SF_HOST, sf_gpu_to_device)
+SF_DEFINE_COPY(sf_mask, sf_mask_download, uint8_t, SF_DEVICE, sf_gpu_to_host)
+SF_DEFINE_COPY(sf_labels, sf_labels_upload, int32_t, SF_HOST, sf_gpu_to_device)
+SF_DEFINE_COPY(sf_labels, sf_labels_download, int32_t, SF_DEVICE, sf_gpu_to_host)

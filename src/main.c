@@ -1,0 +1,121 @@
+/* skyfind command-line tool: dispatches the subcommands (run, compare,
+ * info, stages, simulate). Only this file and src/cli_*.c choose exit codes. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+#include "skyfind/gpu.h"
+
+int sf_verbosity = 1;
+
+void cli_note(const char *fmt, ...)
+{
+    va_list ap;
+    if (sf_verbosity < 1)
+        return;
+    va_start(ap, fmt);
+    fputs("skyfind: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("skyfind: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("skyfind: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fprintf(stderr, "Try 'skyfind %s%s--help' for more information.\n", cmd ? cmd : "",
+            cmd ? " " : "");
+    return SF_EXIT_USAGE;
+}
+
+void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.10g", v);
+    else
+        fputs("null", f);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: skyfind COMMAND [OPTIONS] [FILE...]\n"
+            "Find sources in FITS sky images, on the CPU or the GPU.\n"
+            "\n"
+            "Commands:\n"
+            "  run FILE...        run a pipeline and write a catalogue per image\n"
+            "  compare FILE...    run the CPU and GPU backends and compare every stage\n"
+            "  info FILE...       describe images: size, scaling, units, beam, WCS, statistics\n"
+            "  stages             list the stages and their parameters\n"
+            "  simulate -n N -o F write a simulated radio image and its truth catalogue\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help         show this help (COMMAND --help: that command's options)\n"
+            "  -V, --version      show the version\n"
+            "\n"
+            "Exit status: 0 success; 1 a file could not be processed; 2 usage error;\n"
+            "3 invalid pipeline file; 4 compare found CPU and GPU disagreeing.\n"
+            "See skyfind(1) and skyfind-pipeline(5).\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd;
+    if (argc < 2) {
+        usage(stderr);
+        return SF_EXIT_USAGE;
+    }
+    cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return SF_EXIT_OK;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("skyfind %s (%s)\n", SKYFIND_VERSION,
+               sf_gpu_compiled() ? "with CUDA GPU stages" : "CPU only: built without CUDA");
+        return SF_EXIT_OK;
+    }
+    argv[1] = argv[0];
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare"))
+        return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "stages"))
+        return cmd_stages(argc - 1, argv + 1);
+    if (!strcmp(cmd, "simulate"))
+        return cmd_simulate(argc - 1, argv + 1);
+    return cli_usage_error(NULL, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,231 @@
+/* The pipeline runner: allocates a run's buffers once, runs each step on
+ * one backend and, on the GPU, keeps every intermediate on the device:
+ * the image goes up once and only the catalogue (and whatever the caller
+ * asked to keep) comes back. Times each stage and counts bytes moved. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "state.h"
+#include "skyfind/gpu.h"
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void state_free(sf_state *s)
+{
+    sf_gpu *g = s->backend == SF_BACKEND_GPU ? s->g : NULL;
+    if (g)
+        sf_image_free(&s->img, g);
+    sf_image_free(&s->bkgmap, g);
+    sf_image_free(&s->rmsmap, g);
+    sf_mask_free(&s->mask, g);
+    sf_labels_free(&s->labels, g);
+    if (g)
+        sf_gpu_free(g, s->sources);
+    else
+        free(s->sources);
+    s->sources = NULL;
+}
+
+void sf_run_result_free(sf_run_result *r)
+{
+    free(r->sources);
+    sf_mask_free(&r->mask, NULL);
+    sf_labels_free(&r->labels, NULL);
+    sf_image_free(&r->bkgmap, NULL);
+    sf_image_free(&r->rmsmap, NULL);
+    memset(r, 0, sizeof *r);
+}
+
+static unsigned pipeline_gives(const sf_pipeline *pl)
+{
+    unsigned g = SF_DATA_IMAGE;
+    for (int i = 0; i < pl->nsteps; i++)
+        g |= pl->steps[i].def->gives;
+    return g;
+}
+
+/* Scratch the GPU steps need, reserved once before the run. */
+static size_t gpu_scratch_need(const sf_pipeline *pl, int nx, int ny)
+{
+    size_t need = 0, b;
+    for (int i = 0; i < pl->nsteps; i++) {
+        const char *n = pl->steps[i].def->name;
+        b = 0;
+        if (!strcmp(n, "background"))
+            b = sf_background_gpu_scratch(nx, ny, pl->steps[i].params);
+        else if (!strcmp(n, "segment"))
+            b = sf_segment_gpu_scratch(nx, ny, pl->steps[i].params);
+        else if (!strcmp(n, "measure")) /* the number of labels is not known yet: bound it */
+            b = sf_measure_gpu_scratch(nx, ny, (int)(sf_npix(nx, ny) / 2 + 1), pl->steps[i].params);
+        if (b > need)
+            need = b;
+    }
+    return need;
+}
+
+static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image *img,
+                             const sf_run_opts *o)
+{
+    sf_status st = SF_OK;
+    unsigned gives = pipeline_gives(pl);
+    sf_loc loc = o->backend == SF_BACKEND_GPU ? SF_DEVICE : SF_HOST;
+    sf_gpu *g = o->backend == SF_BACKEND_GPU ? o->gpu : NULL;
+    int nx = img->nx, ny = img->ny;
+    if (gives & SF_DATA_MASK)
+        if ((st = sf_mask_alloc(&s->mask, nx, ny, loc, g)))
+            return st;
+    if (gives & SF_DATA_LABELS)
+        if ((st = sf_labels_alloc(&s->labels, nx, ny, loc, g)))
+            return st;
+    if ((gives & SF_DATA_BKG) && (o->keep & SF_KEEP_BKG)) {
+        if ((st = sf_image_alloc(&s->bkgmap, nx, ny, loc, g)))
+            return st;
+        if ((st = sf_image_alloc(&s->rmsmap, nx, ny, loc, g)))
+            return st;
+    }
+    if (g)
+        st = sf_gpu_reserve(g, gpu_scratch_need(pl, nx, ny));
+    return st;
+}
+
+/* Bring back what the caller keeps, and the catalogue. */
+static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
+{
+    sf_status st = SF_OK;
+    int gpu = o->backend == SF_BACKEND_GPU;
+    r->have_bkg = !!(s->have & SF_DATA_BKG);
+    r->bkg = s->bkg;
+    r->nlabels = s->nlabels;
+    r->nsources = (s->have & SF_DATA_SOURCES) ? s->nsources : -1;
+    if (r->nsources >= 0) {
+        r->sources = malloc(((size_t)r->nsources + 1) * sizeof(sf_source));
+        if (!r->sources)
+            return sf_fail(SF_ERR_NOMEM, "catalogue of %d sources", r->nsources);
+        if (gpu && r->nsources > 0)
+            st = sf_gpu_to_host(o->gpu, r->sources, s->sources, (size_t)r->nsources * sizeof(sf_source));
+        else if (r->nsources > 0)
+            memcpy(r->sources, s->sources, (size_t)r->nsources * sizeof(sf_source));
+        if (st)
+            return st;
+    }
+#define KEEP(flag, what, field, kind)                                                         \
+    if ((o->keep & flag) && (s->have & what)) {                                               \
+        if ((st = sf_##kind##_alloc(&r->field, s->img.nx, s->img.ny, SF_HOST, NULL)))         \
+            return st;                                                                        \
+        if (gpu)                                                                              \
+            st = sf_##kind##_download(o->gpu, &s->field, &r->field);                          \
+        else                                                                                  \
+            memcpy(r->field.data, s->field.data, sf_npix(s->img.nx, s->img.ny) * sizeof *r->field.data); \
+        if (st)                                                                               \
+            return st;                                                                        \
+    }
+    KEEP(SF_KEEP_MASK, SF_DATA_MASK, mask, mask)
+    KEEP(SF_KEEP_LABELS, SF_DATA_LABELS, labels, labels)
+    if (s->bkgmap.data) {
+        KEEP(SF_KEEP_BKG, SF_DATA_BKG, bkgmap, image)
+        KEEP(SF_KEEP_BKG, SF_DATA_BKG, rmsmap, image)
+    }
+#undef KEEP
+    r->have_mask = r->mask.data != NULL;
+    r->have_labels = r->labels.data != NULL;
+    return SF_OK;
+}
+
+sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_run_opts *o,
+                          sf_run_result *r)
+{
+    sf_status st = SF_OK;
+    sf_state s;
+    sf_gpu_timer *timer = NULL;
+    int gpu = o->backend == SF_BACKEND_GPU;
+    uint64_t h0 = 0, d0 = 0, h1, d1;
+    double t0 = now_ms();
+
+    memset(&s, 0, sizeof s);
+    memset(r, 0, sizeof *r);
+    r->nsources = -1;
+    r->nx = img->nx;
+    r->ny = img->ny;
+    if (img->loc != SF_HOST)
+        return sf_fail(SF_ERR_INTERNAL, "sf_pipeline_run takes a host image");
+    s.backend = o->backend;
+    s.g = o->gpu;
+    if (gpu) {
+        if (!o->gpu)
+            return sf_fail(SF_ERR_NO_GPU, "GPU backend without a GPU context");
+        sf_gpu_bytes(o->gpu, &h0, &d0);
+        if ((st = sf_gpu_timer_create(o->gpu, &timer)))
+            goto fail;
+    }
+    if ((st = alloc_state(&s, pl, img, o)))
+        goto fail;
+    if (gpu) {
+        double ms;
+        if ((st = sf_image_alloc(&s.img, img->nx, img->ny, SF_DEVICE, o->gpu)))
+            goto fail;
+        if ((st = sf_gpu_timer_start(timer)) || (st = sf_image_upload(o->gpu, img, &s.img)) ||
+            (st = sf_gpu_timer_stop(timer, &ms)))
+            goto fail;
+        r->upload_ms = ms;
+    } else {
+        s.img = *img;
+    }
+    s.have = SF_DATA_IMAGE;
+    for (int i = 0; i < pl->nsteps; i++) {
+        const sf_pipe_step *step = &pl->steps[i];
+        double ms = 0, w = now_ms();
+        if (gpu && (st = sf_gpu_timer_start(timer)))
+            goto fail;
+        st = gpu ? step->def->gpu(&s, step->params) : step->def->cpu(&s, step->params);
+        if (st) {
+            sf_errcontext("stage %s (%s)", step->def->name, gpu ? "gpu" : "cpu");
+            goto fail;
+        }
+        if (gpu) {
+            if ((st = sf_gpu_timer_stop(timer, &ms)))
+                goto fail;
+        } else {
+            ms = now_ms() - w;
+        }
+        r->stage[r->nstages] = step->def->name;
+        r->stage_ms[r->nstages++] = ms;
+    }
+    if ((st = collect(&s, o, r)))
+        goto fail;
+    if (s.have & SF_DATA_MASK) {
+        /* pixels in the mask: from the kept mask, else left unknown (-1) */
+        r->nmask = -1;
+        if (r->have_mask) {
+            long long c = 0;
+            for (size_t k = 0; k < sf_npix(img->nx, img->ny); k++)
+                c += r->mask.data[k];
+            r->nmask = c;
+        }
+    }
+    r->total_ms = now_ms() - t0;
+    if (gpu) {
+        sf_gpu_bytes(o->gpu, &h1, &d1);
+        r->h2d = h1 - h0;
+        r->d2h = d1 - d0;
+    }
+    state_free(&s);
+    sf_gpu_timer_destroy(timer);
+    return SF_OK;
+fail:
+    state_free(&s);
+    sf_gpu_timer_destroy(timer);
+    {
+        sf_status keep = st;
+        char detail[1024];
+        snprintf(detail, sizeof detail, "%s", sf_errdetail());
+        sf_run_result_free(r);
+        sf_fail(keep, "%s", detail);
+        return keep;
+    }
+}

@@ -1,0 +1,136 @@
+/* The stage registry: each stage once, with its typed parameters and the
+ * wrappers that call its CPU twin or GPU version on the run's buffers. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include "state.h"
+#include "skyfind/gpu.h"
+
+/* ---- background ---------------------------------------------------------- */
+static const sf_param_spec bkg_params[] = {
+    {"method", SF_PT_CHOICE, "global", 0, 0, "global", "",
+     "global: one level and sigma by kappa-sigma clipping around the median",
+     offsetof(sf_bkg_params, method)},
+    {"kappa", SF_PT_REAL, "3", 0.1, 100, NULL, "sigma",
+     "clip pixels further than kappa*sigma from the median", offsetof(sf_bkg_params, kappa)},
+    {"maxiter", SF_PT_INT, "100", 1, 10000, NULL, "",
+     "most clipping iterations (stops earlier when nothing is clipped)",
+     offsetof(sf_bkg_params, maxiter)},
+};
+
+static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_bkg_params *p = pp;
+    sf_image *b = s->bkgmap.data ? &s->bkgmap : NULL, *r = s->rmsmap.data ? &s->rmsmap : NULL;
+    sf_status st = gpu ? sf_background_gpu(s->g, &s->img, p, &s->bkg, b, r)
+                       : sf_background_cpu(&s->img, p, &s->bkg, b, r);
+    if (st == SF_OK)
+        s->have |= SF_DATA_BKG;
+    return st;
+}
+static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
+static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); }
+
+/* ---- threshold ----------------------------------------------------------- */
+static const sf_param_spec thr_params[] = {
+    {"nsigma", SF_PT_REAL, "5", -1e6, 1e6, NULL, "sigma",
+     "detection threshold in units of the background sigma", offsetof(sf_thresh_params, nsigma)},
+    {"subtract", SF_PT_BOOL, "yes", 0, 1, NULL, "",
+     "subtract the background level first (no: v > nsigma*sigma, as the lesson)",
+     offsetof(sf_thresh_params, subtract)},
+};
+
+static sf_status thr_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_thresh_params *p = pp;
+    sf_status st = gpu ? sf_threshold_gpu(s->g, &s->img, p, &s->bkg, &s->mask)
+                       : sf_threshold_cpu(&s->img, p, &s->bkg, &s->mask);
+    if (st == SF_OK)
+        s->have |= SF_DATA_MASK;
+    return st;
+}
+static sf_status thr_cpu(sf_state *s, const void *p) { return thr_run(s, p, 0); }
+static sf_status thr_gpu(sf_state *s, const void *p) { return thr_run(s, p, 1); }
+
+/* ---- segment ------------------------------------------------------------- */
+static const sf_param_spec seg_params[] = {
+    {"connectivity", SF_PT_INT, "8", 4, 8, NULL, "",
+     "4: pixels sharing an edge; 8: an edge or a corner", offsetof(sf_seg_params, connectivity)},
+    {"min_area", SF_PT_INT, "1", 1, 1e9, NULL, "pixels",
+     "islands with fewer pixels are dropped", offsetof(sf_seg_params, min_area)},
+};
+
+static sf_status seg_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_seg_params *p = pp;
+    sf_status st;
+    if (p->connectivity != 4 && p->connectivity != 8)
+        return sf_fail(SF_ERR_PARAM, "segment connectivity must be 4 or 8, not %d", p->connectivity);
+    st = gpu ? sf_segment_gpu(s->g, &s->mask, p, &s->labels, &s->nlabels)
+             : sf_segment_cpu(&s->mask, p, &s->labels, &s->nlabels);
+    if (st == SF_OK)
+        s->have |= SF_DATA_LABELS;
+    return st;
+}
+static sf_status seg_cpu(sf_state *s, const void *p) { return seg_run(s, p, 0); }
+static sf_status seg_gpu(sf_state *s, const void *p) { return seg_run(s, p, 1); }
+
+/* ---- measure ------------------------------------------------------------- */
+static sf_status meas_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_measure_params *p = pp;
+    sf_status st = SF_OK;
+    /* the catalogue's buffer: its size is known only now */
+    if (gpu) {
+        sf_gpu_free(s->g, s->sources);
+        s->sources = NULL;
+        st = sf_gpu_malloc(s->g, (void **)&s->sources, (size_t)s->nlabels * sizeof(sf_source));
+    } else {
+        free(s->sources);
+        s->sources = malloc(((size_t)s->nlabels + 1) * sizeof(sf_source));
+        if (!s->sources)
+            st = sf_fail(SF_ERR_NOMEM, "catalogue of %d sources", s->nlabels);
+    }
+    if (st)
+        return st;
+    st = gpu ? sf_measure_gpu(s->g, &s->img, &s->labels, s->nlabels, p, s->sources)
+             : sf_measure_cpu(&s->img, &s->labels, s->nlabels, p, s->sources);
+    if (st == SF_OK) {
+        s->nsources = s->nlabels;
+        s->have |= SF_DATA_SOURCES;
+    }
+    return st;
+}
+static sf_status meas_cpu(sf_state *s, const void *p) { return meas_run(s, p, 0); }
+static sf_status meas_gpu(sf_state *s, const void *p) { return meas_run(s, p, 1); }
+
+/* ---- the table ----------------------------------------------------------- */
+#define NP(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const sf_stage_def stages[] = {
+    {"background", "sky level and noise: kappa-sigma clipping around the median", bkg_params,
+     NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu},
+    {"threshold", "detection mask: pixels above nsigma times the background sigma", thr_params,
+     NP(thr_params), sizeof(sf_thresh_params), SF_DATA_IMAGE | SF_DATA_BKG, SF_DATA_MASK,
+     thr_cpu, thr_gpu},
+    {"segment", "connected islands of the mask, labelled 1..N in raster order", seg_params,
+     NP(seg_params), sizeof(sf_seg_params), SF_DATA_MASK, SF_DATA_LABELS, seg_cpu, seg_gpu},
+    {"measure", "per source: pixels, flux sum, peak, flux-weighted centroid", NULL, 0,
+     sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
+     meas_gpu},
+};
+
+int sf_stage_count(void) { return NP(stages); }
+
+const sf_stage_def *sf_stage_at(int i)
+{
+    return i >= 0 && i < NP(stages) ? &stages[i] : NULL;
+}
+
+const sf_stage_def *sf_stage_find(const char *name)
+{
+    for (int i = 0; i < NP(stages); i++)
+        if (strcmp(stages[i].name, name) == 0)
+            return &stages[i];
+    return NULL;
+}
