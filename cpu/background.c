@@ -133,6 +133,10 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             lo = med - ks;
             hi = med + ks;
         }
+        if (sig == 0.0f) { /* constant data: nothing left to clip */
+            r.converged = 1;
+            break;
+        }
         for (size_t i = 0; i < m; i++)
             if (set[i] > lo && set[i] < hi)
                 set[kept++] = set[i];

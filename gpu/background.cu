@@ -29,6 +29,8 @@ struct bkg_ctl {
     float shift;             // subtracted before the double sums (stability)
     double median, sigma, mean;       // stats of the current iteration
     double fmedian, fsigma, fmean;    // stats of the last finished iteration
+    int constant;            // every value of the current set is the same
+    float vmin;
     unsigned long long fn;
 };
 
@@ -37,6 +39,7 @@ struct bkg_scratch {
     unsigned *hist;                // BKG_H1 * 2 bins (the two middles may differ)
     unsigned long long *count;     // per-block counts
     double *sum, *sum2;            // per-block partial sums
+    float *vmin, *vmax;            // per-block extremes of the set
     int nblocks;
 };
 
@@ -76,9 +79,11 @@ static __device__ __forceinline__ void for_each_pixel(const float *__restrict__ 
 // Pass A: count the current set and histogram the top 11 key bits
 // (warp-aggregated shared-memory atomics: noise piles into a few bins).
 static __global__ void bkg_pass_top(const float *__restrict__ img, size_t n, bkg_ctl *ctl,
-                                    unsigned *hist, unsigned long long *count)
+                                    unsigned *hist, unsigned long long *count, float *bmin,
+                                    float *bmax)
 {
     __shared__ unsigned h[BKG_H1];
+    __shared__ float wmin[BKG_THREADS / 32], wmax[BKG_THREADS / 32];
     typedef cub::BlockReduce<unsigned long long, BKG_THREADS> Reduce;
     __shared__ typename Reduce::TempStorage tmp;
     if (ctl->done)
@@ -88,6 +93,7 @@ static __global__ void bkg_pass_top(const float *__restrict__ img, size_t n, bkg
         h[i] = 0;
     __syncthreads();
     unsigned long long c = 0;
+    float mn = INFINITY, mx = -INFINITY;
     const unsigned lane = threadIdx.x & 31;
     for_each_pixel(img, n, [&](float v) {
         bool in = isfinite(v) && v > lo && v < hi;
@@ -95,13 +101,31 @@ static __global__ void bkg_pass_top(const float *__restrict__ img, size_t n, bkg
         unsigned peers = __match_any_sync(__activemask(), bin);
         if (in) {
             c++;
+            mn = fminf(mn, v);
+            mx = fmaxf(mx, v);
             if (lane == (unsigned)(__ffs(peers) - 1))
                 atomicAdd(&h[bin], (unsigned)__popc(peers));
         }
     });
     unsigned long long t = Reduce(tmp).Sum(c);
-    if (threadIdx.x == 0)
+    for (int o = 16; o > 0; o >>= 1) {
+        mn = fminf(mn, __shfl_down_sync(0xffffffffu, mn, o));
+        mx = fmaxf(mx, __shfl_down_sync(0xffffffffu, mx, o));
+    }
+    if (lane == 0) {
+        wmin[threadIdx.x >> 5] = mn;
+        wmax[threadIdx.x >> 5] = mx;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
         count[blockIdx.x] = t;
+        for (int w = 1; w < BKG_THREADS / 32; w++) {
+            wmin[0] = fminf(wmin[0], wmin[w]);
+            wmax[0] = fmaxf(wmax[0], wmax[w]);
+        }
+        bmin[blockIdx.x] = wmin[0];
+        bmax[blockIdx.x] = wmax[0];
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
         if (h[i])
@@ -193,10 +217,12 @@ static __device__ void zero_hist(unsigned *hist)
 
 // Control after pass A: convergence test, ranks of the middles, first prefixes.
 static __global__ void bkg_ctl_top(bkg_ctl *ctl, unsigned *hist, const unsigned long long *count,
-                                   int nblocks)
+                                   const float *bmin, const float *bmax, int nblocks)
 {
     typedef cub::BlockReduce<unsigned long long, CTL_THREADS> Reduce;
+    typedef cub::BlockReduce<float, CTL_THREADS> FReduce;
     __shared__ typename Reduce::TempStorage tmp;
+    __shared__ typename FReduce::TempStorage ftmp;
     __shared__ ctl_smem sm;
     __shared__ unsigned long long total;
     if (ctl->done)
@@ -232,6 +258,18 @@ static __global__ void bkg_ctl_top(bkg_ctl *ctl, unsigned *hist, const unsigned 
         }
     }
     __syncthreads();
+    {
+        // the set is constant when its extremes agree: sigma is then exactly 0
+        float mn = threadIdx.x < nblocks ? bmin[threadIdx.x] : INFINITY;
+        float mx = threadIdx.x < nblocks ? -bmax[threadIdx.x] : INFINITY;
+        mn = FReduce(ftmp).Reduce(mn, [](float a, float b) { return fminf(a, b); });
+        __syncthreads();
+        mx = FReduce(ftmp).Reduce(mx, [](float a, float b) { return fminf(a, b); });
+        if (threadIdx.x == 0) {
+            ctl->constant = (mn == -mx);
+            ctl->vmin = mn;
+        }
+    }
     if (threadIdx.x == 0) {
         if (ctl->iter == 1)
             ctl->nvalid = n;
@@ -258,8 +296,8 @@ static __global__ void bkg_ctl_mid(bkg_ctl *ctl, unsigned *hist, const double *s
     s2 = Reduce(tmp).Sum(s2);
     if (threadIdx.x == 0) {
         double n = (double)ctl->n, dm = s / n, var = s2 / n - dm * dm;
-        ctl->mean = (double)ctl->shift + dm;
-        ctl->sigma = (double)(float)sqrt(var > 0 ? var : 0.0);
+        ctl->mean = ctl->constant ? (double)ctl->vmin : (double)ctl->shift + dm;
+        ctl->sigma = ctl->constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
     }
     for (int j = 0; j < 2; j++) {
         unsigned r = ctl->rank[j];
@@ -302,6 +340,10 @@ static __global__ void bkg_ctl_low(bkg_ctl *ctl, unsigned *hist)
     ctl->fn = ctl->n;
     ctl->niter = ctl->iter;
     ctl->nprev = ctl->n;
+    if (sig == 0.0f) { // constant data: nothing left to clip (as the CPU twin)
+        ctl->converged = 1;
+        ctl->done = 1;
+    }
     ctl->lo = fmaxf(ctl->lo, lo);
     ctl->hi = fminf(ctl->hi, hi);
     ctl->iter++;
@@ -331,7 +373,7 @@ extern "C" size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params 
 {
     int nb = bkg_nblocks(sf_npix(nx, ny));
     return sf_align256(sizeof(bkg_ctl)) + sf_align256(2 * BKG_H1 * sizeof(unsigned)) +
-           3 * sf_align256((size_t)nb * sizeof(double));
+           3 * sf_align256((size_t)nb * sizeof(double)) + 2 * sf_align256((size_t)nb * sizeof(float));
 }
 
 static sf_status bkg_carve(sf_gpu *g, size_t n, bkg_scratch *s)
@@ -352,6 +394,10 @@ static sf_status bkg_carve(sf_gpu *g, size_t n, bkg_scratch *s)
     s->sum = (double *)p;
     p += sf_align256((size_t)nb * sizeof(double));
     s->sum2 = (double *)p;
+    p += sf_align256((size_t)nb * sizeof(double));
+    s->vmin = (float *)p;
+    p += sf_align256((size_t)nb * sizeof(float));
+    s->vmax = (float *)p;
     s->nblocks = nb;
     return SF_OK;
 }
@@ -385,9 +431,10 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     for (int round = 0; !done; round++) {
         for (int k = 0; k < BKG_BATCH; k++) {
             bkg_pass_top<<<s.nblocks, BKG_THREADS, 0, g->stream>>>(img->data, n, s.ctl, s.hist,
-                                                                   s.count);
+                                                                   s.count, s.vmin, s.vmax);
             SF_LAUNCHED();
-            bkg_ctl_top<<<1, CTL_THREADS, 0, g->stream>>>(s.ctl, s.hist, s.count, s.nblocks);
+            bkg_ctl_top<<<1, CTL_THREADS, 0, g->stream>>>(s.ctl, s.hist, s.count, s.vmin, s.vmax,
+                                                          s.nblocks);
             SF_LAUNCHED();
             bkg_pass_refine<10, 11, true><<<s.nblocks, BKG_THREADS, 0, g->stream>>>(
                 img->data, n, s.ctl, s.hist, s.sum, s.sum2);

@@ -202,7 +202,7 @@ extern "C" size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p)
     size_t npix = sf_npix(nx, ny);
     size_t cub = 0;
     (void)p;
-    if (npix + 1 >= (size_t)INT32_MAX || seg_cub_bytes((int)npix + 1, 0, &cub) != cudaSuccess) {
+    if (npix > (size_t)INT32_MAX - 1024 || seg_cub_bytes((int)npix + 1, 0, &cub) != cudaSuccess) {
         cudaGetLastError(); // no device to ask: a generous bound on CUB's tile states
         cub = (1u << 20) + npix / 16;
     }
@@ -247,7 +247,7 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
     if (mask->loc != SF_DEVICE || labels->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "segment_gpu: mask and labels must be device buffers");
     npix = sf_npix(nx, ny);
-    if (npix + 1 >= (size_t)INT32_MAX)
+    if (npix > (size_t)INT32_MAX - 1024) // int pixel indices, with a spare block
         return sf_fail(SF_ERR_PARAM, "segment_gpu: %dx%d pixels exceed the int32 label range",
                        nx, ny);
     n1 = (int)npix + 1;

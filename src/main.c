@@ -92,10 +92,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *cmd;
-    if (argc < 2) {
-        usage(stderr);
-        return SF_EXIT_USAGE;
-    }
+    if (argc < 2)
+        return cli_usage_error(NULL, "no command given (run, compare, info, stages, simulate)");
     cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);

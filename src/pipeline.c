@@ -61,6 +61,8 @@ sf_status sf_param_set(const sf_stage_def *d, void *params, const char *key, con
         if (v < sp->min || v > sp->max)
             return sf_fail(SF_ERR_PARAM, "%s.%s=%ld is outside [%g, %g]", d->name, key, v, sp->min,
                            sp->max);
+        if (sp->choices && choice_index(sp->choices, value) < 0)
+            return sf_fail(SF_ERR_PARAM, "%s.%s=%ld: choose one of %s", d->name, key, v, sp->choices);
         *(int *)((char *)params + sp->offset) = (int)v;
         break;
     }

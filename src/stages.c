@@ -54,7 +54,7 @@ static sf_status thr_gpu(sf_state *s, const void *p) { return thr_run(s, p, 1); 
 
 /* ---- segment ------------------------------------------------------------- */
 static const sf_param_spec seg_params[] = {
-    {"connectivity", SF_PT_INT, "8", 4, 8, NULL, "",
+    {"connectivity", SF_PT_INT, "8", 4, 8, "4|8", "",
      "4: pixels sharing an edge; 8: an edge or a corner", offsetof(sf_seg_params, connectivity)},
     {"min_area", SF_PT_INT, "1", 1, 1e9, NULL, "pixels",
      "islands with fewer pixels are dropped", offsetof(sf_seg_params, min_area)},

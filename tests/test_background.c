@@ -1,0 +1,279 @@
+/* Check suite for the `background` stage: the CPU twin against an
+ * independent sort-based implementation of the lesson's clipping, and the GPU
+ * version against the CPU twin on awkward sizes, NaN regions, ties, constant
+ * and tiny images and the real images of SKYFIND_TEST_DATA. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sftest.h"
+#include "skyfind/background.h"
+#include "skyfind/fits.h"
+
+static int cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The lesson's loop with a full sort for the median (numpy semantics). */
+static int reference(const sf_image *im, double kappa, sf_bkg_stats *r)
+{
+    size_t n = sf_npix(im->nx, im->ny), m = 0;
+    float *s = malloc(n * sizeof *s + 4);
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(im->data[i]))
+            s[m++] = im->data[i];
+    memset(r, 0, sizeof *r);
+    r->nvalid = (long long)m;
+    if (!m) {
+        free(s);
+        return -1;
+    }
+    for (int it = 1; it <= 1000; it++) {
+        qsort(s, m, sizeof *s, cmpf);
+        volatile float two = s[(m - 1) / 2] + s[m / 2];
+        float med = (m % 2) ? s[m / 2] : two / 2.0f;
+        double sum = 0, ss = 0;
+        for (size_t i = 0; i < m; i++)
+            sum += s[i];
+        double mean = sum / m;
+        for (size_t i = 0; i < m; i++)
+            ss += (s[i] - mean) * (s[i] - mean);
+        r->median = med;
+        r->sigma = (float)sqrt(ss / m);
+        r->mean = mean;
+        r->nused = (long long)m;
+        r->niter = it;
+        volatile float ks = (float)kappa * (float)r->sigma;
+        float lo = med - ks, hi = med + ks;
+        size_t k = 0;
+        if (r->sigma == 0) {
+            r->converged = 1;
+            break;
+        }
+        for (size_t i = 0; i < m; i++)
+            if (s[i] > lo && s[i] < hi)
+                s[k++] = s[i];
+        if (k == m) {
+            r->converged = 1;
+            break;
+        }
+        m = k;
+    }
+    free(s);
+    return 0;
+}
+
+static void expect_same(const sf_bkg_stats *a, const sf_bkg_stats *b, double srel, const char *what)
+{
+    if (a->niter != b->niter || a->median != b->median || a->nused != b->nused ||
+        a->nvalid != b->nvalid || a->converged != b->converged ||
+        fabs(a->sigma - b->sigma) > srel * fabs(b->sigma) ||
+        fabs(a->mean - b->mean) > 1e-9 * (fabs(b->mean) + b->sigma)) {
+        fprintf(stderr,
+                "%s: got median %.9g sigma %.9g mean %.9g niter %d nused %lld nvalid %lld conv %d\n"
+                "%*s want median %.9g sigma %.9g mean %.9g niter %d nused %lld nvalid %lld conv %d\n",
+                what, a->median, a->sigma, a->mean, a->niter, a->nused, a->nvalid, a->converged,
+                (int)strlen(what), "", b->median, b->sigma, b->mean, b->niter, b->nused, b->nvalid,
+                b->converged);
+        ck_abort_msg("%s: background statistics differ", what);
+    }
+}
+
+static sf_bkg_params lesson_params(void)
+{
+    sf_bkg_params p;
+    sf_bkg_params_default(&p);
+    p.maxiter = 1000;
+    return p;
+}
+
+START_TEST(test_cpu_vs_reference)
+{
+    sf_bkg_params p = lesson_params();
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        for (int nan = 0; nan < 2; nan++) {
+            sf_image im;
+            sf_bkg_stats got, want;
+            char what[64];
+            sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 11 + k, 1 + k, nan * 0.1);
+            snprintf(what, sizeof what, "%dx%d nan=%d", im.nx, im.ny, nan);
+            if (reference(&im, 3.0, &want) == 0) {
+                ck_assert_int_eq(sf_background_cpu(&im, &p, &got, NULL, NULL), SF_OK);
+                expect_same(&got, &want, 0, what);
+            } else {
+                ck_assert_int_eq(sf_background_cpu(&im, &p, &got, NULL, NULL), SF_ERR_EMPTY);
+            }
+            sf_image_free(&im, NULL);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_cpu_special)
+{
+    sf_bkg_params p = lesson_params();
+    sf_bkg_stats st, want;
+    sf_image im;
+    /* constant image: sigma 0, stops at once */
+    ck_assert_int_eq(sf_image_alloc(&im, 37, 5, SF_HOST, NULL), SF_OK);
+    for (int i = 0; i < 37 * 5; i++)
+        im.data[i] = 2.5f;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_OK);
+    ck_assert(st.median == 2.5 && st.sigma == 0 && st.converged && st.niter == 1);
+    /* all NaN: a clear error */
+    for (int i = 0; i < 37 * 5; i++)
+        im.data[i] = NAN;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_ERR_EMPTY);
+    ck_assert_ptr_nonnull(strstr(sf_errdetail(), "no finite pixels"));
+    /* integer data with many ties, and infinities that must be ignored */
+    sftest_rng r = {5};
+    for (int i = 0; i < 37 * 5; i++)
+        im.data[i] = (float)(int)(10 * sftest_uniform(&r));
+    im.data[3] = INFINITY;
+    im.data[4] = -INFINITY;
+    ck_assert_int_eq(reference(&im, 3.0, &want), 0);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_OK);
+    expect_same(&st, &want, 0, "ties");
+    ck_assert_int_eq(st.nvalid, 37 * 5 - 2);
+    /* maxiter reached: not converged, statistics of the last iteration */
+    sf_image_free(&im, NULL);
+    sftest_noise_image(&im, 300, 200, 3, 40, 0);
+    p.maxiter = 1;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_OK);
+    ck_assert(!st.converged && st.niter == 1 && st.nused == st.nvalid);
+    /* bad parameters */
+    p.maxiter = 0;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_ERR_PARAM);
+    p = lesson_params();
+    p.kappa = -1;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_ERR_PARAM);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+/* GPU equals the CPU twin: median exactly, sigma to 1e-6 relative, same
+ * iteration count, on the host image im. */
+static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *what)
+{
+    sf_gpu *g = sftest_gpu();
+    sf_image d = {0}, bk = {0}, rm = {0}, hb = {0};
+    sf_bkg_stats c, gs;
+    sf_status sc = sf_background_cpu(im, p, &c, NULL, NULL);
+    ck_assert_int_eq(sf_image_alloc(&d, im->nx, im->ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&bk, im->nx, im->ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&rm, im->nx, im->ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_upload(g, im, &d), SF_OK);
+    sftest_poison(g, bk.data, sf_npix(im->nx, im->ny) * 4);
+    sftest_poison(g, rm.data, sf_npix(im->nx, im->ny) * 4);
+    sf_status sg = sf_background_gpu(g, &d, p, &gs, &bk, &rm);
+    ck_assert_msg(sg == sc, "%s: gpu status %d, cpu %d (%s)", what, sg, sc, sf_errdetail());
+    if (sc == SF_OK) {
+        expect_same(&gs, &c, 1e-6, what);
+        /* every element of the maps written */
+        ck_assert_int_eq(sf_image_alloc(&hb, im->nx, im->ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &bk, &hb), SF_OK);
+        for (size_t i = 0; i < sf_npix(im->nx, im->ny); i++)
+            ck_assert_msg(hb.data[i] == (float)c.median, "%s: bkg map pixel %zu", what, i);
+        ck_assert_int_eq(sf_image_download(g, &rm, &hb), SF_OK);
+        for (size_t i = 0; i < sf_npix(im->nx, im->ny); i++)
+            ck_assert_msg(fabsf(hb.data[i] - (float)c.sigma) <= 1e-6f * (float)c.sigma,
+                          "%s: rms map pixel %zu", what, i);
+        sf_image_free(&hb, NULL);
+    }
+    sf_image_free(&d, g);
+    sf_image_free(&bk, g);
+    sf_image_free(&rm, g);
+}
+
+START_TEST(test_gpu_random)
+{
+    sf_bkg_params p = lesson_params();
+    for (int k = 0; sftest_sizes[k][0]; k++)
+        for (int nan = 0; nan < 2; nan++)
+            for (int seed = 0; seed < 3; seed++) {
+                sf_image im;
+                char what[64];
+                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 100 * k + seed,
+                                   k * (seed + 1), nan * 0.2);
+                snprintf(what, sizeof what, "%dx%d nan=%d seed=%d", im.nx, im.ny, nan, seed);
+                gpu_vs_cpu(&im, &p, what);
+                sf_image_free(&im, NULL);
+            }
+}
+END_TEST
+
+START_TEST(test_gpu_special)
+{
+    sf_bkg_params p = lesson_params();
+    sf_image im;
+    sftest_rng r = {9};
+    int sizes[][2] = {{1, 1}, {2048, 2048}, {4099, 1031}};
+    for (int k = 0; k < 3; k++) {
+        sftest_noise_image(&im, sizes[k][0], sizes[k][1], 77 + k, 300, 0.01);
+        gpu_vs_cpu(&im, &p, "large");
+        /* ties: integer-valued data */
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+            im.data[i] = (float)(int)(20 * sftest_uniform(&r)) - 7;
+        gpu_vs_cpu(&im, &p, "ties");
+        /* constant and offset data (optical-like: level 3700, sigma 20) */
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+            im.data[i] = 3700.0f + 20.0f * (float)sftest_normal(&r);
+        gpu_vs_cpu(&im, &p, "offset");
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+            im.data[i] = -1.25f;
+        gpu_vs_cpu(&im, &p, "constant");
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+            im.data[i] = NAN;
+        gpu_vs_cpu(&im, &p, "all-nan");
+        sf_image_free(&im, NULL);
+    }
+    /* maxiter 2: stops unconverged on both */
+    p.maxiter = 2;
+    sftest_noise_image(&im, 999, 777, 5, 200, 0);
+    gpu_vs_cpu(&im, &p, "maxiter");
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_real)
+{
+    static const char *files[] = {
+        "radio_parkes_1904-66_SIN.fits", "radio_amila_GRB120422A_512x512x1x1.fits",
+        "radio_atca_scorpio_s17_1000x1000.fits", "radio_vla_nvas_W51_22GHz_114x124x1x1.fits",
+        "optical_eso_ntt_emmi_256x256_int16_bscale.fits", "radio_lofar_dirty_beam_512x512x1x1.fits",
+        "optical_ngc1316_440x300_RICE_tilecompressed.fits", "quirk_obit_bitpix64_3x2.fits",
+        "radio_parkes_1904-66_SIN_galactic.fits", "sim_aegean_synthetic_512x256.fits", NULL};
+    sf_bkg_params p = lesson_params();
+    if (!sftest_have_data()) {
+        printf("SKIP: no test data (SKYFIND_TEST_DATA)\n");
+        return;
+    }
+    for (int i = 0; files[i]; i++) {
+        sf_image im = {0};
+        sf_fits_info info;
+        ck_assert_msg(sf_fits_read(sftest_data(files[i]), -1, NULL, &im, &info) == SF_OK, "%s: %s",
+                      files[i], sf_errdetail());
+        gpu_vs_cpu(&im, &p, files[i]);
+        sf_image_free(&im, NULL);
+        sf_fits_info_free(&info);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("background");
+    TCase *cpu = tcase_create("cpu"), *gpu = tcase_create("gpu");
+    tcase_set_timeout(cpu, 300);
+    tcase_set_timeout(gpu, 600);
+    tcase_add_test(cpu, test_cpu_vs_reference);
+    tcase_add_test(cpu, test_cpu_special);
+    suite_add_tcase(s, cpu);
+    tcase_add_test(gpu, test_gpu_random);
+    tcase_add_test(gpu, test_gpu_special);
+    tcase_add_test(gpu, test_gpu_real);
+    TCase *gc[] = {gpu};
+    return sftest_main(s, gc, 1);
+}
