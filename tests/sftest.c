@@ -122,3 +122,9 @@ void sftest_poison(sf_gpu *g, void *dev, size_t bytes)
 {
     ck_assert_int_eq(sf_gpu_memset(g, dev, 0xFF, bytes), SF_OK);
 }
+
+int sftest_quick(void)
+{
+    const char *q = getenv("SKYFIND_TEST_QUICK");
+    return q && *q && strcmp(q, "0") != 0;
+}

@@ -37,6 +37,9 @@ void sftest_random_mask(sf_mask *m, int nx, int ny, uint64_t seed, double p);
 /* Awkward sizes used by every GPU-vs-CPU suite: {nx, ny} pairs, 0-terminated. */
 extern const int sftest_sizes[][2];
 
+/* 1 when SKYFIND_TEST_QUICK is set (under compute-sanitizer): small sizes only. */
+int sftest_quick(void);
+
 /* Upload helpers that poison the device output first (0xFF bytes). */
 void sftest_poison(sf_gpu *g, void *dev, size_t bytes);
 

@@ -192,7 +192,7 @@ START_TEST(test_gpu_random)
     sf_bkg_params p = lesson_params();
     for (int k = 0; sftest_sizes[k][0]; k++)
         for (int nan = 0; nan < 2; nan++)
-            for (int seed = 0; seed < 3; seed++) {
+            for (int seed = 0; seed < (sftest_quick() ? 1 : 3); seed++) {
                 sf_image im;
                 char what[64];
                 sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 100 * k + seed,
@@ -210,7 +210,7 @@ START_TEST(test_gpu_special)
     sf_image im;
     sftest_rng r = {9};
     int sizes[][2] = {{1, 1}, {2048, 2048}, {4099, 1031}};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < (sftest_quick() ? 1 : 3); k++) {
         sftest_noise_image(&im, sizes[k][0], sizes[k][1], 77 + k, 300, 0.01);
         gpu_vs_cpu(&im, &p, "large");
         /* ties: integer-valued data */

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Checks for the Debian 12 packages skyfind needs to build and test; as root
+# it installs the missing ones (apt-get), otherwise it names them and fails.
+# The CUDA toolkit (nvcc, cuFFT) is optional: without it the CPU-only tool is built.
+pkgs="cmake make gcc g++ pkg-config libcfitsio-dev wcslib-dev libfftw3-dev libpng-dev check python3 python3-numpy python3-scipy python3-astropy"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "skyfind: installing Debian packages:$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
+        echo "skyfind: apt-get install failed for:$missing" >&2; exit 1; }
+    exit 0
+fi
+echo "skyfind: missing Debian packages:$missing" >&2
+echo "Install them with: sudo apt-get install$missing" >&2
+exit 1
