@@ -1,46 +1,76 @@
 // Stage `background`, GPU version. method=global: the lesson's kappa-sigma
-// clipping around the median, without sorting: each iteration finds the
-// exact median by a three-pass radix selection (11, 11 and 10 bits of the
-// order-preserving key of each float) with shared-memory histograms, and the
-// clipped mean and standard deviation from deterministic per-block double
-// partials. A one-thread control kernel between passes keeps every decision
-// on the device; the host only polls a done flag every few iterations.
+// clipping around the median, without sorting the image. The whole loop is
+// one cooperative kernel (grid-wide barriers between phases, no host round
+// trips): each iteration streams the image once (pass S: count, double sums,
+// extremes, and a copy of the values in a narrow window around the previous
+// median into per-block regions), then finds the exact median by a
+// three-level radix selection (11, 11 and 10 bits of each float's
+// order-preserving key, shared-memory histograms) over that window; the first
+// iteration, or one whose median left the window, selects over the image.
+// Every block reduces the per-block partials in the same fixed order, so all
+// blocks take the same decisions and the result is deterministic.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <cooperative_groups.h>
 #include <cub/cub.cuh>
 #include "common.cuh"
 #include "skyfind/background.h"
 
-#define BKG_THREADS 256
-#define BKG_H1 2048 // bins of the first two radix passes (11 bits)
-#define BKG_H3 1024 // bins of the last pass (10 bits)
-#define BKG_BATCH 4         // iterations launched between polls of the done flag
-#define CTL_THREADS 1024  // threads of the control kernels (nblocks <= this)
+namespace cg = cooperative_groups;
 
-struct bkg_ctl {
-    float lo, hi;            // current set: lo < v < hi (strict), finite v
-    int iter;                // iteration being computed (1-based)
-    int maxiter;
-    int done, converged, niter, error;
-    float kappa;
-    unsigned long long n, nprev, nvalid;
-    unsigned rank[2];        // ranks of the two middle elements inside their bins
-    unsigned prefix[2];      // key prefixes found so far for the two middles
-    float shift;             // subtracted before the double sums (stability)
-    double median, sigma, mean;       // stats of the current iteration
-    double fmedian, fsigma, fmean;    // stats of the last finished iteration
-    int constant;            // every value of the current set is the same
-    float vmin;
-    unsigned long long fn;
+#define BKG_THREADS 512
+#define BKG_H1 2048       // bins of the first two radix levels (11 bits)
+#define BKG_H3 1024       // bins of the last level (10 bits)
+#define BKG_WINDOW 0.05f  // half-width of the median window, in units of sigma
+                          // (SKYFIND_GPU_BKG_WINDOW overrides it, for tests)
+
+struct bkg_result {
+    double median, sigma, mean;
+    unsigned long long n, nvalid;
+    int niter, converged, error, iter;
 };
 
-struct bkg_scratch {
-    bkg_ctl *ctl;
-    unsigned *hist;                // BKG_H1 * 2 bins (the two middles may differ)
-    unsigned long long *count;     // per-block counts
-    double *sum, *sum2;            // per-block partial sums
-    float *vmin, *vmax;            // per-block extremes of the set
-    int nblocks;
+struct bkg_part { // one block's share of pass S
+    unsigned long long n, below;
+    double s, s2;
+    float mn, mx;
+    unsigned wcnt, pad;
+};
+
+struct bkg_work {
+    bkg_part *part;     // [grid]
+    unsigned *h1;       // [BKG_H1]
+    unsigned *h2;       // [2 * BKG_H1]
+    unsigned *h3;       // [2 * BKG_H3]
+    float *win;         // [grid * wcap]
+    unsigned wcap;      // window values one block may keep
+    int maxiter;
+    float kappa, wfac;
+    bkg_result *res;
+};
+
+typedef cub::BlockReduce<double, BKG_THREADS> DReduce;
+typedef cub::BlockReduce<unsigned long long, BKG_THREADS> UReduce;
+typedef cub::BlockScan<unsigned, BKG_THREADS> UScan;
+typedef cub::BlockReduce<float, BKG_THREADS> FReduce;
+
+struct bkg_smem {
+    union {
+        typename DReduce::TempStorage d;
+        typename UReduce::TempStorage u;
+        typename UScan::TempStorage scan;
+        typename FReduce::TempStorage f;
+    } tmp;
+    unsigned h[2 * BKG_H1];
+    float wmin[BKG_THREADS / 32], wmax[BKG_THREADS / 32];
+    unsigned wfill;
+    unsigned bin, rank;
+    // the block's copy of the shared state (identical in every block)
+    unsigned long long n, below;
+    double s, s2;
+    float mn, mx;
+    unsigned wtotal, wover;
 };
 
 // kernels
@@ -57,150 +87,57 @@ static __device__ __forceinline__ float value_of(unsigned k)
     return __uint_as_float(u);
 }
 
-// Visit every pixel with 16-byte loads where possible (cudaMalloc'd buffers
-// are 256-byte aligned).
+// Visit every value of v[0..n) assigned to this block's threads in a
+// grid-stride loop, with 16-byte loads (buffers are 256-byte aligned).
 template <typename F>
-static __device__ __forceinline__ void for_each_pixel(const float *__restrict__ img, size_t n, F f)
+static __device__ __forceinline__ void grid_values(const float *__restrict__ v, size_t n, F f)
 {
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x, n4 = n / 4;
-    const float4 *img4 = reinterpret_cast<const float4 *>(img);
+    const float4 *v4 = reinterpret_cast<const float4 *>(v);
     for (size_t i = tid; i < n4; i += stride) {
-        float4 q = img4[i];
+        float4 q = v4[i];
         f(q.x);
         f(q.y);
         f(q.z);
         f(q.w);
     }
     for (size_t i = n4 * 4 + tid; i < n; i += stride)
-        f(img[i]);
+        f(v[i]);
 }
 
-// Pass A: count the current set and histogram the top 11 key bits
-// (warp-aggregated shared-memory atomics: noise piles into a few bins).
-static __global__ void bkg_pass_top(const float *__restrict__ img, size_t n, bkg_ctl *ctl,
-                                    unsigned *hist, unsigned long long *count, float *bmin,
-                                    float *bmax)
+// The values a radix level reads: the block's window region, or the image.
+template <typename F>
+static __device__ __forceinline__ void source_values(const float *img, size_t n, const bkg_work &w,
+                                                     bool window, F f)
 {
-    __shared__ unsigned h[BKG_H1];
-    __shared__ float wmin[BKG_THREADS / 32], wmax[BKG_THREADS / 32];
-    typedef cub::BlockReduce<unsigned long long, BKG_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    if (ctl->done)
-        return;
-    const float lo = ctl->lo, hi = ctl->hi;
-    for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
-        h[i] = 0;
-    __syncthreads();
-    unsigned long long c = 0;
-    float mn = INFINITY, mx = -INFINITY;
-    const unsigned lane = threadIdx.x & 31;
-    for_each_pixel(img, n, [&](float v) {
-        bool in = isfinite(v) && v > lo && v < hi;
-        unsigned bin = in ? key_of(v) >> 21 : 0xFFFFFFFFu;
-        unsigned peers = __match_any_sync(__activemask(), bin);
-        if (in) {
-            c++;
-            mn = fminf(mn, v);
-            mx = fmaxf(mx, v);
-            if (lane == (unsigned)(__ffs(peers) - 1))
-                atomicAdd(&h[bin], (unsigned)__popc(peers));
-        }
-    });
-    unsigned long long t = Reduce(tmp).Sum(c);
-    for (int o = 16; o > 0; o >>= 1) {
-        mn = fminf(mn, __shfl_down_sync(0xffffffffu, mn, o));
-        mx = fmaxf(mx, __shfl_down_sync(0xffffffffu, mx, o));
+    if (window) {
+        unsigned cnt = min(__ldcg(&w.part[blockIdx.x].wcnt), w.wcap);
+        const float *r = w.win + (size_t)blockIdx.x * w.wcap;
+        for (unsigned i = threadIdx.x; i < cnt; i += blockDim.x)
+            f(r[i]);
+    } else {
+        grid_values(img, n, f);
     }
-    if (lane == 0) {
-        wmin[threadIdx.x >> 5] = mn;
-        wmax[threadIdx.x >> 5] = mx;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        count[blockIdx.x] = t;
-        for (int w = 1; w < BKG_THREADS / 32; w++) {
-            wmin[0] = fminf(wmin[0], wmin[w]);
-            wmax[0] = fmaxf(wmax[0], wmax[w]);
-        }
-        bmin[blockIdx.x] = wmin[0];
-        bmax[blockIdx.x] = wmax[0];
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
-        if (h[i])
-            atomicAdd(&hist[i], h[i]);
 }
 
-// Passes B and C: histogram the next bits of the keys whose prefix matches
-// either middle element's prefix; pass B also sums (v - shift) and its square
-// into per-block partials (combined later in a fixed order).
-template <int SHIFT, int BITS, bool SUMS>
-static __global__ void bkg_pass_refine(const float *__restrict__ img, size_t n, bkg_ctl *ctl,
-                                       unsigned *hist, double *sum, double *sum2)
+// Block-wide: the bin of hist[0..nbins) (global memory) holding rank *r; the
+// rank inside the bin is left in *r. Identical in every block.
+static __device__ unsigned find_bin(const unsigned *hist, int nbins, unsigned *r, bkg_smem &sm)
 {
-    __shared__ unsigned h[2 << BITS];
-    typedef cub::BlockReduce<double, BKG_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    if (ctl->done)
-        return;
-    const float lo = ctl->lo, hi = ctl->hi, shift = ctl->shift;
-    const unsigned p0 = ctl->prefix[0], p1 = ctl->prefix[1];
-    const unsigned mask = (1u << BITS) - 1;
-    for (int i = threadIdx.x; i < (2 << BITS); i += blockDim.x)
-        h[i] = 0;
-    __syncthreads();
-    double s = 0, s2 = 0;
-    for_each_pixel(img, n, [&](float v) {
-        if (!(isfinite(v) && v > lo && v < hi))
-            return;
-        unsigned k = key_of(v), pre = k >> (SHIFT + BITS);
-        if (pre == p0)
-            atomicAdd(&h[(k >> SHIFT) & mask], 1u);
-        if (pre == p1)
-            atomicAdd(&h[(1u << BITS) + ((k >> SHIFT) & mask)], 1u);
-        if (SUMS) {
-            double d = (double)v - (double)shift;
-            s += d;
-            s2 += d * d;
-        }
-    });
-    if (SUMS) {
-        double t = Reduce(tmp).Sum(s);
-        __syncthreads();
-        double t2 = Reduce(tmp).Sum(s2);
-        if (threadIdx.x == 0) {
-            sum[blockIdx.x] = t;
-            sum2[blockIdx.x] = t2;
-        }
+    const int per = nbins / BKG_THREADS; // 2 or 4
+    unsigned h[4], tot = 0, before;
+    for (int k = 0; k < per; k++) {
+        h[k] = __ldcg(&hist[threadIdx.x * per + k]);
+        tot += h[k];
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < (2 << BITS); i += blockDim.x)
-        if (h[i])
-            atomicAdd(&hist[i], h[i]);
-}
-
-// Block-wide search (CTL_THREADS threads, nbins = 2 * CTL_THREADS or fewer):
-// the bin of hist holding rank *r; returns the bin and leaves the rank inside
-// it in *r. Every thread gets the answer.
-typedef cub::BlockScan<unsigned, CTL_THREADS> CtlScan;
-struct ctl_smem {
-    typename CtlScan::TempStorage scan;
-    unsigned bin, rank;
-};
-
-static __device__ unsigned find_bin(const unsigned *hist, int nbins, unsigned *r, ctl_smem &sm)
-{
-    const int per = nbins / CTL_THREADS; // 1 or 2
-    unsigned h0 = hist[threadIdx.x * per], h1 = per > 1 ? hist[threadIdx.x * per + 1] : 0;
-    unsigned before;
-    CtlScan(sm.scan).ExclusiveSum(h0 + h1, before);
-    if (*r >= before && *r < before + h0) {
-        sm.bin = threadIdx.x * per;
-        sm.rank = *r - before;
-    } else if (per > 1 && *r >= before + h0 && *r < before + h0 + h1) {
-        sm.bin = threadIdx.x * per + 1;
-        sm.rank = *r - before - h0;
+    UScan(sm.tmp.scan).ExclusiveSum(tot, before);
+    for (int k = 0; k < per; k++) {
+        if (*r >= before && *r < before + h[k]) {
+            sm.bin = threadIdx.x * per + k;
+            sm.rank = *r - before;
+        }
+        before += h[k];
     }
     __syncthreads();
     unsigned b = sm.bin;
@@ -209,149 +146,277 @@ static __device__ unsigned find_bin(const unsigned *hist, int nbins, unsigned *r
     return b;
 }
 
-static __device__ void zero_hist(unsigned *hist)
+// Flush a shared histogram to global memory.
+static __device__ void flush_hist(const unsigned *h, unsigned *g, int nbins)
 {
-    for (int i = threadIdx.x; i < 2 * BKG_H1; i += blockDim.x)
-        hist[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nbins; i += blockDim.x)
+        if (h[i])
+            atomicAdd(&g[i], h[i]);
 }
 
-// Control after pass A: convergence test, ranks of the middles, first prefixes.
-static __global__ void bkg_ctl_top(bkg_ctl *ctl, unsigned *hist, const unsigned long long *count,
-                                   const float *bmin, const float *bmax, int nblocks)
+static __device__ void zero_smem_hist(unsigned *h, int nbins)
 {
-    typedef cub::BlockReduce<unsigned long long, CTL_THREADS> Reduce;
-    typedef cub::BlockReduce<float, CTL_THREADS> FReduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    __shared__ typename FReduce::TempStorage ftmp;
-    __shared__ ctl_smem sm;
-    __shared__ unsigned long long total;
-    if (ctl->done)
-        return;
-    unsigned long long c = threadIdx.x < nblocks ? count[threadIdx.x] : 0;
-    c = Reduce(tmp).Sum(c);
-    if (threadIdx.x == 0)
-        total = c;
+    for (int i = threadIdx.x; i < nbins; i += blockDim.x)
+        h[i] = 0;
     __syncthreads();
-    const unsigned long long n = total;
-    if (n == 0 || (ctl->iter > 1 && n == ctl->nprev) || ctl->iter > ctl->maxiter) {
-        if (threadIdx.x == 0) {
-            if (ctl->iter == 1)
-                ctl->nvalid = n;
-            if (n == 0) {
-                ctl->error = 1; // no finite pixel, or clipping removed all
-            } else if (ctl->iter > 1 && n == ctl->nprev) {
-                ctl->converged = 1; // the last iteration clipped nothing
-                ctl->niter = ctl->iter - 1;
-            } else {
-                ctl->niter = ctl->maxiter;
-            }
-            ctl->done = 1;
-        }
-        return;
-    }
-    for (int j = 0; j < 2; j++) {
-        unsigned r = (unsigned)(j == 0 ? (n - 1) / 2 : n / 2);
-        unsigned b = find_bin(hist, BKG_H1, &r, sm);
-        if (threadIdx.x == 0) {
-            ctl->prefix[j] = b;
-            ctl->rank[j] = r;
-        }
-    }
-    __syncthreads();
-    {
-        // the set is constant when its extremes agree: sigma is then exactly 0
-        float mn = threadIdx.x < nblocks ? bmin[threadIdx.x] : INFINITY;
-        float mx = threadIdx.x < nblocks ? -bmax[threadIdx.x] : INFINITY;
-        mn = FReduce(ftmp).Reduce(mn, [](float a, float b) { return fminf(a, b); });
-        __syncthreads();
-        mx = FReduce(ftmp).Reduce(mx, [](float a, float b) { return fminf(a, b); });
-        if (threadIdx.x == 0) {
-            ctl->constant = (mn == -mx);
-            ctl->vmin = mn;
-        }
-    }
-    if (threadIdx.x == 0) {
-        if (ctl->iter == 1)
-            ctl->nvalid = n;
-        ctl->n = n;
-        float sh = value_of(ctl->prefix[0] << 21);
-        ctl->shift = isfinite(sh) ? sh : 0.0f;
-    }
-    zero_hist(hist);
 }
 
-// Control after pass B: the clipped mean and sigma, second prefixes.
-static __global__ void bkg_ctl_mid(bkg_ctl *ctl, unsigned *hist, const double *sum,
-                                   const double *sum2, int nblocks)
+static __global__ void __launch_bounds__(BKG_THREADS)
+bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
 {
-    typedef cub::BlockReduce<double, CTL_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    __shared__ ctl_smem sm;
-    if (ctl->done)
-        return;
-    double s = threadIdx.x < nblocks ? sum[threadIdx.x] : 0.0;
-    double s2 = threadIdx.x < nblocks ? sum2[threadIdx.x] : 0.0;
-    s = Reduce(tmp).Sum(s);
-    __syncthreads();
-    s2 = Reduce(tmp).Sum(s2);
-    if (threadIdx.x == 0) {
-        double n = (double)ctl->n, dm = s / n, var = s2 / n - dm * dm;
-        ctl->mean = ctl->constant ? (double)ctl->vmin : (double)ctl->shift + dm;
-        ctl->sigma = ctl->constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
-    }
-    for (int j = 0; j < 2; j++) {
-        unsigned r = ctl->rank[j];
-        unsigned b = find_bin(hist + j * BKG_H1, BKG_H1, &r, sm);
-        if (threadIdx.x == 0) {
-            ctl->prefix[j] = (ctl->prefix[j] << 11) | b;
-            ctl->rank[j] = r;
-        }
-        __syncthreads();
-    }
-    zero_hist(hist);
-}
+    __shared__ bkg_smem sm;
+    cg::grid_group grid = cg::this_grid();
+    const unsigned lane = threadIdx.x & 31;
+    float lo = -INFINITY, hi = INFINITY, wlo = -INFINITY, whi = INFINITY, shift = 0.0f;
+    bool use_window = false;
+    unsigned long long nprev = 0, nvalid = 0;
+    double fmed = 0, fsig = 0, fmean = 0;
+    unsigned long long fn = 0;
+    int niter = 0, converged = 0, error = 0, iter;
 
-// Control after pass C: the exact median, the next clipping bounds.
-static __global__ void bkg_ctl_low(bkg_ctl *ctl, unsigned *hist)
-{
-    __shared__ ctl_smem sm;
-    __shared__ float mid[2];
-    if (ctl->done)
-        return;
-    for (int j = 0; j < 2; j++) {
-        unsigned r = ctl->rank[j];
-        unsigned b = find_bin(hist + j * BKG_H3, BKG_H3, &r, sm);
+    for (iter = 1;; iter++) {
+        // ---- pass S over the image -------------------------------------------
+        unsigned long long c = 0, cb = 0;
+        double s = 0, s2 = 0;
+        float mn = INFINITY, mx = -INFINITY;
         if (threadIdx.x == 0)
-            mid[j] = value_of((ctl->prefix[j] << 10) | b);
+            sm.wfill = 0;
         __syncthreads();
+        float *region = w.win + (size_t)blockIdx.x * w.wcap;
+        grid_values(img, n, [&](float v) {
+            bool in = isfinite(v) && v > lo && v < hi;
+            if (in) {
+                double d = (double)v - (double)shift;
+                c++;
+                s += d;
+                s2 += d * d;
+                mn = fminf(mn, v);
+                mx = fmaxf(mx, v);
+                cb += v < wlo;
+            }
+            if (use_window) {
+                bool inw = in && v >= wlo && v <= whi;
+                unsigned act = __activemask();
+                unsigned m = __ballot_sync(act, inw);
+                if (m) {
+                    int leader = __ffs(m) - 1;
+                    unsigned base = 0;
+                    if ((int)lane == leader)
+                        base = atomicAdd(&sm.wfill, (unsigned)__popc(m));
+                    base = __shfl_sync(act, base, leader);
+                    unsigned at = base + __popc(m & ((1u << lane) - 1));
+                    if (inw && at < w.wcap)
+                        region[at] = v;
+                }
+            }
+        });
+        for (int o = 16; o > 0; o >>= 1) {
+            mn = fminf(mn, __shfl_down_sync(0xffffffffu, mn, o));
+            mx = fmaxf(mx, __shfl_down_sync(0xffffffffu, mx, o));
+        }
+        if (lane == 0) {
+            sm.wmin[threadIdx.x >> 5] = mn;
+            sm.wmax[threadIdx.x >> 5] = mx;
+        }
+        {
+            double ts = DReduce(sm.tmp.d).Sum(s);
+            __syncthreads();
+            double ts2 = DReduce(sm.tmp.d).Sum(s2);
+            __syncthreads();
+            unsigned long long tc = UReduce(sm.tmp.u).Sum(c);
+            __syncthreads();
+            unsigned long long tb = UReduce(sm.tmp.u).Sum(cb);
+            if (threadIdx.x == 0) {
+                bkg_part p;
+                p.n = tc;
+                p.below = tb;
+                p.s = ts;
+                p.s2 = ts2;
+                p.mn = sm.wmin[0];
+                p.mx = sm.wmax[0];
+                for (int k = 1; k < BKG_THREADS / 32; k++) {
+                    p.mn = fminf(p.mn, sm.wmin[k]);
+                    p.mx = fmaxf(p.mx, sm.wmax[k]);
+                }
+                p.wcnt = sm.wfill;
+                p.pad = 0;
+                w.part[blockIdx.x] = p;
+            }
+        }
+        grid.sync();
+
+        // ---- every block: combine the partials (the same fixed order everywhere) --
+        {
+            const unsigned per = (gridDim.x + BKG_THREADS - 1) / BKG_THREADS;
+            unsigned long long tn = 0, tb = 0, wt = 0;
+            double ts = 0, ts2 = 0;
+            float tmn = INFINITY, tmx = INFINITY; // tmx holds -max
+            unsigned wo = 0;
+            for (unsigned b = threadIdx.x * per; b < (threadIdx.x + 1) * per && b < gridDim.x; b++) {
+                // written by other blocks before the barrier: read past L1
+                const bkg_part *pp = &w.part[b];
+                unsigned wc = __ldcg(&pp->wcnt);
+                tn += __ldcg(&pp->n);
+                tb += __ldcg(&pp->below);
+                ts += __ldcg(&pp->s);
+                ts2 += __ldcg(&pp->s2);
+                tmn = fminf(tmn, __ldcg(&pp->mn));
+                tmx = fminf(tmx, -__ldcg(&pp->mx));
+                wt += min(wc, w.wcap);
+                wo |= wc > w.wcap;
+            }
+            auto fmin_op = [](float a, float b) { return fminf(a, b); };
+            tn = UReduce(sm.tmp.u).Sum(tn);
+            __syncthreads();
+            tb = UReduce(sm.tmp.u).Sum(tb);
+            __syncthreads();
+            wt = UReduce(sm.tmp.u).Sum(wt);
+            __syncthreads();
+            wo = (unsigned)UReduce(sm.tmp.u).Sum((unsigned long long)wo);
+            __syncthreads();
+            ts = DReduce(sm.tmp.d).Sum(ts);
+            __syncthreads();
+            ts2 = DReduce(sm.tmp.d).Sum(ts2);
+            __syncthreads();
+            tmn = FReduce(sm.tmp.f).Reduce(tmn, fmin_op);
+            __syncthreads();
+            tmx = FReduce(sm.tmp.f).Reduce(tmx, fmin_op);
+            if (threadIdx.x == 0) {
+                sm.n = tn;
+                sm.below = tb;
+                sm.s = ts;
+                sm.s2 = ts2;
+                sm.mn = tmn;
+                sm.mx = -tmx;
+                sm.wtotal = (unsigned)wt;
+                sm.wover = wo;
+            }
+        }
+        if (blockIdx.x == 0)
+            for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
+                w.h3[i] = 0; // everyone read it before the barrier above
+        __syncthreads();
+        const unsigned long long nn = sm.n;
+        if (iter == 1)
+            nvalid = nn;
+        if (nn == 0) {
+            error = 1; // no finite pixel, or clipping removed all
+            break;
+        }
+        if (iter > 1 && nn == nprev) { // the last iteration clipped nothing
+            converged = 1;
+            break;
+        }
+        if (iter > w.maxiter)
+            break;
+        const bool constant = sm.mn == sm.mx; // sigma is then exactly 0, as on the CPU
+        double dn = (double)nn, dm = sm.s / dn, var = sm.s2 / dn - dm * dm;
+        const double mean = constant ? (double)sm.mn : (double)shift + dm;
+        const double sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
+        unsigned long long r0 = (nn - 1) / 2, r1 = nn / 2;
+        bool window = use_window;
+        if (window) {
+            if (sm.wover || r0 < sm.below || r1 - sm.below >= sm.wtotal)
+                window = false; // the median left the window: select over the image
+            else {
+                r0 -= sm.below;
+                r1 -= sm.below;
+            }
+        }
+
+        // ---- radix level 1: top 11 bits ------------------------------------------
+        zero_smem_hist(sm.h, BKG_H1);
+        source_values(img, n, w, window, [&](float v) {
+            bool in = isfinite(v) && v > lo && v < hi;
+            unsigned bin = in ? key_of(v) >> 21 : 0xFFFFFFFFu;
+            unsigned peers = __match_any_sync(__activemask(), bin); // noise piles into few bins
+            if (in && lane == (unsigned)(__ffs(peers) - 1))
+                atomicAdd(&sm.h[bin], (unsigned)__popc(peers));
+        });
+        flush_hist(sm.h, w.h1, BKG_H1);
+        grid.sync();
+        unsigned rk[2] = {(unsigned)r0, (unsigned)r1}, pre[2];
+        for (int j = 0; j < 2; j++)
+            pre[j] = find_bin(w.h1, BKG_H1, &rk[j], sm);
+
+        // ---- radix level 2: next 11 bits -----------------------------------------
+        zero_smem_hist(sm.h, 2 * BKG_H1);
+        source_values(img, n, w, window, [&](float v) {
+            if (!(isfinite(v) && v > lo && v < hi))
+                return;
+            unsigned k = key_of(v), p = k >> 21, b = (k >> 10) & 0x7FFu;
+            if (p == pre[0])
+                atomicAdd(&sm.h[b], 1u);
+            if (p == pre[1])
+                atomicAdd(&sm.h[BKG_H1 + b], 1u);
+        });
+        flush_hist(sm.h, w.h2, 2 * BKG_H1);
+        grid.sync();
+        for (int j = 0; j < 2; j++)
+            pre[j] = (pre[j] << 11) | find_bin(w.h2 + j * BKG_H1, BKG_H1, &rk[j], sm);
+
+        // ---- radix level 3: last 10 bits -----------------------------------------
+        zero_smem_hist(sm.h, 2 * BKG_H3);
+        source_values(img, n, w, window, [&](float v) {
+            if (!(isfinite(v) && v > lo && v < hi))
+                return;
+            unsigned k = key_of(v), p = k >> 10, b = k & 0x3FFu;
+            if (p == pre[0])
+                atomicAdd(&sm.h[b], 1u);
+            if (p == pre[1])
+                atomicAdd(&sm.h[BKG_H3 + b], 1u);
+        });
+        flush_hist(sm.h, w.h3, 2 * BKG_H3);
+        grid.sync();
+        for (int j = 0; j < 2; j++)
+            pre[j] = (pre[j] << 10) | find_bin(w.h3 + j * BKG_H3, BKG_H3, &rk[j], sm);
+        if (blockIdx.x == 0) // read by everyone before the barrier above
+            for (int i = threadIdx.x; i < 3 * BKG_H1; i += blockDim.x)
+                (i < BKG_H1 ? w.h1[i] : w.h2[i - BKG_H1]) = 0;
+
+        // ---- the median (numpy: the middle, or the float32 mean of the two) ----
+        float m0 = value_of(pre[0]), m1 = value_of(pre[1]);
+        float med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f);
+        float sig = (float)sigma;
+        float ks = __fmul_rn(w.kappa, sig);
+        fmed = med;
+        fsig = sigma;
+        fmean = mean;
+        fn = nn;
+        niter = iter;
+        nprev = nn;
+        if (sig == 0.0f) { // constant data: nothing left to clip (as the CPU twin)
+            converged = 1;
+            break;
+        }
+        lo = fmaxf(lo, __fsub_rn(med, ks));
+        hi = fminf(hi, __fadd_rn(med, ks));
+        // the next median stays close to this one: select it from a narrow window
+        float ww = __fmul_rn(w.wfac, sig);
+        wlo = __fsub_rn(med, ww);
+        whi = __fadd_rn(med, ww);
+        use_window = true;
+        shift = med;
     }
-    zero_hist(hist);
-    if (threadIdx.x != 0)
-        return;
-    // numpy: the middle element, or the float32 mean of the two middles
-    float med = (ctl->n & 1) ? mid[1] : __fdiv_rn(__fadd_rn(mid[0], mid[1]), 2.0f);
-    float sig = (float)ctl->sigma;
-    float ks = __fmul_rn(ctl->kappa, sig);
-    float lo = __fsub_rn(med, ks), hi = __fadd_rn(med, ks);
-    ctl->median = med;
-    ctl->fmedian = med;
-    ctl->fsigma = ctl->sigma;
-    ctl->fmean = ctl->mean;
-    ctl->fn = ctl->n;
-    ctl->niter = ctl->iter;
-    ctl->nprev = ctl->n;
-    if (sig == 0.0f) { // constant data: nothing left to clip (as the CPU twin)
-        ctl->converged = 1;
-        ctl->done = 1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        bkg_result r;
+        r.median = fmed;
+        r.sigma = fsig;
+        r.mean = fmean;
+        r.n = fn;
+        r.nvalid = nvalid;
+        r.niter = converged || error ? niter : w.maxiter;
+        r.converged = converged;
+        r.error = error;
+        r.iter = iter;
+        *w.res = r;
     }
-    ctl->lo = fmaxf(ctl->lo, lo);
-    ctl->hi = fminf(ctl->hi, hi);
-    ctl->iter++;
 }
 
-static __global__ void bkg_fill(float *bkg, float *rms, size_t n, const bkg_ctl *ctl)
+static __global__ void bkg_fill(float *bkg, float *rms, size_t n, const bkg_result *res)
 {
-    const float m = (float)ctl->fmedian, s = (float)ctl->fsigma;
+    const float m = (float)res->median, s = (float)res->sigma;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         if (bkg)
@@ -363,43 +428,29 @@ static __global__ void bkg_fill(float *bkg, float *rms, size_t n, const bkg_ctl 
 
 // launchers
 
-static int bkg_nblocks(size_t n)
+// Blocks of the cooperative grid: all resident at once, no more than the work needs.
+static int bkg_grid(size_t n, int sm_count, int per_sm)
 {
-    size_t b = (n + BKG_THREADS - 1) / BKG_THREADS;
-    return (int)(b < 1024 ? (b ? b : 1) : 1024);
+    size_t want = (n + 4 * BKG_THREADS - 1) / (4 * BKG_THREADS);
+    size_t most = (size_t)sm_count * (size_t)per_sm;
+    return (int)(want < 1 ? 1 : want < most ? want : most);
+}
+
+static size_t bkg_wcap(size_t n, int grid) { return n / 4 / (size_t)grid + 1024; }
+
+static size_t bkg_bytes(size_t n, int grid)
+{
+    return sf_align256(sizeof(bkg_result)) + sf_align256((size_t)grid * sizeof(bkg_part)) +
+           sf_align256(BKG_H1 * 4) + sf_align256(2 * BKG_H1 * 4) + sf_align256(2 * BKG_H3 * 4) +
+           sf_align256((size_t)grid * bkg_wcap(n, grid) * sizeof(float));
 }
 
 extern "C" size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
 {
-    int nb = bkg_nblocks(sf_npix(nx, ny));
-    return sf_align256(sizeof(bkg_ctl)) + sf_align256(2 * BKG_H1 * sizeof(unsigned)) +
-           3 * sf_align256((size_t)nb * sizeof(double)) + 2 * sf_align256((size_t)nb * sizeof(float));
-}
-
-static sf_status bkg_carve(sf_gpu *g, size_t n, bkg_scratch *s)
-{
-    void *base = NULL;
-    int nb = bkg_nblocks(n);
-    size_t need = sf_background_gpu_scratch((int)n, 1, NULL);
-    sf_status st = sf_gpu_scratch(g, need, &base);
-    if (st)
-        return st;
-    char *p = (char *)base;
-    s->ctl = (bkg_ctl *)p;
-    p += sf_align256(sizeof(bkg_ctl));
-    s->hist = (unsigned *)p;
-    p += sf_align256(2 * BKG_H1 * sizeof(unsigned));
-    s->count = (unsigned long long *)p;
-    p += sf_align256((size_t)nb * sizeof(double));
-    s->sum = (double *)p;
-    p += sf_align256((size_t)nb * sizeof(double));
-    s->sum2 = (double *)p;
-    p += sf_align256((size_t)nb * sizeof(double));
-    s->vmin = (float *)p;
-    p += sf_align256((size_t)nb * sizeof(float));
-    s->vmax = (float *)p;
-    s->nblocks = nb;
-    return SF_OK;
+    // the grid is at most 132 SMs x 4 blocks on the GPUs we build for; the
+    // window needs about n/4 values whatever the grid
+    size_t n = sf_npix(nx, ny);
+    return bkg_bytes(n, 1) + 4 * 528 * (sizeof(bkg_part) + 1024 * sizeof(float));
 }
 
 extern "C" sf_status sf_bkg_check_params(const sf_bkg_params *p);
@@ -409,68 +460,66 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
 {
     sf_status st = sf_bkg_check_params(p);
     size_t n = sf_npix(img->nx, img->ny);
-    bkg_scratch s;
-    bkg_ctl c;
-    int done = 0;
+    bkg_work w;
+    bkg_result r;
+    void *base = NULL;
+    int per_sm = 0, grid;
+    char *q;
     if (st)
         return st;
     if (img->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
     if (img->stride != (size_t)img->nx)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a contiguous image");
-    SF_TRY(bkg_carve(g, n, &s));
-    memset(&c, 0, sizeof c);
-    c.lo = -INFINITY;
-    c.hi = INFINITY;
-    c.iter = 1;
-    c.maxiter = p->maxiter;
-    c.kappa = (float)p->kappa;
-    SF_CUDA(cudaMemcpyAsync(s.ctl, &c, sizeof c, cudaMemcpyHostToDevice, g->stream));
-    SF_CUDA(cudaMemsetAsync(s.hist, 0, 2 * BKG_H1 * sizeof(unsigned), g->stream));
-    // Each round is up to BKG_BATCH iterations; kernels return at once after done.
-    for (int round = 0; !done; round++) {
-        for (int k = 0; k < BKG_BATCH; k++) {
-            bkg_pass_top<<<s.nblocks, BKG_THREADS, 0, g->stream>>>(img->data, n, s.ctl, s.hist,
-                                                                   s.count, s.vmin, s.vmax);
-            SF_LAUNCHED();
-            bkg_ctl_top<<<1, CTL_THREADS, 0, g->stream>>>(s.ctl, s.hist, s.count, s.vmin, s.vmax,
-                                                          s.nblocks);
-            SF_LAUNCHED();
-            bkg_pass_refine<10, 11, true><<<s.nblocks, BKG_THREADS, 0, g->stream>>>(
-                img->data, n, s.ctl, s.hist, s.sum, s.sum2);
-            SF_LAUNCHED();
-            bkg_ctl_mid<<<1, CTL_THREADS, 0, g->stream>>>(s.ctl, s.hist, s.sum, s.sum2, s.nblocks);
-            SF_LAUNCHED();
-            bkg_pass_refine<0, 10, false><<<s.nblocks, BKG_THREADS, 0, g->stream>>>(
-                img->data, n, s.ctl, s.hist, NULL, NULL);
-            SF_LAUNCHED();
-            bkg_ctl_low<<<1, CTL_THREADS, 0, g->stream>>>(s.ctl, s.hist);
-            SF_LAUNCHED();
-        }
-        SF_TRY(sf_gpu_to_host(g, &done, &s.ctl->done, sizeof done));
-        if (round > p->maxiter / BKG_BATCH + 2) {
-            st = sf_fail(SF_ERR_INTERNAL, "background: clipping did not stop");
-            goto fail;
-        }
+    SF_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bkg_clip, BKG_THREADS, 0));
+    if (per_sm < 1) {
+        st = sf_fail(SF_ERR_CUDA, "background: the clipping kernel cannot be resident");
+        goto fail;
     }
-    SF_TRY(sf_gpu_to_host(g, &c, s.ctl, sizeof c));
-    if (c.error) {
-        st = sf_fail(SF_ERR_EMPTY, c.iter == 1 ? "background: the image has no finite pixels"
+    grid = bkg_grid(n, g->sm_count, per_sm);
+    SF_TRY(sf_gpu_scratch(g, bkg_bytes(n, grid), &base));
+    q = (char *)base;
+#define CARVE(ptr, type, count)                                                     \
+    ptr = (type *)q;                                                                \
+    q += sf_align256((size_t)(count) * sizeof(type));
+    CARVE(w.res, bkg_result, 1)
+    CARVE(w.part, bkg_part, grid)
+    CARVE(w.h1, unsigned, BKG_H1)
+    CARVE(w.h2, unsigned, 2 * BKG_H1)
+    CARVE(w.h3, unsigned, 2 * BKG_H3)
+    CARVE(w.win, float, (size_t)grid * bkg_wcap(n, grid))
+#undef CARVE
+    w.wcap = (unsigned)bkg_wcap(n, grid);
+    w.maxiter = p->maxiter;
+    w.kappa = (float)p->kappa;
+    w.wfac = getenv("SKYFIND_GPU_BKG_WINDOW") ? (float)atof(getenv("SKYFIND_GPU_BKG_WINDOW"))
+                                              : BKG_WINDOW;
+    SF_CUDA(cudaMemsetAsync(w.h1, 0, (size_t)((char *)w.win - (char *)w.h1), g->stream));
+    {
+        const float *data = img->data;
+        void *args[] = {(void *)&data, (void *)&n, (void *)&w};
+        SF_CUDA(cudaLaunchCooperativeKernel((const void *)bkg_clip, dim3(grid), dim3(BKG_THREADS),
+                                            args, 0, g->stream));
+    }
+    SF_LAUNCHED();
+    SF_TRY(sf_gpu_to_host(g, &r, w.res, sizeof r));
+    if (r.error) {
+        st = sf_fail(SF_ERR_EMPTY, r.iter == 1 ? "background: the image has no finite pixels"
                                                : "background: clipping removed every pixel");
         goto fail;
     }
     if (bkg || rms) {
-        bkg_fill<<<s.nblocks, BKG_THREADS, 0, g->stream>>>(bkg ? bkg->data : NULL,
-                                                           rms ? rms->data : NULL, n, s.ctl);
+        bkg_fill<<<sf_blocks(n, 256) < 4096 ? sf_blocks(n, 256) : 4096, 256, 0, g->stream>>>(
+            bkg ? bkg->data : NULL, rms ? rms->data : NULL, n, w.res);
         SF_LAUNCHED();
     }
-    out->median = c.fmedian;
-    out->sigma = c.fsigma;
-    out->mean = c.fmean;
-    out->nused = (long long)c.fn;
-    out->nvalid = (long long)c.nvalid;
-    out->niter = c.niter;
-    out->converged = c.converged;
+    out->median = r.median;
+    out->sigma = r.sigma;
+    out->mean = r.mean;
+    out->nused = (long long)r.n;
+    out->nvalid = (long long)r.nvalid;
+    out->niter = r.niter;
+    out->converged = r.converged;
 fail:
     return st;
 }

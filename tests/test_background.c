@@ -229,6 +229,13 @@ START_TEST(test_gpu_special)
         gpu_vs_cpu(&im, &p, "all-nan");
         sf_image_free(&im, NULL);
     }
+    /* the selection window missing the median (forced by a zero-width window):
+     * the GPU falls back to selecting over the whole image */
+    setenv("SKYFIND_GPU_BKG_WINDOW", "0", 1);
+    sftest_noise_image(&im, 1001, 999, 6, 300, 0.05);
+    gpu_vs_cpu(&im, &p, "window miss");
+    sf_image_free(&im, NULL);
+    unsetenv("SKYFIND_GPU_BKG_WINDOW");
     /* maxiter 2: stops unconverged on both */
     p.maxiter = 2;
     sftest_noise_image(&im, 999, 777, 5, 200, 0);
