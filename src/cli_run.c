@@ -245,8 +245,14 @@ static void report_text(const char *file, const sf_run_result *r, const char *ba
             dt += r->stage_ms[i];
         human_bytes(r->h2d, h, sizeof h);
         human_bytes(r->d2h, d, sizeof d);
-        fprintf(stderr, "  device time %.3f ms (+ upload %.3f ms); moved %s host-to-device, %s device-to-host\n",
+        fprintf(stderr, "  device time %.3f ms (+ upload %.3f ms); moved %s host-to-device, %s device-to-host",
                 dt, r->upload_ms, h, d);
+        if (r->nsources >= 0) {
+            uint64_t cat = (uint64_t)r->nsources * sizeof(sf_source);
+            fprintf(stderr, " (catalogue %d x %zu B = %llu B, other %lld B)", r->nsources,
+                    sizeof(sf_source), (unsigned long long)cat, (long long)r->d2h - (long long)cat);
+        }
+        fputc('\n', stderr);
     } else {
         fprintf(stderr, "  total %.3f ms\n", r->total_ms);
     }

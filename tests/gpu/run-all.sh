@@ -62,7 +62,7 @@ done
 say "bytes moved by a catalogue-only GPU run (lesson pipeline, 8192 if made)"
 n=${sizes##* }
 "$BIN/skyfind" run -b gpu -p lesson -o "$W/out" "$W/sim$n.fits" 2>&1 | tail -8
-echo "image bytes: $((n * n * 4)); catalogue rows: $(grep -vc '^#' "$W/out/sim$n.cat.csv") (header included), sf_source is 48 bytes"
+echo "image bytes: $((n * n * 4)); catalogue rows: $(grep -vc '^#' "$W/out/sim$n.cat.csv") (header included)"
 
 say "benchmark: lesson pipeline, skyfind GPU stages against the lesson's CuPy and numpy code"
 "$BIN/tests/bench/bench_lesson" --sizes "${sizes// /,}" --repeat 20 --raw "$W" --json "$OUTDIR/bench_lesson.json" | tee "$OUTDIR/bench_lesson.txt"
