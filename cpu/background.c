@@ -7,64 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/background.h"
+#include "select.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
     p->method = SF_BKG_GLOBAL;
     p->kappa = 3.0;
     p->maxiter = 100;
-}
-
-/* k-th smallest of a[0..n-1] (0-based); partially reorders a so that
- * a[k] is in place, smaller-or-equal before it, larger-or-equal after. */
-static float select_kth(float *a, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n - 1;
-    while (hi > lo) {
-        /* median of three as the pivot */
-        size_t mid = lo + (hi - lo) / 2;
-        float x = a[lo], y = a[mid], z = a[hi], piv;
-        piv = (x < y) ? ((y < z) ? y : (x < z ? z : x)) : ((x < z) ? x : (y < z ? z : y));
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < piv)
-                i++;
-            while (a[j] > piv)
-                j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                if (j == 0)
-                    break;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            return a[k];
-    }
-    return a[k];
-}
-
-/* numpy's median of float32 data: the middle element, or the float32 mean of
- * the two middle elements. */
-static float median_f32(float *a, size_t n)
-{
-    float hi = select_kth(a, n, n / 2);
-    if (n % 2)
-        return hi;
-    /* the lower middle is the largest element before position n/2 */
-    float lo = a[0];
-    for (size_t i = 1; i < n / 2; i++)
-        if (a[i] > lo)
-            lo = a[i];
-    volatile float s = lo + hi; /* rounded to float, as np.mean of two float32 */
-    return s / 2.0f;
 }
 
 sf_status sf_bkg_check_params(const sf_bkg_params *p)
@@ -114,7 +63,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         size_t kept = 0;
         float med, sig, lo, hi;
         memcpy(work, set, m * sizeof *work);
-        med = median_f32(work, m);
+        med = sf_median_f32(work, m);
         for (size_t i = 0; i < m; i++)
             sum += set[i];
         mean = sum / (double)m;

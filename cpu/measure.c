@@ -24,20 +24,15 @@ void sf_measure_params_default(sf_measure_params *p)
     memset(p, 0, sizeof *p);
 }
 
-sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabels,
-                         const sf_measure_params *p, sf_source *out)
+/* Checks shared by both backends (the GPU version calls it too). */
+sf_status sf_measure_check(const sf_image *img, const sf_labels *labels, int nlabels,
+                           const sf_source *out, sf_loc loc)
 {
-    sf_status st = SF_OK;
-    ms_acc *acc = NULL;
-    float M = 0.0f;
-    int nx, ny, e;
-    double scale;
-
-    (void)p;
     if (!img || !labels || !img->data || !labels->data)
         return sf_fail(SF_ERR_PARAM, "measure: image or label map is missing");
-    if (img->loc != SF_HOST || labels->loc != SF_HOST)
-        return sf_fail(SF_ERR_PARAM, "measure (CPU): image and labels must be host buffers");
+    if (img->loc != loc || labels->loc != loc)
+        return sf_fail(SF_ERR_PARAM, "measure (%s): image and labels must be %s buffers",
+                       loc == SF_HOST ? "CPU" : "GPU", loc == SF_HOST ? "host" : "device");
     if (img->nx != labels->nx || img->ny != labels->ny)
         return sf_fail(SF_ERR_PARAM, "measure: image is %dx%d but labels are %dx%d", img->nx,
                        img->ny, labels->nx, labels->ny);
@@ -49,6 +44,21 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
         return sf_fail(SF_ERR_PARAM, "measure: nlabels %d < 0", nlabels);
     if (nlabels > 0 && !out)
         return sf_fail(SF_ERR_PARAM, "measure: no output array for %d sources", nlabels);
+    return SF_OK;
+}
+
+sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabels,
+                         const sf_measure_params *p, sf_source *out)
+{
+    sf_status st = SF_OK;
+    ms_acc *acc = NULL;
+    float M = 0.0f;
+    int nx, ny, e;
+    double scale;
+
+    (void)p;
+    if ((st = sf_measure_check(img, labels, nlabels, out, SF_HOST)) != SF_OK)
+        return st;
     nx = img->nx;
     ny = img->ny;
 

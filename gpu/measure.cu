@@ -232,6 +232,9 @@ static __global__ void ms_final_kernel(const unsigned long long *__restrict__ ac
         o[k] = u.w[k];
 }
 
+extern "C" sf_status sf_measure_check(const sf_image *img, const sf_labels *labels, int nlabels,
+                                      const sf_source *out, sf_loc loc);
+
 // launchers
 
 extern "C" size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels,
@@ -260,23 +263,10 @@ extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_lab
     (void)p;
     if (!g)
         return sf_fail(SF_ERR_PARAM, "measure (GPU): no GPU context");
-    if (!img || !labels || !img->data || !labels->data)
-        return sf_fail(SF_ERR_PARAM, "measure: image or label map is missing");
-    if (img->loc != SF_DEVICE || labels->loc != SF_DEVICE)
-        return sf_fail(SF_ERR_PARAM, "measure (GPU): image and labels must be device buffers");
-    if (img->nx != labels->nx || img->ny != labels->ny)
-        return sf_fail(SF_ERR_PARAM, "measure: image is %dx%d but labels are %dx%d", img->nx,
-                       img->ny, labels->nx, labels->ny);
-    if (img->nx < 1 || img->ny < 1 || img->stride < (size_t)img->nx ||
-        labels->stride < (size_t)labels->nx)
-        return sf_fail(SF_ERR_PARAM, "measure: bad image shape %dx%d (strides %zu, %zu)",
-                       img->nx, img->ny, img->stride, labels->stride);
-    if (nlabels < 0)
-        return sf_fail(SF_ERR_PARAM, "measure: nlabels %d < 0", nlabels);
+    if ((st = sf_measure_check(img, labels, nlabels, out, SF_DEVICE)) != SF_OK)
+        return st;
     if (nlabels == 0)
         return SF_OK;
-    if (!out)
-        return sf_fail(SF_ERR_PARAM, "measure: no output array for %d sources", nlabels);
     // The peak key holds the linear pixel index in 32 bits.
     if (sf_npix(img->nx, img->ny) > 0xFFFFFFFFull)
         return sf_fail(SF_ERR_PARAM, "measure (GPU): %dx%d is more than 2^32 pixels", img->nx,

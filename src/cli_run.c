@@ -400,8 +400,7 @@ int cmd_run(int argc, char **argv)
         if (a.save & (SAVE_BKG | SAVE_RMS))
             o.keep |= SF_KEEP_BKG;
         if (tty && nfiles > 1 && sf_verbosity >= 1)
-            fprintf(stderr, "\r[%d/%d] %s\033[K%s", i - first + 1, nfiles, file,
-                    sf_verbosity >= 1 ? "\n" : "");
+            fprintf(stderr, "[%d/%d] %s\n", i - first + 1, nfiles, file);
         st = read_input(file, &a, gpu, &img, &info);
         if (st == SF_OK) {
             st = sf_pipeline_run(&pl, &img, &o, &r);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <wcslib/wcslib.h>
 #include "skyfind/fits.h"
+#include "select.h"
 
 typedef struct {
     int have_wcs;           /* celestial WCS on the first two axes */
@@ -15,37 +16,6 @@ typedef struct {
     double pix_arcsec;      /* geometric mean of the two pixel sides */
     double vmin, vmed, vmax;
 } sf_fits_summary;
-
-/* k-th smallest of a[0..n-1], Hoare partitioning; afterwards every element
- * before k is <= a[k] (used for the lower middle of an even count). */
-static float sf_select(float *a, size_t n, size_t k)
-{
-    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
-    while (lo < hi) {
-        float pivot = a[lo + (hi - lo) / 2];
-        ptrdiff_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < pivot)
-                i++;
-            while (a[j] > pivot)
-                j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (kk <= j)
-            hi = j;
-        else if (kk >= i)
-            lo = i;
-        else
-            return a[kk];
-    }
-    return a[kk];
-}
 
 static sf_status sf_fits_stats(const sf_image *im, sf_fits_summary *s)
 {
@@ -65,17 +35,7 @@ static sf_status sf_fits_stats(const sf_image *im, sf_fits_summary *s)
             s->vmax = x;
     }
     if (m > 0) {
-        double hi = sf_select(v, m, m / 2);
-        if (m % 2 == 0) {
-            /* the lower middle is the largest of the part below m/2 */
-            float lo = v[0];
-            for (size_t i = 1; i < m / 2; i++)
-                if (v[i] > lo)
-                    lo = v[i];
-            s->vmed = 0.5 * ((double)lo + hi);
-        } else {
-            s->vmed = hi;
-        }
+        s->vmed = sf_median_f32(v, m);
     }
     free(v);
     return SF_OK;

@@ -199,12 +199,14 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     if ((st = collect(&s, o, r)))
         goto fail;
     if (s.have & SF_DATA_MASK) {
-        /* pixels in the mask: from the kept mask, else left unknown (-1) */
+        /* pixels in the mask: counted where it is on the host (the CPU, or a
+         * kept GPU mask); unknown (-1) for a GPU mask left on the device */
+        const uint8_t *m = r->have_mask ? r->mask.data : gpu ? NULL : s.mask.data;
         r->nmask = -1;
-        if (r->have_mask) {
+        if (m) {
             long long c = 0;
             for (size_t k = 0; k < sf_npix(img->nx, img->ny); k++)
-                c += r->mask.data[k];
+                c += m[k];
             r->nmask = c;
         }
     }
