@@ -14,6 +14,11 @@ void sf_bkg_params_default(sf_bkg_params *p)
     p->method = SF_BKG_GLOBAL;
     p->kappa = 3.0;
     p->maxiter = 100;
+    p->box = 64;
+    p->filter = 3;
+    p->estimator = SF_BKG_EST_SEXTRACTOR;
+    p->interp = SF_BKG_INTERP_BICUBIC;
+    p->min_valid = 0.5;
 }
 
 sf_status sf_bkg_check_params(const sf_bkg_params *p)

@@ -228,7 +228,10 @@ static void report_text(const char *file, const sf_run_result *r, const char *ba
             pl->name, backend, dev ? " (" : "", dev ? dev : "", dev ? ")" : "");
     for (int i = 0; i < r->nstages; i++) {
         fprintf(stderr, "  %-11s %9.3f ms  ", r->stage[i], r->stage_ms[i]);
-        if (!strcmp(r->stage[i], "background"))
+        if (!strcmp(r->stage[i], "background") && r->box)
+            fprintf(stderr, "mesh %d px: median level %.6g, median rms %.6g", r->box,
+                    r->bkg.median, r->bkg.sigma);
+        else if (!strcmp(r->stage[i], "background"))
             fprintf(stderr, "median %.6g, sigma %.6g (%d iterations%s)", r->bkg.median,
                     r->bkg.sigma, r->bkg.niter, r->bkg.converged ? "" : ", not converged");
         else if (!strcmp(r->stage[i], "segment"))
@@ -289,6 +292,17 @@ static void report_json(FILE *f, const char *file, const sf_run_result *r, const
         json_str(f, catalog);
     }
     fputs("}\n", f);
+}
+
+/* The restoring beam's FWHM (major axis) in pixels, 0 when the header has no
+ * beam or no celestial WCS to give the pixel size. */
+static double beam_pixels(const sf_fits_info *info, int nx, int ny)
+{
+    double lon, lat, pix;
+    if (!info->has_beam || !(info->bmaj > 0) || !sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) ||
+        !(pix > 0))
+        return 0;
+    return info->bmaj * 3600.0 / pix;
 }
 
 /* Read one plane of a file, with the cube note. */
@@ -403,6 +417,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "[%d/%d] %s\n", i - first + 1, nfiles, file);
         st = read_input(file, &a, gpu, &img, &info);
         if (st == SF_OK) {
+            o.beam_pix = beam_pixels(&info, img.nx, img.ny);
             st = sf_pipeline_run(&pl, &img, &o, &r);
             if (st)
                 sf_errcontext("%s", file);
@@ -462,6 +477,8 @@ typedef struct {
     int nlab_c, nlab_g;
     long long lab_diff;
     double dx, dy, dflux, dpeak; /* max relative */
+    int have_maps;
+    double dbkg, drms;           /* maps: max |diff| / rms, max relative rms diff */
     long long npix_diff, peakpos_diff;
 } cmp_result;
 
@@ -470,13 +487,31 @@ static void compare_runs(const sf_run_result *c, const sf_run_result *g, double 
     size_t n = sf_npix(c->nx, c->ny);
     memset(m, 0, sizeof *m);
     m->ok = 1;
-    if (c->have_bkg) {
+    if (c->have_bkg && !c->box) {
         double s = c->bkg.sigma > 0 ? c->bkg.sigma : 1;
         m->dmed = fabs(g->bkg.median - c->bkg.median) / s;
         m->dsig = rel_diff(g->bkg.sigma, c->bkg.sigma);
         m->niter_c = c->bkg.niter;
         m->niter_g = g->bkg.niter;
         if (m->dmed > tol || m->dsig > tol || m->niter_c != m->niter_g)
+            m->ok = 0;
+    }
+    if (c->bkgmap.data && g->bkgmap.data && c->box) {
+        double mt = tol > 1e-5 ? tol : 1e-5; /* interpolated maps: 1e-5 relative */
+        m->have_maps = 1;
+        for (size_t i = 0; i < n; i++) {
+            float cb = c->bkgmap.data[i], gb = g->bkgmap.data[i];
+            float cr = c->rmsmap.data[i], gr = g->rmsmap.data[i];
+            if (isnan(cb) && isnan(gb) && isnan(cr) && isnan(gr))
+                continue;
+            double db = fabs((double)gb - cb) / (cr > 0 ? cr : 1e-30);
+            double dr = rel_diff(gr, cr);
+            if (!(db <= m->dbkg))
+                m->dbkg = isnan(db) ? INFINITY : db;
+            if (!(dr <= m->drms))
+                m->drms = isnan(dr) ? INFINITY : dr;
+        }
+        if (m->dbkg > mt || m->drms > mt)
             m->ok = 0;
     }
     if (c->have_mask && g->have_mask) {
@@ -521,7 +556,11 @@ static void compare_print(const char *file, const sf_run_result *c, const sf_run
                           const cmp_result *m, const char *dev, double tol)
 {
     printf("%s: %dx%d, cpu vs gpu (%s), tolerance %g\n", file, c->nx, c->ny, dev, tol);
-    if (c->have_bkg)
+    if (m->have_maps)
+        printf("  background  mesh %d px; maps: max |diff|/rms %.3g, max rms rel diff %.3g  %s\n",
+               c->box, m->dbkg, m->drms, (m->dbkg <= (tol > 1e-5 ? tol : 1e-5) &&
+               m->drms <= (tol > 1e-5 ? tol : 1e-5)) ? "OK" : "DIFFER");
+    else if (c->have_bkg)
         printf("  background  median cpu %.9g gpu %.9g (|diff|/sigma %.3g); sigma cpu %.9g gpu %.9g "
                "(rel %.3g); iterations %d/%d  %s\n",
                c->bkg.median, g->bkg.median, m->dmed, c->bkg.sigma, g->bkg.sigma, m->dsig,
@@ -564,14 +603,16 @@ int cmd_compare(int argc, char **argv)
         sf_image img = {0};
         sf_fits_info info;
         sf_run_result rc_cpu, rc_gpu;
-        sf_run_opts oc = {SF_BACKEND_CPU, NULL, SF_KEEP_MASK | SF_KEEP_LABELS};
-        sf_run_opts og = {SF_BACKEND_GPU, gpu, SF_KEEP_MASK | SF_KEEP_LABELS};
+        sf_run_opts oc = {SF_BACKEND_CPU, NULL, SF_KEEP_MASK | SF_KEEP_LABELS | SF_KEEP_BKG, 0};
+        sf_run_opts og = {SF_BACKEND_GPU, gpu, SF_KEEP_MASK | SF_KEEP_LABELS | SF_KEEP_BKG, 0};
         cmp_result m;
         sf_status st;
         memset(&info, 0, sizeof info);
         memset(&rc_cpu, 0, sizeof rc_cpu);
         memset(&rc_gpu, 0, sizeof rc_gpu);
         st = read_input(file, &a, NULL, &img, &info);
+        if (st == SF_OK)
+            oc.beam_pix = og.beam_pix = beam_pixels(&info, img.nx, img.ny);
         if (st == SF_OK && (st = sf_pipeline_run(&pl, &img, &oc, &rc_cpu)) == SF_OK)
             st = sf_pipeline_run(&pl, &img, &og, &rc_gpu);
         if (st) {

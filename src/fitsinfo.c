@@ -53,6 +53,21 @@ static double sf_sep_deg(double lon1, double lat1, double lon2, double lat2)
 /* Centre pixel's world coordinates and pixel scale from the header's WCS,
  * restricted to the first two axes (wcssub), so a spectral axis WCSLIB cannot
  * set up (FELO-HEL, lowercase "freq") does not hide the celestial one. */
+static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary *s);
+
+int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, double *lat,
+                      double *pix_arcsec)
+{
+    sf_fits_summary t;
+    sf_fits_wcs(in, nx, ny, &t);
+    if (!t.have_wcs)
+        return 0;
+    *lon = t.lon;
+    *lat = t.lat;
+    *pix_arcsec = t.pix_arcsec;
+    return 1;
+}
+
 static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary *s)
 {
     struct wcsprm *wcs = NULL, sub;

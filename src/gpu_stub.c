@@ -39,7 +39,8 @@ sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params 
                             sf_bkg_stats *st, sf_image *bkg, sf_image *rms) { return NO_GPU; }
 size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p) { return 0; }
 sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_params *p,
-                           const sf_bkg_stats *st, sf_mask *mask) { return NO_GPU; }
+                           const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
+                           sf_mask *mask) { return NO_GPU; }
 sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels) { return NO_GPU; }
 size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p) { return 0; }

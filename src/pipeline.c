@@ -55,13 +55,17 @@ sf_status sf_param_set(const sf_stage_def *d, void *params, const char *key, con
     errno = 0;
     switch (sp->type) {
     case SF_PT_INT: {
+        if (sp->choices && !strcmp(value, "auto") && choice_index(sp->choices, "auto") >= 0) {
+            *(int *)((char *)params + sp->offset) = 0; /* auto: resolved at run time */
+            break;
+        }
         long v = strtol(value, &end, 10);
         if (*end || errno)
             return sf_fail(SF_ERR_PARAM, "%s.%s=%s is not an integer", d->name, key, value);
         if (v < sp->min || v > sp->max)
             return sf_fail(SF_ERR_PARAM, "%s.%s=%ld is outside [%g, %g]", d->name, key, v, sp->min,
                            sp->max);
-        if (sp->choices && choice_index(sp->choices, value) < 0)
+        if (sp->choices && strcmp(sp->choices, "auto") && choice_index(sp->choices, value) < 0)
             return sf_fail(SF_ERR_PARAM, "%s.%s=%ld: choose one of %s", d->name, key, v, sp->choices);
         *(int *)((char *)params + sp->offset) = (int)v;
         break;
@@ -104,7 +108,12 @@ void sf_param_format(const sf_stage_def *d, const void *params, int i, char *buf
     const sf_param_spec *sp = &d->params[i];
     const char *base = (const char *)params + sp->offset;
     switch (sp->type) {
-    case SF_PT_INT: snprintf(buf, n, "%d", *(const int *)base); break;
+    case SF_PT_INT:
+        if (*(const int *)base == 0 && sp->choices && !strcmp(sp->choices, "auto"))
+            snprintf(buf, n, "auto");
+        else
+            snprintf(buf, n, "%d", *(const int *)base);
+        break;
     case SF_PT_REAL: snprintf(buf, n, "%g", *(const double *)base); break;
     case SF_PT_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "yes" : "no"); break;
     case SF_PT_CHOICE: {

@@ -83,7 +83,12 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
     if (gives & SF_DATA_LABELS)
         if ((st = sf_labels_alloc(&s->labels, nx, ny, loc, g)))
             return st;
-    if ((gives & SF_DATA_BKG) && (o->keep & SF_KEEP_BKG)) {
+    int mesh = 0;
+    for (int i = 0; i < pl->nsteps; i++)
+        if (!strcmp(pl->steps[i].def->name, "background") &&
+            ((const sf_bkg_params *)pl->steps[i].params)->method == SF_BKG_MESH)
+            mesh = 1;
+    if ((gives & SF_DATA_BKG) && ((o->keep & SF_KEEP_BKG) || mesh)) {
         if ((st = sf_image_alloc(&s->bkgmap, nx, ny, loc, g)))
             return st;
         if ((st = sf_image_alloc(&s->rmsmap, nx, ny, loc, g)))
@@ -102,6 +107,7 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     r->have_bkg = !!(s->have & SF_DATA_BKG);
     r->bkg = s->bkg;
     r->nlabels = s->nlabels;
+    r->box = s->box;
     r->nsources = (s->have & SF_DATA_SOURCES) ? s->nsources : -1;
     if (r->nsources >= 0) {
         r->sources = malloc(((size_t)r->nsources + 1) * sizeof(sf_source));
@@ -156,6 +162,7 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         return sf_fail(SF_ERR_INTERNAL, "sf_pipeline_run takes a host image");
     s.backend = o->backend;
     s.g = o->gpu;
+    s.beam_pix = o->beam_pix;
     if (gpu) {
         if (!o->gpu)
             return sf_fail(SF_ERR_NO_GPU, "GPU backend without a GPU context");

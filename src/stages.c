@@ -1,5 +1,6 @@
 /* The stage registry: each stage once, with its typed parameters and the
  * wrappers that call its CPU twin or GPU version on the run's buffers. */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,24 +9,49 @@
 
 /* ---- background ---------------------------------------------------------- */
 static const sf_param_spec bkg_params[] = {
-    {"method", SF_PT_CHOICE, "global", 0, 0, "global", "",
-     "global: one level and sigma by kappa-sigma clipping around the median",
+    {"method", SF_PT_CHOICE, "global", 0, 0, "global|mesh", "",
+     "global: one level and sigma by kappa-sigma clipping around the median; mesh: local "
+     "maps from a grid of meshes (SExtractor/SEP)",
      offsetof(sf_bkg_params, method)},
     {"kappa", SF_PT_REAL, "3", 0.1, 100, NULL, "sigma",
      "clip pixels further than kappa*sigma from the median", offsetof(sf_bkg_params, kappa)},
     {"maxiter", SF_PT_INT, "100", 1, 10000, NULL, "",
      "most clipping iterations (stops earlier when nothing is clipped)",
      offsetof(sf_bkg_params, maxiter)},
+    {"box", SF_PT_INT, "64", 1, 65536, "auto", "pixels",
+     "mesh: mesh size; auto: 4 beam widths when the header has a beam, else 64",
+     offsetof(sf_bkg_params, box)},
+    {"filter", SF_PT_INT, "3", 1, 99, NULL, "meshes",
+     "mesh: median filter over filter x filter meshes (odd; 1: none)",
+     offsetof(sf_bkg_params, filter)},
+    {"estimator", SF_PT_CHOICE, "sextractor", 0, 0, "sextractor|median|mean", "",
+     "mesh: sextractor = 2.5 median - 1.5 mean (the median when the mesh is crowded)",
+     offsetof(sf_bkg_params, estimator)},
+    {"interp", SF_PT_CHOICE, "bicubic", 0, 0, "bicubic|bilinear", "",
+     "mesh: bicubic spline through the meshes (SExtractor) or bilinear",
+     offsetof(sf_bkg_params, interp)},
+    {"min_valid", SF_PT_REAL, "0.5", 0, 1, NULL, "fraction",
+     "mesh: valid pixels a mesh needs, else it is filled from its neighbours",
+     offsetof(sf_bkg_params, min_valid)},
 };
 
 static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
 {
     const sf_bkg_params *p = pp;
     sf_image *b = s->bkgmap.data ? &s->bkgmap : NULL, *r = s->rmsmap.data ? &s->rmsmap : NULL;
-    sf_status st = gpu ? sf_background_gpu(s->g, &s->img, p, &s->bkg, b, r)
-                       : sf_background_cpu(&s->img, p, &s->bkg, b, r);
-    if (st == SF_OK)
+    sf_bkg_params q = *p;
+    sf_status st;
+    if (q.method == SF_BKG_MESH && q.box == 0) /* box=auto: 4 beam widths, else 64 */
+        q.box = s->beam_pix > 0 ? (int)lround(4.0 * s->beam_pix) : 64;
+    if (q.box < 1)
+        q.box = 1;
+    st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
+             : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
+    if (st == SF_OK) {
         s->have |= SF_DATA_BKG;
+        s->have_maps = q.method == SF_BKG_MESH;
+        s->box = q.method == SF_BKG_MESH ? q.box : 0;
+    }
     return st;
 }
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
@@ -43,8 +69,9 @@ static const sf_param_spec thr_params[] = {
 static sf_status thr_run(sf_state *s, const void *pp, int gpu)
 {
     const sf_thresh_params *p = pp;
-    sf_status st = gpu ? sf_threshold_gpu(s->g, &s->img, p, &s->bkg, &s->mask)
-                       : sf_threshold_cpu(&s->img, p, &s->bkg, &s->mask);
+    const sf_image *b = s->have_maps ? &s->bkgmap : NULL, *r = s->have_maps ? &s->rmsmap : NULL;
+    sf_status st = gpu ? sf_threshold_gpu(s->g, &s->img, p, &s->bkg, b, r, &s->mask)
+                       : sf_threshold_cpu(&s->img, p, &s->bkg, b, r, &s->mask);
     if (st == SF_OK)
         s->have |= SF_DATA_MASK;
     return st;
@@ -108,7 +135,7 @@ static sf_status meas_gpu(sf_state *s, const void *p) { return meas_run(s, p, 1)
 #define NP(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const sf_stage_def stages[] = {
-    {"background", "sky level and noise: kappa-sigma clipping around the median", bkg_params,
+    {"background", "sky level and noise: clipped global statistics, or local maps from a mesh grid", bkg_params,
      NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu},
     {"threshold", "detection mask: pixels above nsigma times the background sigma", thr_params,
      NP(thr_params), sizeof(sf_thresh_params), SF_DATA_IMAGE | SF_DATA_BKG, SF_DATA_MASK,

@@ -14,13 +14,16 @@ struct sf_state {
     sf_image img;
     unsigned have;          /* SF_DATA_* present */
     sf_bkg_stats bkg;
-    sf_image bkgmap, rmsmap; /* allocated only when kept */
+    sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
+    int have_maps;          /* the background stage produced per-pixel maps */
     sf_mask mask;
     sf_labels labels;
     int nlabels;
     sf_source *sources;     /* backend location, nsources entries */
     int nsources;
     long long nmask;
+    double beam_pix;        /* restoring-beam FWHM (major) in pixels, 0 if unknown */
+    int box;                /* the mesh size used, 0 for method=global */
 };
 
 #endif

@@ -26,7 +26,7 @@ START_TEST(test_cpu_rule)
             sf_thresh_params p = {3.0, sub};
             make_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 3 + k);
             ck_assert_int_eq(sf_mask_alloc(&m, im.nx, im.ny, SF_HOST, NULL), SF_OK);
-            ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &m), SF_OK);
+            ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &m), SF_OK);
             for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) {
                 float v = im.data[i];
                 int want = isfinite(v) && (sub ? v - 0.25f : v) > 1.5f;
@@ -34,6 +34,44 @@ START_TEST(test_cpu_rule)
             }
             sf_mask_free(&m, NULL);
             sf_image_free(&im, NULL);
+        }
+}
+END_TEST
+
+/* per-pixel maps: a level and noise that vary across the image */
+static void make_maps(sf_image *b, sf_image *r, int nx, int ny)
+{
+    ck_assert_int_eq(sf_image_alloc(b, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(r, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++) {
+            b->data[(size_t)y * nx + x] = 0.01f * x - 0.02f * y;
+            r->data[(size_t)y * nx + x] = 0.5f + 0.001f * (x + y);
+        }
+}
+
+START_TEST(test_cpu_maps)
+{
+    for (int k = 0; sftest_sizes[k][0]; k++)
+        for (int sub = 0; sub < 2; sub++) {
+            sf_image im, b, r;
+            sf_mask m;
+            sf_bkg_stats bs = {.median = NAN, .sigma = NAN}; /* unused with maps */
+            sf_thresh_params p = {2.5, sub};
+            make_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 30 + k);
+            make_maps(&b, &r, im.nx, im.ny);
+            ck_assert_int_eq(sf_mask_alloc(&m, im.nx, im.ny, SF_HOST, NULL), SF_OK);
+            ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, &r, &m), SF_OK);
+            for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) {
+                float v = im.data[i], t = 2.5f * r.data[i];
+                int want = isfinite(v) && (sub ? v - b.data[i] : v) > t;
+                ck_assert_msg(m.data[i] == want, "maps %dx%d sub=%d pixel %zu", im.nx, im.ny, sub, i);
+            }
+            ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, NULL, &m), SF_ERR_PARAM);
+            sf_mask_free(&m, NULL);
+            sf_image_free(&im, NULL);
+            sf_image_free(&b, NULL);
+            sf_image_free(&r, NULL);
         }
 }
 END_TEST
@@ -48,12 +86,12 @@ START_TEST(test_cpu_params)
     ck_assert(p.nsigma == 5.0 && p.subtract == 1);
     make_image(&im, 10, 10, 1);
     ck_assert_int_eq(sf_mask_alloc(&m, 10, 10, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &m), SF_ERR_PARAM);
+    ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &m), SF_ERR_PARAM);
     bs.sigma = 0; /* constant image: nothing is above its own level */
     for (int i = 0; i < 100; i++)
         im.data[i] = 4;
     bs.median = 4;
-    ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &m), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &m), SF_OK);
     for (int i = 0; i < 100; i++)
         ck_assert_int_eq(m.data[i], 0);
     sf_mask_free(&m, NULL);
@@ -82,8 +120,8 @@ START_TEST(test_gpu_vs_cpu)
                 ck_assert_int_eq(sf_mask_alloc(&md, nx, ny, SF_DEVICE, g), SF_OK);
                 ck_assert_int_eq(sf_image_upload(g, &im, &d), SF_OK);
                 sftest_poison(g, md.data, n);
-                ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &mc), SF_OK);
-                ck_assert_int_eq(sf_threshold_gpu(g, &d, &p, &bs, &md), SF_OK);
+                ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &mc), SF_OK);
+                ck_assert_int_eq(sf_threshold_gpu(g, &d, &p, &bs, NULL, NULL, &md), SF_OK);
                 ck_assert_int_eq(sf_mask_download(g, &md, &mh), SF_OK);
                 for (size_t i = 0; i < n; i++)
                     ck_assert_msg(mh.data[i] == mc.data[i], "%dx%d sub=%d: pixel %zu gpu %d cpu %d",
@@ -97,15 +135,56 @@ START_TEST(test_gpu_vs_cpu)
 }
 END_TEST
 
+START_TEST(test_gpu_maps)
+{
+    sf_gpu *g = sftest_gpu();
+    sf_bkg_stats bs = {.median = 0, .sigma = 1};
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        int nx = sftest_sizes[k][0], ny = sftest_sizes[k][1];
+        size_t n = sf_npix(nx, ny);
+        sf_image im, b, r, di = {0}, db = {0}, dr = {0};
+        sf_mask mc, md = {0}, mh;
+        sf_thresh_params p = {3.0, 1};
+        make_image(&im, nx, ny, 50 + k);
+        make_maps(&b, &r, nx, ny);
+        ck_assert_int_eq(sf_mask_alloc(&mc, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_mask_alloc(&mh, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&di, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&db, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&dr, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_mask_alloc(&md, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &im, &di), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &b, &db), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &r, &dr), SF_OK);
+        sftest_poison(g, md.data, n);
+        ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, &r, &mc), SF_OK);
+        ck_assert_int_eq(sf_threshold_gpu(g, &di, &p, &bs, &db, &dr, &md), SF_OK);
+        ck_assert_int_eq(sf_mask_download(g, &md, &mh), SF_OK);
+        ck_assert_msg(memcmp(mh.data, mc.data, n) == 0, "maps %dx%d: GPU mask differs", nx, ny);
+        sf_image_free(&di, g);
+        sf_image_free(&db, g);
+        sf_image_free(&dr, g);
+        sf_mask_free(&md, g);
+        sf_mask_free(&mc, NULL);
+        sf_mask_free(&mh, NULL);
+        sf_image_free(&im, NULL);
+        sf_image_free(&b, NULL);
+        sf_image_free(&r, NULL);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("threshold");
     TCase *cpu = tcase_create("cpu"), *gpu = tcase_create("gpu");
     tcase_add_test(cpu, test_cpu_rule);
     tcase_add_test(cpu, test_cpu_params);
+    tcase_add_test(cpu, test_cpu_maps);
     suite_add_tcase(s, cpu);
     tcase_set_timeout(gpu, 300);
     tcase_add_test(gpu, test_gpu_vs_cpu);
+    tcase_add_test(gpu, test_gpu_maps);
     TCase *gc[] = {gpu};
     return sftest_main(s, gc, 1);
 }

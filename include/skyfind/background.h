@@ -1,6 +1,8 @@
 /* Stage `background`: the sky level and noise of an image.
  * method=global: iterative kappa-sigma clipping around the median (the
- * GPU-programming lesson's estimator), giving one level and one sigma. */
+ * GPU-programming lesson's estimator), giving one level and one sigma.
+ * method=mesh: local background and rms maps from statistics on a grid of
+ * meshes (SExtractor, SEP), filtered and interpolated to every pixel. */
 #ifndef SKYFIND_BACKGROUND_H
 #define SKYFIND_BACKGROUND_H
 
@@ -10,33 +12,68 @@
 extern "C" {
 #endif
 
-typedef enum { SF_BKG_GLOBAL = 0 } sf_bkg_method;
+typedef enum { SF_BKG_GLOBAL = 0, SF_BKG_MESH = 1 } sf_bkg_method;
+typedef enum { SF_BKG_EST_SEXTRACTOR = 0, SF_BKG_EST_MEDIAN = 1, SF_BKG_EST_MEAN = 2 } sf_bkg_estimator;
+typedef enum { SF_BKG_INTERP_BICUBIC = 0, SF_BKG_INTERP_BILINEAR = 1 } sf_bkg_interp;
 
 typedef struct {
-    int method;       /* SF_BKG_GLOBAL */
-    double kappa;     /* 3.0; keep pixels with median - kappa*sigma < v < median + kappa*sigma */
-    int maxiter;      /* 100; stop after this many clipping iterations */
+    int method;       /* SF_BKG_GLOBAL or SF_BKG_MESH */
+    double kappa;     /* 3.0; clip at kappa sigma (global: around the median; mesh: per mesh) */
+    int maxiter;      /* 100; most clipping iterations */
+    /* method=mesh only */
+    int box;          /* 64 pixels; mesh size (the runner turns box=auto, 0 here, into
+                         4 restoring-beam widths when the header has a beam, else 64) */
+    int filter;       /* 3; median filter over filter x filter meshes (1: none) */
+    int estimator;    /* SF_BKG_EST_SEXTRACTOR: 2.5 median - 1.5 mean, or the median
+                         when |mean - median| / sigma >= 0.3 (SExtractor, SEP) */
+    int interp;       /* SF_BKG_INTERP_BICUBIC (spline through the meshes, as SExtractor) */
+    double min_valid; /* 0.5; fraction of valid pixels a mesh needs, else it is filled
+                         from its neighbours */
 } sf_bkg_params;
 
 typedef struct {
-    double median;    /* clipped median (image units) */
-    double sigma;     /* clipped standard deviation, ddof=0 (image units) */
-    double mean;      /* clipped mean */
-    long long nused;  /* pixels left after clipping */
+    double median;    /* clipped median (image units); mesh: median of the mesh levels */
+    double sigma;     /* clipped standard deviation, ddof=0; mesh: median of the mesh rms */
+    double mean;      /* clipped mean; mesh: mean of the mesh levels */
+    long long nused;  /* pixels left after clipping (global) */
     long long nvalid; /* non-NaN pixels in the image */
     int niter;        /* clipping iterations run (the last one clipped nothing if converged) */
     int converged;    /* 1 if an iteration clipped no pixel before maxiter */
 } sf_bkg_stats;
 
+/* The mesh grid of method=mesh: nbx x nby meshes of box x box pixels (the
+ * last column and row may be narrower: partial meshes as in SExtractor),
+ * levels and rms after filling and filtering, row-major. */
+typedef struct {
+    int nbx, nby, box;
+    float *bkg, *rms;  /* nbx*nby values each */
+    sf_loc loc;
+} sf_bkg_mesh;
+
 void sf_bkg_params_default(sf_bkg_params *p);
 
-/* bkg and rms may be NULL for method=global (the level is a scalar); when
- * given they are filled with the constant level and sigma. The GPU version
- * takes img, bkg, rms on the device and returns st on the host. */
+/* method=global: bkg and rms may be NULL (the level is a scalar); when given
+ * they are filled with the constant level and sigma. method=mesh: bkg and
+ * rms are required and receive the full-resolution maps (NaN where the
+ * image is NaN). The GPU version takes img, bkg, rms on the device and
+ * returns st on the host. */
 sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p,
                             sf_bkg_stats *st, sf_image *bkg, sf_image *rms);
 sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                             sf_bkg_stats *st, sf_image *bkg, sf_image *rms);
+
+/* The two halves of method=mesh, for tests and benchmarks: the mesh grid
+ * (mesh->bkg/rms allocated by the caller with nbx*nby floats in the
+ * backend's memory; sf_bkg_mesh_shape gives nbx, nby), and the
+ * interpolation of a grid to full-resolution maps. */
+void sf_bkg_mesh_shape(int nx, int ny, int box, int *nbx, int *nby);
+sf_status sf_bkg_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_mesh *mesh);
+sf_status sf_bkg_mesh_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                          sf_bkg_mesh *mesh);
+sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
+                            sf_image *bkg, sf_image *rms);
+sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_params *p,
+                            const sf_image *img, sf_image *bkg, sf_image *rms);
 
 /* Device scratch bytes sf_background_gpu needs for an nx x ny image. */
 size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p);

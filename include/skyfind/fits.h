@@ -59,6 +59,12 @@ sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
  * line (NaN as null); otherwise `key: value` lines. */
 sf_status sf_fits_describe(const char *path, int plane, FILE *out, int json);
 
+/* The world coordinates (deg) of the centre pixel and the pixel size (arcsec)
+ * from the header's celestial WCS on the first two axes (WCSLIB); returns 0
+ * when there is none. */
+int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, double *lat,
+                      double *pix_arcsec);
+
 #ifdef __cplusplus
 }
 #endif

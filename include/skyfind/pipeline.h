@@ -93,6 +93,7 @@ typedef struct {
     sf_backend backend;
     sf_gpu *gpu;         /* required for SF_BACKEND_GPU */
     unsigned keep;       /* SF_KEEP_* */
+    double beam_pix;     /* restoring-beam FWHM (major axis) in pixels, 0 if unknown */
 } sf_run_opts;
 
 #define SF_RUN_MAXSTAGES SF_PIPE_MAXSTEPS
@@ -109,6 +110,7 @@ typedef struct {
     sf_labels labels;
     sf_image bkgmap, rmsmap;
     int nlabels;
+    int box;                    /* mesh size used by method=mesh, 0 otherwise */
     int nstages;
     const char *stage[SF_RUN_MAXSTAGES];
     double stage_ms[SF_RUN_MAXSTAGES]; /* device time (GPU, CUDA events) or wall time (CPU) */

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         CHECK(sf_background_cpu(&sim, &bp, &bc, NULL, NULL));
         cpu_ms[ST_BKG] = wall_ms() - t;
         t = wall_ms();
-        CHECK(sf_threshold_cpu(&sim, &tp, &bc, &mc));
+        CHECK(sf_threshold_cpu(&sim, &tp, &bc, NULL, NULL, &mc));
         cpu_ms[ST_THR] = wall_ms() - t;
         t = wall_ms();
         CHECK(sf_segment_cpu(&mc, &gp, &lc, &nc));
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
         CHECK(sf_background_gpu(g, &dimg, &bp, &bg, NULL, NULL));
         check[ST_BKG] = (bg.niter == bc.niter && fabs(bg.sigma - bc.sigma) <= 1e-6 * bc.sigma &&
                          fabs(bg.median - bc.median) <= 1e-6 * bc.sigma) ? "ok" : "DIFFER";
-        CHECK(sf_threshold_gpu(g, &dimg, &tp, &bc, &mg));
+        CHECK(sf_threshold_gpu(g, &dimg, &tp, &bc, NULL, NULL, &mg));
         CHECK(sf_mask_alloc(&mh, n, n, SF_HOST, NULL));
         CHECK(sf_mask_download(g, &mg, &mh));
         check[ST_THR] = memcmp(mh.data, mc.data, np) ? "DIFFER" : "ok";
@@ -194,19 +194,19 @@ int main(int argc, char **argv)
         } while (0)
         TIME_STAGE(ST_UP, sf_image_upload(g, &hpin, &dimg));
         TIME_STAGE(ST_BKG, sf_background_gpu(g, &dimg, &bp, &bg, NULL, NULL));
-        TIME_STAGE(ST_THR, sf_threshold_gpu(g, &dimg, &tp, &bg, &mg));
+        TIME_STAGE(ST_THR, sf_threshold_gpu(g, &dimg, &tp, &bg, NULL, NULL, &mg));
         TIME_STAGE(ST_SEG, sf_segment_gpu(g, &mg, &gp, &lg, &ng));
         TIME_STAGE(ST_MEAS, sf_measure_gpu(g, &dimg, &lg, ng, &mp, sg));
         /* the four stages back to back, and with the upload */
         double four, all;
         TIME_STAGE(ST_N - 1, (sf_background_gpu(g, &dimg, &bp, &bg, NULL, NULL) ||
-                              sf_threshold_gpu(g, &dimg, &tp, &bg, &mg) ||
+                              sf_threshold_gpu(g, &dimg, &tp, &bg, NULL, NULL, &mg) ||
                               sf_segment_gpu(g, &mg, &gp, &lg, &ng) ||
                               sf_measure_gpu(g, &dimg, &lg, ng, &mp, sg)) ? SF_ERR_INTERNAL : SF_OK);
         four = gpu_ms[ST_N - 1];
         TIME_STAGE(ST_N - 1, (sf_image_upload(g, &hpin, &dimg) ||
                               sf_background_gpu(g, &dimg, &bp, &bg, NULL, NULL) ||
-                              sf_threshold_gpu(g, &dimg, &tp, &bg, &mg) ||
+                              sf_threshold_gpu(g, &dimg, &tp, &bg, NULL, NULL, &mg) ||
                               sf_segment_gpu(g, &mg, &gp, &lg, &ng) ||
                               sf_measure_gpu(g, &dimg, &lg, ng, &mp, sg) ||
                               sf_gpu_to_host(g, sh, sg, sizeof *sh * (size_t)ng)) ? SF_ERR_INTERNAL : SF_OK);
