@@ -8,6 +8,7 @@
 #include <string.h>
 #include "skyfind/background.h"
 #include "select.h"
+#include "background_mesh.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -23,12 +24,14 @@ void sf_bkg_params_default(sf_bkg_params *p)
 
 sf_status sf_bkg_check_params(const sf_bkg_params *p)
 {
-    if (p->method != SF_BKG_GLOBAL)
+    if (p->method != SF_BKG_GLOBAL && p->method != SF_BKG_MESH)
         return sf_fail(SF_ERR_PARAM, "background method %d is not available", p->method);
     if (!(p->kappa > 0) || !isfinite(p->kappa))
         return sf_fail(SF_ERR_PARAM, "background kappa %g must be a positive number", p->kappa);
     if (p->maxiter < 1)
         return sf_fail(SF_ERR_PARAM, "background maxiter %d must be at least 1", p->maxiter);
+    if (p->method == SF_BKG_MESH)
+        return sf_bkg_mesh_check_params(p);
     return SF_OK;
 }
 
@@ -43,6 +46,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 
     if (s)
         return s;
+    if (p->method == SF_BKG_MESH)
+        return sf_background_mesh_cpu(img, p, st, bkg, rms);
     if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);

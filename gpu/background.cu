@@ -445,12 +445,19 @@ static size_t bkg_bytes(size_t n, int grid)
            sf_align256((size_t)grid * bkg_wcap(n, grid) * sizeof(float));
 }
 
+extern "C" size_t sf_background_mesh_gpu_scratch(int nx, int ny, const sf_bkg_params *p);
+extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
+                                            const sf_bkg_params *p, sf_bkg_stats *out,
+                                            sf_image *bkg, sf_image *rms);
+
 extern "C" size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
 {
     // the grid is at most 132 SMs x 4 blocks on the GPUs we build for; the
     // window needs about n/4 values whatever the grid
     size_t n = sf_npix(nx, ny);
-    return bkg_bytes(n, 1) + 4 * 528 * (sizeof(bkg_part) + 1024 * sizeof(float));
+    size_t global = bkg_bytes(n, 1) + 4 * 528 * (sizeof(bkg_part) + 1024 * sizeof(float));
+    size_t mesh = sf_background_mesh_gpu_scratch(nx, ny, p); // method=mesh (background_mesh.cu)
+    return global > mesh ? global : mesh;
 }
 
 extern "C" sf_status sf_bkg_check_params(const sf_bkg_params *p);
@@ -467,6 +474,8 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     char *q;
     if (st)
         return st;
+    if (p->method == SF_BKG_MESH)
+        return sf_background_mesh_gpu(g, img, p, out, bkg, rms);
     if (img->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
     if (img->stride != (size_t)img->nx)

@@ -29,7 +29,7 @@ for t in "$BIN"/tests/test_*; do
 done
 
 say "compute-sanitizer memcheck and racecheck on the GPU cases (quick sizes)"
-for t in background threshold segment measure; do
+for t in background background_mesh threshold segment measure; do
     for tool in memcheck racecheck; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
@@ -67,6 +67,15 @@ echo "image bytes: $((n * n * 4)); catalogue rows: $(grep -vc '^#' "$W/out/sim$n
 say "benchmark: lesson pipeline, skyfind GPU stages against the lesson's CuPy and numpy code"
 "$BIN/tests/bench/bench_lesson" --sizes "${sizes// /,}" --repeat 20 --raw "$W" --json "$OUTDIR/bench_lesson.json" | tee "$OUTDIR/bench_lesson.txt"
 python3 tests/bench/peers/lesson_peers.py "$W" $sizes --repeat 3 --cpu-max 4096 | tee "$OUTDIR/bench_peers.txt"
+
+say "benchmark: mesh background (box 64, filter 3), GPU and CPU twin against sep.Background"
+"$BIN/tests/bench/bench_background" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_background.txt"
+if ls .whl/sep-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+        PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 python3 tests/bench/peers/background_sep.py "$W" $sizes | tee -a "$OUTDIR/bench_background.txt"
+else
+    echo "sep.Background not run: no sep wheel in .whl/ (see the device README: pip download sep)"
+fi
 rm -f "$W"/*.f32 "$W"/*.fits
 echo
 [ $fail = 0 ] && echo "GPU SUITE: ALL PASSED" || echo "GPU SUITE: FAILURES (see above)"

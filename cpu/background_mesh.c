@@ -1,0 +1,406 @@
+/* Stage `background`, method=mesh, CPU twin: SExtractor's background as SEP
+ * implements it (per-mesh clipped histogram mode and rms, bad meshes filled,
+ * median filter, bicubic spline to every pixel). The per-mesh arithmetic
+ * lives in background_mesh.h, shared with gpu/background_mesh.cu. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "skyfind/background.h"
+#include "background_mesh.h"
+
+/* Per-run results of the mesh pass that sf_background_mesh_cpu reports. */
+typedef struct {
+    long long nfinite; /* finite pixels of the image */
+    int niter;         /* most histogram-clipping passes of any mesh */
+    int converged;     /* 1 when every valid mesh converged before maxiter */
+    int nbad;          /* meshes filled from their neighbours */
+} bkg_mesh_info;
+
+static int nthreads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+void sf_bkg_mesh_shape(int nx, int ny, int box, int *nbx, int *nby)
+{
+    /* SExtractor: nbackx = (width-1)/backw + 1, i.e. ceil(nx/box); the last
+     * column/row of meshes is partial (see sf_bkg_mesh_rect) */
+    *nbx = (nx >= 1 && box >= 1) ? (nx - 1) / box + 1 : 0;
+    *nby = (ny >= 1 && box >= 1) ? (ny - 1) / box + 1 : 0;
+}
+
+sf_status sf_bkg_mesh_check_params(const sf_bkg_params *p)
+{
+    if (p->box < 1)
+        return sf_fail(SF_ERR_PARAM, "background box %d must be at least 1 pixel", p->box);
+    if (p->filter < 1 || p->filter % 2 == 0 || p->filter > SF_BKG_FILTER_MAX)
+        return sf_fail(SF_ERR_PARAM, "background filter %d must be odd, 1 to %d meshes",
+                       p->filter, SF_BKG_FILTER_MAX);
+    if (!(p->min_valid >= 0.0 && p->min_valid <= 1.0))
+        return sf_fail(SF_ERR_PARAM, "background min_valid %g must be within 0 to 1",
+                       p->min_valid);
+    if (p->estimator < SF_BKG_EST_SEXTRACTOR || p->estimator > SF_BKG_EST_MEAN)
+        return sf_fail(SF_ERR_PARAM, "background estimator %d is unknown", p->estimator);
+    if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
+        return sf_fail(SF_ERR_PARAM, "background interp %d is unknown", p->interp);
+    return SF_OK;
+}
+
+/* One mesh, as a CUDA block would do it: finite moments (row sums in row
+ * order), pre-clip, clipped moments, histogram, backguess. Returns 0 for a
+ * bad mesh. hist: SF_BKG_QUANTIF_NMAXLEVELS counts of scratch. */
+static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, int by,
+                         unsigned *hist, float *level, float *rms, int *niter, int *conv,
+                         long long *nfinite)
+{
+    int x0, y0, w, h;
+    sf_bkg_moments m1 = {0, 0, 0}, m2 = {0, 0, 0};
+    sf_bkg_quant q;
+    float lcut, hcut;
+
+    sf_bkg_mesh_rect(img->nx, img->ny, p->box, bx, by, &x0, &y0, &w, &h);
+    for (int y = y0; y < y0 + h; y++)
+        sf_bkg_moments_add(&m1, sf_bkg_row_moments(img->data + (size_t)y * img->stride + x0, w,
+                                                   0, 0.0f, 0.0f));
+    *nfinite = m1.n;
+    if (!sf_bkg_preclip(m1, (long long)w * h, p->min_valid, &lcut, &hcut))
+        return 0;
+    for (int y = y0; y < y0 + h; y++)
+        sf_bkg_moments_add(&m2, sf_bkg_row_moments(img->data + (size_t)y * img->stride + x0, w,
+                                                   1, lcut, hcut));
+    if (!sf_bkg_quantise(m2, &q))
+        return 0;
+    memset(hist, 0, (size_t)q.nlevels * sizeof *hist);
+    for (int y = y0; y < y0 + h; y++) {
+        const float *row = img->data + (size_t)y * img->stride + x0;
+        for (int x = 0; x < w; x++) {
+            int b = sf_bkg_bin(row[x], &q);
+            if (b >= 0)
+                hist[b]++;
+        }
+    }
+    *niter = sf_bkg_backguess(hist, &q, p->kappa, p->maxiter, p->estimator, level, rms, conv);
+    return 1;
+}
+
+static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bkg_mesh *mesh,
+                              bkg_mesh_info *info)
+{
+    sf_status s = sf_bkg_mesh_check_params(p);
+    int nbx, nby, nt = nthreads(), nb;
+    float *rawb = NULL, *raws = NULL, *fb = NULL, *fs = NULL;
+    unsigned *hist = NULL;
+    int *iters = NULL, *convs = NULL;
+    long long *nfin = NULL;
+    bkg_mesh_info r = {0, 0, 1, 0};
+    int nvalid = 0;
+
+    if (s)
+        return s;
+    if (img->loc != SF_HOST || mesh->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_mesh_cpu needs a host image and host mesh arrays");
+    if (!img->data || !mesh->bkg || !mesh->rms)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_mesh_cpu: image or mesh arrays not allocated");
+    if (img->nx < 1 || img->ny < 1)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_mesh_cpu: empty image %dx%d", img->nx, img->ny);
+    sf_bkg_mesh_shape(img->nx, img->ny, p->box, &nbx, &nby);
+    nb = nbx * nby;
+    rawb = malloc((size_t)nb * sizeof *rawb);
+    raws = malloc((size_t)nb * sizeof *raws);
+    fb = malloc((size_t)nb * sizeof *fb);
+    fs = malloc((size_t)nb * sizeof *fs);
+    iters = calloc((size_t)nb, sizeof *iters);
+    convs = calloc((size_t)nb, sizeof *convs);
+    nfin = calloc((size_t)nb, sizeof *nfin);
+    hist = malloc((size_t)nt * SF_BKG_QUANTIF_NMAXLEVELS * sizeof *hist);
+    if (!rawb || !raws || !fb || !fs || !iters || !convs || !nfin || !hist) {
+        s = sf_fail(SF_ERR_NOMEM, "background mesh: work space for %d meshes", nb);
+        goto fail;
+    }
+
+    /* 1. statistics of every mesh; bad meshes get NaN */
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int i = 0; i < nb; i++) {
+        unsigned *h = hist + (size_t)thread_id() * SF_BKG_QUANTIF_NMAXLEVELS;
+        convs[i] = 1;
+        if (!bkg_mesh_stat(img, p, i % nbx, i / nbx, h, &rawb[i], &raws[i], &iters[i], &convs[i],
+                           &nfin[i])) {
+            rawb[i] = raws[i] = NAN;
+            iters[i] = 0;
+            convs[i] = 1;
+        }
+    }
+    for (int i = 0; i < nb; i++) {
+        r.nfinite += nfin[i];
+        if (isnan(rawb[i])) {
+            r.nbad++;
+            continue;
+        }
+        nvalid++;
+        if (iters[i] > r.niter)
+            r.niter = iters[i];
+        r.converged &= convs[i];
+    }
+    if (nvalid == 0) {
+        s = r.nfinite == 0 ? sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels")
+                   : sf_fail(SF_ERR_EMPTY,
+                    "background mesh: no %dx%d mesh has %.0f%% finite pixels (%lld finite in the "
+                    "%dx%d image)",
+                    p->box, p->box, 100.0 * p->min_valid, r.nfinite, img->nx, img->ny);
+        goto fail;
+    }
+
+    /* 2. filterback: fill bad meshes from the nearest valid ones */
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int i = 0; i < nb; i++) {
+        fb[i] = rawb[i];
+        fs[i] = raws[i];
+        if (isnan(rawb[i]))
+            sf_bkg_fill_one(rawb, raws, nbx, nby, i % nbx, i / nbx, &fb[i], &fs[i]);
+    }
+
+    /* 3. filterback: median filter (filter 1: none) */
+    if (p->filter > 1) {
+        float *work = NULL;
+        size_t wn = (size_t)p->filter * p->filter;
+        work = malloc((size_t)nt * 2 * wn * sizeof *work);
+        if (!work) {
+            s = sf_fail(SF_ERR_NOMEM, "background mesh: filter work space");
+            goto fail;
+        }
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < nb; i++) {
+            float *wk = work + (size_t)thread_id() * 2 * wn;
+            mesh->bkg[i] = sf_bkg_filter_one(fb, nbx, nby, i % nbx, i / nbx, p->filter, wk);
+            mesh->rms[i] = sf_bkg_filter_one(fs, nbx, nby, i % nbx, i / nbx, p->filter, wk + wn);
+        }
+        free(work);
+    } else {
+        memcpy(mesh->bkg, fb, (size_t)nb * sizeof *fb);
+        memcpy(mesh->rms, fs, (size_t)nb * sizeof *fs);
+    }
+    mesh->nbx = nbx;
+    mesh->nby = nby;
+    mesh->box = p->box;
+    if (info)
+        *info = r;
+fail:
+    free(rawb);
+    free(raws);
+    free(fb);
+    free(fs);
+    free(iters);
+    free(convs);
+    free(nfin);
+    free(hist);
+    return s;
+}
+
+sf_status sf_bkg_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_mesh *mesh)
+{
+    return bkg_mesh_run(img, p, mesh, NULL);
+}
+
+/* A run of pixels along x that share the segment between nodes k, k+1. */
+typedef struct {
+    int k, start, end;
+} bkg_seg;
+
+static int check_map(const sf_image *m, const sf_image *img)
+{
+    return m && m->data && m->loc == SF_HOST && m->nx == img->nx && m->ny == img->ny &&
+           m->stride >= (size_t)m->nx;
+}
+
+sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
+                            sf_image *bkg, sf_image *rms)
+{
+    sf_status s = SF_OK;
+    int nbx = mesh->nbx, nby = mesh->nby, nx = img->nx, ny = img->ny, nt = nthreads();
+    int ebx, eby, nseg = 0, cubic = p->interp == SF_BKG_INTERP_BICUBIC;
+    size_t nb = (size_t)nbx * nby;
+    float *dback = NULL, *dsig = NULL, *dxt = NULL, *scratch = NULL;
+    bkg_seg *seg = NULL;
+
+    if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
+        return sf_fail(SF_ERR_PARAM, "background interp %d is unknown", p->interp);
+    if (mesh->loc != SF_HOST || img->loc != SF_HOST || !mesh->bkg || !mesh->rms || !img->data)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
+    if (!check_map(bkg, img) || !check_map(rms, img))
+        return sf_fail(SF_ERR_PARAM,
+                       "sf_bkg_interp_cpu needs host bkg and rms maps of the image's size %dx%d",
+                       nx, ny);
+    sf_bkg_mesh_shape(nx, ny, mesh->box, &ebx, &eby);
+    if (mesh->box < 1 || ebx != nbx || eby != nby)
+        return sf_fail(SF_ERR_PARAM,
+                       "sf_bkg_interp_cpu: a %dx%d mesh grid of box %d does not fit a %dx%d image",
+                       nbx, nby, mesh->box, nx, ny);
+
+    dback = calloc(nb, sizeof *dback);
+    dsig = calloc(nb, sizeof *dsig);
+    dxt = malloc((size_t)nx * sizeof *dxt);
+    seg = malloc((size_t)(nbx + 1) * sizeof *seg);
+    /* per thread: node values and derivatives along x (bkg, rms), spline scratch */
+    scratch = malloc((size_t)nt * 5 * (nbx + 1) * sizeof *scratch);
+    if (!dback || !dsig || !dxt || !seg || !scratch) {
+        s = sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
+        goto fail;
+    }
+    /* makebackspline: derivatives along y of each mesh column (zero for
+     * bilinear, and for nby < 3 SExtractor's spline gives zero too) */
+    if (cubic && nby > 1) {
+        float *u = scratch;
+        for (int x = 0; x < nbx; x++) {
+            sf_bkg_spline_d2(mesh->bkg + x, (size_t)nbx, nby, dback + x, u);
+            sf_bkg_spline_d2(mesh->rms + x, (size_t)nbx, nby, dsig + x, u);
+        }
+    }
+    /* the x position of each pixel is the same on every row */
+    for (int x = 0; x < nx; x++) {
+        int k;
+        sf_bkg_axis_pos(x, mesh->box, nbx, 1, &k, &dxt[x]);
+        if (nseg == 0 || seg[nseg - 1].k != k) {
+            seg[nseg].k = k;
+            seg[nseg].start = x;
+            nseg++;
+        }
+        seg[nseg - 1].end = x + 1;
+    }
+
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < ny; y++) {
+        float *nb_ = scratch + (size_t)thread_id() * 5 * (nbx + 1);
+        float *nodeb = nb_, *nodes = nb_ + (nbx + 1), *dnb = nb_ + 2 * (nbx + 1),
+              *dns = nb_ + 3 * (nbx + 1), *u = nb_ + 4 * (nbx + 1);
+        const float *in = img->data + (size_t)y * img->stride;
+        float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
+        if (nby > 1) { /* subbackline: interpolate each column of nodes to this row */
+            int ky;
+            float dy;
+            sf_bkg_axis_pos(y, mesh->box, nby, 0, &ky, &dy);
+            for (int x = 0; x < nbx; x++) {
+                size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
+                nodeb[x] = sf_bkg_cubic(mesh->bkg[lo], mesh->bkg[hi], dback[lo], dback[hi], dy);
+                nodes[x] = sf_bkg_cubic(mesh->rms[lo], mesh->rms[hi], dsig[lo], dsig[hi], dy);
+            }
+            if (cubic && nbx > 1) {
+                sf_bkg_spline_d2(nodeb, 1, nbx, dnb, u);
+                sf_bkg_spline_d2(nodes, 1, nbx, dns, u);
+            } else {
+                memset(dnb, 0, (size_t)nbx * sizeof *dnb);
+                memset(dns, 0, (size_t)nbx * sizeof *dns);
+            }
+        } else { /* one row of meshes: SExtractor uses the nodes and their (zero)
+                    y-derivatives as they are, so x is linear */
+            memcpy(nodeb, mesh->bkg, (size_t)nbx * sizeof *nodeb);
+            memcpy(nodes, mesh->rms, (size_t)nbx * sizeof *nodes);
+            memset(dnb, 0, (size_t)nbx * sizeof *dnb);
+            memset(dns, 0, (size_t)nbx * sizeof *dns);
+        }
+        if (nbx > 1) {
+            for (int g = 0; g < nseg; g++) {
+                int k = seg[g].k;
+                float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
+                float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
+                for (int x = seg[g].start; x < seg[g].end; x++) {
+                    ob[x] = sf_bkg_cubic(b0, b1, db0, db1, dxt[x]);
+                    os[x] = sf_bkg_cubic(s0, s1, ds0, ds1, dxt[x]);
+                }
+            }
+        } else {
+            for (int x = 0; x < nx; x++) {
+                ob[x] = nodeb[0];
+                os[x] = nodes[0];
+            }
+        }
+        for (int x = 0; x < nx; x++)
+            if (isnan(in[x]))
+                ob[x] = os[x] = NAN;
+    }
+fail:
+    free(dback);
+    free(dsig);
+    free(dxt);
+    free(seg);
+    free(scratch);
+    return s;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* st: median = median of the mesh levels and sigma = median of the mesh
+ * rms (after filling and filtering: SExtractor's backmean and backsig,
+ * without its fallback when backsig <= 0, so a constant image reports
+ * sigma 0), mean = mean of the mesh levels, nvalid = nused = finite pixels,
+ * niter = the most histogram-clipping passes any mesh ran, converged = 1
+ * when every valid mesh stopped on SExtractor's criterion before maxiter. */
+sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms)
+{
+    sf_status s = sf_bkg_mesh_check_params(p);
+    sf_bkg_mesh mesh = {0, 0, 0, NULL, NULL, SF_HOST};
+    bkg_mesh_info info;
+    float *sorted = NULL;
+    int nbx, nby, nb;
+    double sum = 0;
+    sf_bkg_stats r;
+
+    if (s)
+        return s;
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=mesh needs both bkg and rms maps");
+    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    sf_bkg_mesh_shape(img->nx, img->ny, p->box, &nbx, &nby);
+    nb = nbx * nby;
+    mesh.bkg = malloc((size_t)nb * sizeof(float));
+    mesh.rms = malloc((size_t)nb * sizeof(float));
+    sorted = malloc((size_t)nb * sizeof(float));
+    if (!mesh.bkg || !mesh.rms || !sorted) {
+        s = sf_fail(SF_ERR_NOMEM, "background mesh: %d meshes", nb);
+        goto fail;
+    }
+    if ((s = bkg_mesh_run(img, p, &mesh, &info)) != SF_OK)
+        goto fail;
+    if ((s = sf_bkg_interp_cpu(&mesh, p, img, bkg, rms)) != SF_OK)
+        goto fail;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < nb; i++)
+        sum += mesh.bkg[i];
+    r.mean = sum / nb;
+    memcpy(sorted, mesh.bkg, (size_t)nb * sizeof(float));
+    qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+    r.median = sf_bkg_median(sorted, nb); /* sorted already: picks the middle */
+    memcpy(sorted, mesh.rms, (size_t)nb * sizeof(float));
+    qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+    r.sigma = sf_bkg_median(sorted, nb);
+    r.nvalid = r.nused = info.nfinite;
+    r.niter = info.niter;
+    r.converged = info.converged;
+    *st = r;
+fail:
+    free(mesh.bkg);
+    free(mesh.rms);
+    free(sorted);
+    return s;
+}

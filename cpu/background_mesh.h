@@ -1,0 +1,410 @@
+/* Stage `background`, method=mesh: the per-mesh statistics, grid filling and
+ * filtering and the spline helpers shared by the CPU twin
+ * (cpu/background_mesh.c) and the GPU version (gpu/background_mesh.cu).
+ * Everything here is plain C usable from C11 and CUDA (__host__ __device__),
+ * so both backends compute the same mesh values from the same operations.
+ *
+ * The algorithm is SExtractor's (back.c: backstat, backhisto, backguess,
+ * filterback, makebackspline, subbackline) as SEP (src/background.c) has it;
+ * each step below says which behaviour it reproduces. Differences, all
+ * deliberate: NaN and +-Inf pixels are ignored (SExtractor only skips
+ * values <= -BIG), the clipping kappa and iteration limit come from
+ * sf_bkg_params (SExtractor hard-wires 3 and 100, our defaults), the
+ * valid-pixel fraction is p->min_valid (BACK_MINGOODFRAC = 0.5, our default),
+ * a mesh of one valid pixel gets that pixel (not twice it, see backguess),
+ * the pixel moments are summed in a fixed order (SF_BKG_LANES partial sums
+ * per mesh row, rows in order) so a CUDA block can reproduce them bit for bit,
+ * and a degenerate histogram median (0/0) is guarded.
+ *
+ * GPU port: products that feed a sum go through SF_BKG_DMUL/SF_BKG_FMUL
+ * (__dmul_rn/__fmul_rn on the device) so nvcc cannot contract them into FMAs
+ * that the host code does not have. */
+#ifndef SKYFIND_CPU_BACKGROUND_MESH_H
+#define SKYFIND_CPU_BACKGROUND_MESH_H
+
+#include <math.h>
+#include <stddef.h>
+#include "skyfind/background.h"
+
+#ifdef __CUDACC__
+#define SF_BKG_HD __host__ __device__
+#else
+#define SF_BKG_HD
+#endif
+#ifdef __CUDA_ARCH__ /* device pass of nvcc */
+#define SF_BKG_DMUL(a, b) __dmul_rn((a), (b))
+#define SF_BKG_FMUL(a, b) __fmul_rn((a), (b))
+#else
+#define SF_BKG_DMUL(a, b) ((a) * (b))
+#define SF_BKG_FMUL(a, b) ((a) * (b))
+#endif
+
+/* ---- constants (SExtractor's names in brackets) ------------------------- */
+#define SF_BKG_PRECLIP_NSIGMA 2.0      /* pre-clip at mean +- 2 sigma (backstat) */
+#define SF_BKG_QUANTIF_NSIGMA 5.0      /* histogram spans mean +- 5 sigma [QUANTIF_NSIGMA] */
+#define SF_BKG_QUANTIF_NMAXLEVELS 4096 /* most histogram bins [QUANTIF_NMAXLEVELS] */
+#define SF_BKG_QUANTIF_AMIN 4.0        /* min pixels per bin at the mode [QUANTIF_AMIN] */
+#define SF_BKG_BIN_ROUND 0.499999      /* bin = (int)(v/qscale + 0.499999 - qzero/qscale) */
+#define SF_BKG_GUESS_EPS 1e-4          /* stop when sigma changes by less [EPS in backguess] */
+#define SF_BKG_GUESS_MINSIG 0.1        /* stop when sigma < 0.1 bin (backguess) */
+#define SF_BKG_GUESS_START 10.0        /* first sigma = 10 * (nlevels-1) (backguess) */
+#define SF_BKG_MODE_SKEW 0.3           /* |mean-median|/sigma >= 0.3: use the median */
+#define SF_BKG_MODE_KMED 2.5           /* mode = 2.5 median - 1.5 mean */
+#define SF_BKG_MODE_KMEAN 1.5
+#define SF_BKG_FILTER_MAX 31           /* largest median-filter width (meshes) we accept */
+#define SF_BKG_LANES 4                 /* interleaved partial sums per mesh row */
+#define SF_BKG_PI 3.14159265358979323846
+
+/* The mesh (bx, by) covers pixels [x0, x0+w) x [y0, y0+h). SExtractor
+ * (makeback/backstat) and SEP: nbx = (nx-1)/box + 1; the last column of
+ * meshes is nx % box wide and the last row ny % box high when those are not
+ * 0 ("lastbite"): partial meshes are statistics over just their own pixels,
+ * and their valid-pixel test is against their own area. Their nodes for the
+ * interpolation stay at the nominal positions (see sf_bkg_axis_pos). */
+SF_BKG_HD static inline void sf_bkg_mesh_rect(int nx, int ny, int box, int bx, int by, int *x0,
+                                              int *y0, int *w, int *h)
+{
+    *x0 = bx * box;
+    *y0 = by * box;
+    *w = nx - *x0 < box ? nx - *x0 : box;
+    *h = ny - *y0 < box ? ny - *y0 : box;
+}
+
+/* Moments of one mesh row: finite pixels (cut = 0) or finite pixels with
+ * lcut <= v <= hcut (cut = 1, backstat's second pass). Lane j % SF_BKG_LANES
+ * takes pixel j; the row sum is ((l0 + l1) + (l2 + l3)). A mesh's moments are
+ * the row sums added in row order starting from 0 (sf_bkg_moments_add). */
+typedef struct {
+    double s1, s2; /* sum of v and of v*v */
+    long long n;
+} sf_bkg_moments;
+
+SF_BKG_HD static inline sf_bkg_moments sf_bkg_row_moments(const float *row, int w, int cut,
+                                                          float lcut, float hcut)
+{
+    double a[SF_BKG_LANES] = {0}, b[SF_BKG_LANES] = {0};
+    long long n = 0;
+    sf_bkg_moments m;
+    for (int x0 = 0; x0 < w; x0 += SF_BKG_LANES)
+        for (int l = 0; l < SF_BKG_LANES && x0 + l < w; l++) {
+            float v = row[x0 + l];
+            int ok = cut ? (v >= lcut && v <= hcut) : isfinite(v);
+            double d = ok ? (double)v : 0.0;
+            a[l] += d;
+            b[l] += SF_BKG_DMUL(d, d);
+            n += ok;
+        }
+    m.s1 = (a[0] + a[1]) + (a[2] + a[3]);
+    m.s2 = (b[0] + b[1]) + (b[2] + b[3]);
+    m.n = n;
+    return m;
+}
+
+SF_BKG_HD static inline void sf_bkg_moments_add(sf_bkg_moments *t, sf_bkg_moments r)
+{
+    t->s1 += r.s1;
+    t->s2 += r.s2;
+    t->n += r.n;
+}
+
+/* Mean and standard deviation (ddof 0) from moments, as backstat:
+ * sigma = sqrt(s2/n - mean^2), 0 when that is not positive. */
+SF_BKG_HD static inline void sf_bkg_mean_sigma(sf_bkg_moments m, double *mean, double *sigma)
+{
+    double mu = m.s1 / (double)m.n, var = m.s2 / (double)m.n - SF_BKG_DMUL(mu, mu);
+    *mean = mu;
+    *sigma = var > 0.0 ? sqrt(var) : 0.0;
+}
+
+/* Pre-clip (backstat, first pass): a mesh with fewer than min_valid * area
+ * finite pixels (or none) is bad (returns 0). Otherwise the cuts are
+ * mean -+ 2 sigma, rounded to float as SExtractor's PIXTYPE lcut/hcut. */
+SF_BKG_HD static inline int sf_bkg_preclip(sf_bkg_moments m, long long area, double min_valid,
+                                           float *lcut, float *hcut)
+{
+    double mean, sigma;
+    if (m.n == 0 || (double)m.n < min_valid * (double)area)
+        return 0;
+    sf_bkg_mean_sigma(m, &mean, &sigma);
+    *lcut = (float)(mean - SF_BKG_DMUL(SF_BKG_PRECLIP_NSIGMA, sigma));
+    *hcut = (float)(mean + SF_BKG_DMUL(SF_BKG_PRECLIP_NSIGMA, sigma));
+    return 1;
+}
+
+/* The histogram of a mesh (backstat, end of the second pass): from the
+ * clipped moments, nlevels = (int)(sqrt(2/pi) * 5/4 * n + 1) bins, at most
+ * 4096, of width qscale = 10 sigma / nlevels starting at qzero = mean -
+ * 5 sigma (qscale 1 when sigma is 0); SExtractor keeps these in float. */
+typedef struct {
+    float mean, sigma;   /* clipped mean and sigma (float, as backstruct) */
+    float qzero, qscale; /* histogram origin and bin width */
+    float cste;          /* 0.499999 - qzero/qscale */
+    int nlevels;
+} sf_bkg_quant;
+
+SF_BKG_HD static inline int sf_bkg_quantise(sf_bkg_moments m, sf_bkg_quant *q)
+{
+    double mean, sigma, step = sqrt(2.0 / SF_BKG_PI) * SF_BKG_QUANTIF_NSIGMA / SF_BKG_QUANTIF_AMIN;
+    int nl;
+    if (m.n == 0) /* cannot happen for a finite mesh: the cuts hold some value */
+        return 0;
+    sf_bkg_mean_sigma(m, &mean, &sigma);
+    nl = (int)(SF_BKG_DMUL(step, (double)m.n) + 1.0);
+    if (nl > SF_BKG_QUANTIF_NMAXLEVELS)
+        nl = SF_BKG_QUANTIF_NMAXLEVELS;
+    q->nlevels = nl;
+    q->mean = (float)mean;
+    q->sigma = (float)sigma;
+    q->qscale = sigma > 0.0 ? (float)(SF_BKG_DMUL(2.0 * SF_BKG_QUANTIF_NSIGMA, sigma) / nl) : 1.0f;
+    q->qzero = (float)(mean - SF_BKG_DMUL(SF_BKG_QUANTIF_NSIGMA, sigma));
+    q->cste = (float)(SF_BKG_BIN_ROUND - (double)(q->qzero / q->qscale));
+    return 1;
+}
+
+/* Histogram bin of a pixel (backhisto): (int)(v/qscale + cste) in float,
+ * truncated toward zero as C's cast (so values just below bin 0 land in
+ * bin 0, as in SExtractor); -1 when outside [0, nlevels) or not finite.
+ * Every finite pixel of the mesh is binned, not only those within the cuts. */
+SF_BKG_HD static inline int sf_bkg_bin(float v, const sf_bkg_quant *q)
+{
+    float t;
+    if (!isfinite(v))
+        return -1;
+    t = v / q->qscale + q->cste;
+    if (!(t > -1.0f && t < (float)q->nlevels)) /* also keeps the cast defined */
+        return -1;
+    return (int)t;
+}
+
+/* backguess: iterative kappa-sigma clipping on the histogram. Each pass
+ * over bins [lcut, hcut] finds the median by SExtractor's two-pointer walk
+ * (interpolated within its bin), the mean and sigma (in bins); then
+ * lcut = round(med - kappa sig) (0 if negative), hcut = round(med + kappa sig)
+ * (nlevels-1 if above). It stops after maxiter passes or when sig < 0.1 bin
+ * or sig changes by less than 1e-4 relative. The level: sextractor
+ * 2.5 med - 1.5 mean when |mean - med| / sig < 0.3, else med (the first
+ * branch of SExtractor's expression, `fabs(...) < 0.0`, is never taken);
+ * median: med; mean: mean; any estimator uses the mean when sig is 0. The rms
+ * is sig * qscale. Returns the passes run; *converged says whether it
+ * stopped before maxiter. hist has nlevels counts. */
+SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_quant *q,
+                                             double kappa, int maxiter, int estimator,
+                                             float *level, float *rms, int *converged)
+{
+    const int nlm1 = q->nlevels - 1;
+    int lcut = 0, hcut = nlm1, it = 0;
+    /* SExtractor starts mea = med = the mean in data units, which only
+     * matters when no pass runs (one bin: a mesh of one valid pixel) and
+     * then gives qzero + mean*qscale = 2*mean; we start from the mean in
+     * bins, so such a mesh gets its mean. */
+    double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
+           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea, lev;
+    while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
+        unsigned long long lowsum = 0, highsum = 0, sum = 0, s1 = 0, s2 = 0;
+        int lo = lcut, hi = hcut; /* next bin each side of the walk */
+        double ftemp;
+        it++;
+        sig1 = sig;
+        /* the median walk, branch-free: each step takes the next bin on the
+         * side with the smaller sum (the high side on ties) */
+        for (int i = lcut; i <= hcut; i++) {
+            int low = lowsum < highsum;
+            unsigned long long v = hist[low ? lo : hi];
+            lowsum += low ? v : 0;
+            highsum += low ? 0 : v;
+            lo += low;
+            hi -= !low;
+        }
+        /* moments in bins as integer sums: exact in any order, and equal to
+         * SExtractor's double sums, which are exact too while below 2^53
+         * (meshes of fewer than 2^29 pixels) */
+        for (int i = lcut; i <= hcut; i++) {
+            unsigned long long h = hist[i];
+            sum += h;
+            s1 += h * (unsigned long long)i;
+            s2 += h * (unsigned long long)i * (unsigned long long)i;
+        }
+        mea = (double)s1;
+        sig = (double)s2;
+        /* the walk ends with hi = lo - 1: the median lies between them */
+        if (hi >= 0) {
+            unsigned a = lo <= nlm1 ? hist[lo] : 0u, b = hist[hi];
+            unsigned mx = a > b ? a : b;
+            med = (double)hi + 0.5 + (mx ? ((double)highsum - (double)lowsum) / (2.0 * mx) : 0.0);
+        } else {
+            med = 0.0;
+        }
+        if (sum) {
+            mea /= (double)sum;
+            sig = sig / (double)sum - SF_BKG_DMUL(mea, mea);
+        }
+        sig = sig > 0.0 ? sqrt(sig) : 0.0;
+        ftemp = med - SF_BKG_DMUL(kappa, sig);
+        lcut = ftemp > 0.0 ? (int)(ftemp + 0.5) : 0;
+        ftemp = med + SF_BKG_DMUL(kappa, sig);
+        hcut = ftemp < nlm1 ? (int)(ftemp > 0.0 ? ftemp + 0.5 : ftemp - 0.5) : nlm1;
+    }
+    *converged = !(it >= maxiter && sig >= SF_BKG_GUESS_MINSIG &&
+                   fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS);
+    if (!(fabs(sig) > 0.0))
+        lev = mea;
+    else if (estimator == SF_BKG_EST_MEDIAN)
+        lev = med;
+    else if (estimator == SF_BKG_EST_MEAN)
+        lev = mea;
+    else
+        lev = fabs((mea - med) / sig) < SF_BKG_MODE_SKEW
+                  ? SF_BKG_DMUL(SF_BKG_MODE_KMED, med) - SF_BKG_DMUL(SF_BKG_MODE_KMEAN, mea)
+                  : med;
+    *level = (float)((double)q->qzero + SF_BKG_DMUL(lev, (double)q->qscale));
+    *rms = (float)SF_BKG_DMUL(sig, (double)q->qscale);
+    return it;
+}
+
+/* filterback, fill step: a bad mesh (NaN in bkg) takes the average of the
+ * valid meshes nearest to it (squared distance in meshes, float, ties
+ * averaged, summed in raster order in float as SExtractor). Returns 0 when no
+ * mesh is valid. Reads only valid meshes, so it can run on every bad mesh at
+ * once. */
+SF_BKG_HD static inline int sf_bkg_fill_one(const float *bkg, const float *rms, int nbx, int nby,
+                                            int px, int py, float *b, float *s)
+{
+    float d2min = 1e30f, val = 0.0f, sval = 0.0f;
+    int nmin = 0;
+    for (int y = 0, j = 0; y < nby; y++)
+        for (int x = 0; x < nbx; x++, j++) {
+            float d2;
+            if (isnan(bkg[j]))
+                continue;
+            d2 = (float)((x - px) * (x - px) + (y - py) * (y - py));
+            if (d2 < d2min) {
+                val = bkg[j];
+                sval = rms[j];
+                nmin = 1;
+                d2min = d2;
+            } else if (d2 == d2min) {
+                val += bkg[j];
+                sval += rms[j];
+                nmin++;
+            }
+        }
+    if (!nmin)
+        return 0;
+    *b = val / nmin;
+    *s = sval / nmin;
+    return 1;
+}
+
+/* Median of n floats (reorders v): insertion sort, the middle value, or
+ * the two middle values' float sum halved (SExtractor's fqmedian). */
+SF_BKG_HD static inline float sf_bkg_median(float *v, int n)
+{
+    for (int i = 1; i < n; i++) {
+        float t = v[i];
+        int j = i - 1;
+        while (j >= 0 && v[j] > t) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = t;
+    }
+    if (n < 2)
+        return v[0];
+    return (n & 1) ? v[n / 2] : (float)((double)(v[n / 2 - 1] + v[n / 2]) / 2.0);
+}
+
+/* filterback, median step: the median of the filter x filter meshes around
+ * (px, py), the window shrunk symmetrically at the grid edges (half-width
+ * min(filter/2, px, nbx-1-px), same in y: a corner mesh keeps its own value).
+ * SExtractor's BACK_FILTERTHRESH is 0, so the median always replaces the
+ * value. work holds filter*filter floats. */
+SF_BKG_HD static inline float sf_bkg_filter_one(const float *v, int nbx, int nby, int px, int py,
+                                                int filter, float *work)
+{
+    int hx = filter / 2, hy = filter / 2, n = 0;
+    if (hx > px)
+        hx = px;
+    if (hx > nbx - 1 - px)
+        hx = nbx - 1 - px;
+    if (hy > py)
+        hy = py;
+    if (hy > nby - 1 - py)
+        hy = nby - 1 - py;
+    for (int y = py - hy; y <= py + hy; y++)
+        for (int x = px - hx; x <= px + hx; x++)
+            work[n++] = v[(size_t)y * nbx + x];
+    return sf_bkg_median(work, n);
+}
+
+/* makebackspline / subbackline: SExtractor's "natural" cubic spline
+ * through n nodes at unit spacing, values v[i*step], into d[i*step] (what
+ * SExtractor stores and the interpolation uses; the end values are 0).
+ * This is SExtractor's recurrence as it is: its back-substitution
+ * d[i] = (d[i]*d[i+1] + u[i]) / 6 divides the carried term by 6 as well, so
+ * for n >= 4 the inner values differ from a textbook natural spline; we
+ * keep it so that maps match SExtractor's and SEP's. u: n floats of scratch.
+ * n == 1: d = 0. */
+SF_BKG_HD static inline void sf_bkg_spline_d2(const float *v, size_t step, int n, float *d,
+                                              float *u)
+{
+    if (n < 2) {
+        if (n == 1)
+            d[0] = 0.0f;
+        return;
+    }
+    d[0] = 0.0f;
+    u[0] = 0.0f;
+    for (int i = 1; i < n - 1; i++) {
+        float t = -1.0f / (d[(size_t)(i - 1) * step] + 4.0f);
+        float s2 = v[(size_t)(i + 1) * step] + v[(size_t)(i - 1) * step] -
+                   SF_BKG_FMUL(2.0f, v[(size_t)i * step]);
+        d[(size_t)i * step] = t;
+        u[i] = SF_BKG_FMUL(t, u[i - 1] - SF_BKG_FMUL(6.0f, s2));
+    }
+    d[(size_t)(n - 1) * step] = 0.0f;
+    for (int i = n - 2; i >= 1; i--)
+        d[(size_t)i * step] =
+            (SF_BKG_FMUL(d[(size_t)i * step], d[(size_t)(i + 1) * step]) + u[i]) / 6.0f;
+}
+
+/* Position of pixel p along an axis of nb nodes of spacing box, as
+ * subbackline: x (xaxis = 1): u = (p + 0.5)/box - 0.5, node k at the centre
+ * of mesh k; y (xaxis = 0): u = p/box - 0.5, node j half a pixel above the
+ * centre of mesh j (SExtractor's own asymmetry, kept). k = floor(u) clamped
+ * to [0, nb-2] (0 when nb < 2), so beyond the outermost nodes the end
+ * segment's cubic is extrapolated; d = u - k, exact in double then rounded. */
+SF_BKG_HD static inline void sf_bkg_axis_pos(int p, int box, int nb, int xaxis, int *k, float *d)
+{
+    long long num = 2LL * p + (xaxis ? 1 : 0) - box, den = 2LL * box, kk;
+    kk = num < 0 ? 0 : num / den;
+    if (kk > nb - 2)
+        kk = nb < 2 ? 0 : nb - 2;
+    *k = (int)kk;
+    *d = (float)((double)(num - kk * den) / (double)den);
+}
+
+/* Cubic-spline value between nodes lo and hi with stored derivatives dlo,
+ * dhi at fraction t (subbackline): c (lo + (c^2-1) dlo) + t (hi + (t^2-1) dhi),
+ * c = 1 - t. With dlo = dhi = 0 this is linear interpolation. */
+SF_BKG_HD static inline float sf_bkg_cubic(float lo, float hi, float dlo, float dhi, float t)
+{
+    float c = 1.0f - t;
+    return SF_BKG_FMUL(c, lo + SF_BKG_FMUL(SF_BKG_FMUL(c, c) - 1.0f, dlo)) +
+           SF_BKG_FMUL(t, hi + SF_BKG_FMUL(SF_BKG_FMUL(t, t) - 1.0f, dhi));
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The whole method=mesh CPU twin: validates, sf_bkg_mesh_cpu, then
+ * sf_bkg_interp_cpu into bkg and rms; st as documented in the .c file. */
+sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms);
+/* Parameter checks of method=mesh (called by sf_bkg_check_params). */
+sf_status sf_bkg_mesh_check_params(const sf_bkg_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,643 @@
+// Stage `background`, method=mesh, GPU version (twin: cpu/background_mesh.c):
+// SExtractor's per-mesh histogram mode and rms, bad meshes filled, median
+// filter, bicubic spline to both full-resolution maps, all on g->stream.
+// 1. mesh_stats, one block per mesh: a box <= 64 mesh is read once (float4
+//    rows) into a shared tile that the two moment passes and the histogram
+//    read; larger meshes do not fit and re-read global memory (mostly L1/L2
+//    hits) in the same order. Moments in the twin's fixed order (4 lane sums
+//    per row, rows in order); every float/double operation is the twin's own
+//    __host__ __device__ code (background_mesh.h). The histogram (<= 4096
+//    bins) is scanned once into prefix counts; backguess then runs on one
+//    warp in O(log n) per pass: the two-pointer median walk is a merge of two
+//    nondecreasing sequences (its end is a merge-path split, 32-ary search)
+//    and its double sums of h*i, h*i*i are exact integers (prefix differences).
+// 2. mesh_fill, mesh_filter: the twin's sf_bkg_fill_one / sf_bkg_filter_one.
+// 3. mesh_prep (y-spline per mesh column, x position per image column),
+//    mesh_rownodes (each row's nodes and x-spline), mesh_interp (both maps,
+//    16-byte stores). Integer atomics and fixed operation orders: deterministic.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common.cuh"
+#include "skyfind/background.h"
+// background_mesh.h uses __dmul_rn/__fmul_rn whenever nvcc compiles, also in
+// the host pass where __host__ __device__ code cannot call them: plain products there.
+#ifndef __CUDA_ARCH__
+#define __dmul_rn(a, b) ((a) * (b))
+#define __fmul_rn(a, b) ((a) * (b))
+#endif
+#include "background_mesh.h"
+#ifndef __CUDA_ARCH__
+#undef __dmul_rn
+#undef __fmul_rn
+#endif
+
+#include "background_mesh.cuh"
+
+// kernels
+
+// Walk over the quads (4 pixels of a row) of a w x h mesh, thread by thread.
+struct quad_iter {
+    int q, r, c, dr, dc;
+    __device__ quad_iter(int w) : q((w + 3) / 4)
+    {
+        r = threadIdx.x / q;
+        c = threadIdx.x % q;
+        dr = MS_THREADS / q;
+        dc = MS_THREADS % q;
+    }
+    __device__ void next()
+    {
+        r += dr;
+        c += dc;
+        if (c >= q) {
+            c -= q;
+            r++;
+        }
+    }
+};
+
+// One block per mesh: level and rms (NaN for a bad mesh), whether the mesh
+// holds a non-finite pixel, and the grid totals in *info (integer atomics).
+template <bool TILE>
+static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
+{
+    __shared__ ms_smem sm;
+    const int t = threadIdx.x, mesh = blockIdx.x;
+    const size_t stride = A.stride;
+    int x0, y0, w, h;
+    sf_bkg_mesh_rect(A.nx, A.ny, A.box, mesh % A.nbx, mesh / A.nbx, &x0, &y0, &w, &h);
+    const float *base = A.img + (size_t)y0 * stride + x0;
+
+    if (TILE) { // the mesh's only read of global memory
+        quad_iter it(w);
+        for (; it.r < h; it.next()) {
+            const int x = 4 * it.c;
+            const float *src = base + (size_t)it.r * stride + x;
+            float *dst = sm.tile + it.r * MS_TSTRIDE + x;
+            if (A.vec && x + 4 <= w)
+                *reinterpret_cast<float4 *>(dst) = __ldg(reinterpret_cast<const float4 *>(src));
+            else
+                for (int j = 0; j < 4 && x + j < w; j++)
+                    dst[j] = __ldg(src + j);
+        }
+    }
+    { // nlevels <= (int)(0.9974 n + 1) <= w*h + 1 bins can be used: zero those
+        const int nz = w * h + 1 < MS_NLEV ? (w * h + 16) & ~15 : MS_NLEV;
+        for (int i = t; i < nz; i += MS_THREADS)
+            sm.cnt[i] = 0;
+    }
+    __syncthreads();
+
+    // backstat: finite moments, pre-clip, clipped moments, quantisation
+    sf_bkg_moments m = mesh_moments<TILE>(sm, base, stride, w, h, 0, 0.0f, 0.0f);
+    if (t == 0) {
+        atomicAdd(&A.info->nfinite, (u64)m.n);
+        A.nonfinite[mesh] = m.n < (long long)w * h;
+        sm.ok = sf_bkg_preclip(m, (long long)w * h, A.min_valid, &sm.lcut, &sm.hcut);
+    }
+    __syncthreads();
+    if (sm.ok) {
+        const float lc = sm.lcut, hc = sm.hcut;
+        m = mesh_moments<TILE>(sm, base, stride, w, h, 1, lc, hc);
+        if (t == 0)
+            sm.ok = sf_bkg_quantise(m, &sm.q);
+        __syncthreads();
+    }
+    if (!sm.ok) { // block-uniform: a bad mesh
+        if (t == 0)
+            A.lev[mesh] = A.rms[mesh] = __int_as_float(0x7fc00000);
+        return;
+    }
+
+    // backhisto: every finite pixel of the mesh
+    {
+        const sf_bkg_quant q = sm.q;
+        quad_iter it(w);
+        for (; it.r < h; it.next()) {
+            const int x = 4 * it.c;
+            float v[4];
+            if (TILE && x + 4 <= w) {
+                float4 f = *reinterpret_cast<const float4 *>(sm.tile + it.r * MS_TSTRIDE + x);
+                v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+            } else {
+                for (int j = 0; j < 4; j++)
+                    v[j] = x + j < w ? (TILE ? sm.tile[it.r * MS_TSTRIDE + x + j]
+                                             : __ldg(base + (size_t)it.r * stride + x + j))
+                                     : NAN;
+            }
+            for (int j = 0; j < 4; j++) {
+                int b = sf_bkg_bin(v[j], &q);
+                if (b >= 0)
+                    atomicAdd(&sm.cnt[b], 1u);
+            }
+        }
+    }
+    __syncthreads();
+
+    // exclusive prefix counts C[0..16 ng] in place (ng groups of 16 bins
+    // cover the nlevels bins), coarse prefix moments cm[0..ng]
+    {
+        const int lane = t & 31, wp = t >> 5, b0 = t * MS_PER, ng = (sm.q.nlevels + 15) >> 4;
+        unsigned hv[MS_PER], c = 0;
+        u64 m1 = 0, m2 = 0;
+        for (int k = 0; k < MS_PER / 4; k++) {
+            uint4 u = t < ng ? reinterpret_cast<const uint4 *>(sm.cnt + b0)[k] : make_uint4(0, 0, 0, 0);
+            hv[4 * k] = u.x, hv[4 * k + 1] = u.y, hv[4 * k + 2] = u.z, hv[4 * k + 3] = u.w;
+        }
+        for (int j = 0; j < MS_PER; j++) {
+            u64 a = (u64)hv[j] * (u64)(b0 + j);
+            c += hv[j];
+            m1 += a;
+            m2 += a * (u64)(b0 + j);
+        }
+        unsigned ic = c;
+        u64 i1 = m1, i2 = m2;
+        for (int o = 1; o < 32; o <<= 1) {
+            unsigned pc = __shfl_up_sync(MS_FULL, ic, o);
+            u64 p1 = __shfl_up_sync(MS_FULL, i1, o), p2 = __shfl_up_sync(MS_FULL, i2, o);
+            if (lane >= o) {
+                ic += pc;
+                i1 += p1;
+                i2 += p2;
+            }
+        }
+        if (lane == 31) {
+            sm.wc[wp] = ic;
+            sm.wm1[wp] = i1;
+            sm.wm2[wp] = i2;
+        }
+        __syncthreads();
+        unsigned bc = ic - c;
+        u64 bm1 = i1 - m1, bm2 = i2 - m2;
+        for (int k = 0; k < wp; k++) {
+            bc += sm.wc[k];
+            bm1 += sm.wm1[k];
+            bm2 += sm.wm2[k];
+        }
+        if (t < ng) {
+            sm.cm1[t] = bm1;
+            sm.cm2[t] = bm2;
+            for (int j = 0; j < MS_PER; j++) { // this thread's own bins only
+                sm.cnt[b0 + j] = bc;
+                bc += hv[j];
+            }
+        }
+        if (t == ng - 1) {
+            sm.cnt[b0 + MS_PER] = bc;
+            sm.cm1[t + 1] = bm1 + m1;
+            sm.cm2[t + 1] = bm2 + m2;
+        }
+    }
+    __syncthreads();
+
+    // backguess on one warp
+    if (t < 32) {
+        const sf_bkg_quant q = sm.q;
+        float level, r;
+        int conv, it = mesh_guess(sm, &q, A.kappa, A.maxiter, A.estimator, &level, &r, &conv);
+        if (t == 0) {
+            A.lev[mesh] = level;
+            A.rms[mesh] = r;
+            if (!isnan(level)) { // the twin counts NaN levels as bad meshes
+                atomicAdd(&A.info->nvalid, 1);
+                atomicMax(&A.info->niter, it);
+                if (!conv)
+                    atomicOr(&A.info->notconv, 1);
+            }
+        }
+    }
+}
+
+// filterback, fill step: a bad mesh takes the average of its nearest valid ones.
+static __global__ void mesh_fill(const float *__restrict__ rawb, const float *__restrict__ raws,
+                                 float *__restrict__ fb, float *__restrict__ fs, int nbx, int nby)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nbx * nby)
+        return;
+    float b = rawb[i], s = raws[i];
+    if (isnan(b))
+        sf_bkg_fill_one(rawb, raws, nbx, nby, i % nbx, i / nbx, &b, &s);
+    fb[i] = b;
+    fs[i] = s;
+}
+
+// filterback, median step (filter 1: a copy). work: filter^2 floats per mesh.
+// Writes nothing when no mesh was valid (the launcher then fails).
+static __global__ void mesh_filter(const float *__restrict__ fb, const float *__restrict__ fs,
+                                   float *__restrict__ ob, float *__restrict__ os, int nbx, int nby,
+                                   int filter, float *work, const mesh_info *info)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nbx * nby || info->nvalid == 0)
+        return;
+    if (filter > 1) {
+        float *wk = work + (size_t)i * filter * filter;
+        ob[i] = sf_bkg_filter_one(fb, nbx, nby, i % nbx, i / nbx, filter, wk);
+        os[i] = sf_bkg_filter_one(fs, nbx, nby, i % nbx, i / nbx, filter, wk);
+    } else {
+        ob[i] = fb[i];
+        os[i] = fs[i];
+    }
+}
+
+struct mi_args { // mesh_prep, mesh_rownodes, mesh_interp
+    const float *img, *mb, *ms;
+    float *ob, *os, *db, *ds, *ucol, *nodes, *urow, *dxt;
+    int *kx;
+    size_t istride, bstride, sstride;
+    int nx, ny, nbx, nby, box, cubic, vec;
+    const unsigned char *nonfinite;
+    const mesh_info *info; // NULL: standalone interpolation
+};
+
+// makebackspline per mesh column and map (threads [0, 2 nbx)), and each
+// image column's segment and fraction along x (threads [2 nbx, 2 nbx + nx)).
+static __global__ void mesh_prep(mi_args A)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, nbx = A.nbx, nby = A.nby;
+    if (A.info && A.info->nvalid == 0)
+        return;
+    if (i < 2 * nbx) {
+        const int map = i >= nbx, x = i - map * nbx;
+        float *d = map ? A.ds : A.db;
+        if (A.cubic && nby > 1)
+            sf_bkg_spline_d2((map ? A.ms : A.mb) + x, (size_t)nbx, nby, d + x,
+                             A.ucol + (size_t)i * nby);
+        else
+            for (int y = 0; y < nby; y++)
+                d[(size_t)y * nbx + x] = 0.0f;
+    } else if (i - 2 * nbx < A.nx) {
+        const int x = i - 2 * nbx;
+        sf_bkg_axis_pos(x, A.box, nbx, 1, &A.kx[x], &A.dxt[x]);
+    }
+}
+
+// subbackline, first half, per image row and map: the row's value at every
+// mesh column (cubic along y) and the spline derivatives along x. Layout
+// [column][row] (coalesced here and in mesh_interp): nodes holds 4 planes of
+// nbx*ny floats: bkg, rms values, then their derivatives.
+template <bool SMEM_U>
+static __global__ void __launch_bounds__(RN_THREADS) mesh_rownodes(mi_args A)
+{
+    extern __shared__ float su[];
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x, ny = A.ny, nbx = A.nbx;
+    if (idx >= 2 * ny || (A.info && A.info->nvalid == 0))
+        return;
+    const int map = idx >= ny, y = idx - map * ny;
+    const size_t plane = (size_t)nbx * ny;
+    float *nv = A.nodes + map * plane + y, *dn = A.nodes + (2 + map) * plane + y;
+    const float *m = map ? A.ms : A.mb, *d = map ? A.ds : A.db;
+    if (A.nby > 1) {
+        int ky;
+        float dy;
+        sf_bkg_axis_pos(y, A.box, A.nby, 0, &ky, &dy);
+        for (int x = 0; x < nbx; x++) {
+            const size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
+            nv[(size_t)x * ny] = sf_bkg_cubic(m[lo], m[hi], d[lo], d[hi], dy);
+        }
+        if (A.cubic && nbx > 1) {
+            float *u = SMEM_U ? su + threadIdx.x * (nbx | 1) : A.urow + (size_t)idx * nbx;
+            sf_bkg_spline_d2(nv, (size_t)ny, nbx, dn, u);
+            return;
+        }
+    } else { // one row of meshes: the nodes as they are, linear along x
+        for (int x = 0; x < nbx; x++)
+            nv[(size_t)x * ny] = m[x];
+    }
+    for (int x = 0; x < nbx; x++)
+        dn[(size_t)x * ny] = 0.0f;
+}
+
+// subbackline, second half: 4 consecutive pixels of a row per thread, rows
+// strided by gridDim.y; both maps written with 16-byte streaming stores when
+// the rows allow. NaN where the image is NaN: with FLAGS the image is read
+// only in meshes that hold a non-finite pixel.
+template <bool FLAGS>
+static __global__ void __launch_bounds__(256) mesh_interp(mi_args A)
+{
+    const float *__restrict__ nodes = A.nodes;
+    const int nx = A.nx, ny = A.ny, nbx = A.nbx, box = A.box, x = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const mesh_info *info = A.info;
+    if (x >= nx || (info && info->nvalid == 0))
+        return;
+    const int nj = nx - x < 4 ? nx - x : 4;
+    const size_t plane = (size_t)nbx * ny;
+    int k[4] = {0, 0, 0, 0};
+    float dx[4] = {0, 0, 0, 0};
+    for (int j = 0; j < nj; j++) {
+        k[j] = A.kx[x + j];
+        dx[j] = A.dxt[x + j];
+    }
+    const int mx0 = x / box, mx1 = (x + nj - 1) / box;
+    for (int y = blockIdx.y; y < ny; y += gridDim.y) {
+        float vb[4], vs[4];
+        if (nbx > 1) {
+            int kc = -1;
+            float b0 = 0, b1 = 0, db0 = 0, db1 = 0, s0 = 0, s1 = 0, ds0 = 0, ds1 = 0;
+            for (int j = 0; j < 4; j++) {
+                if (k[j] != kc) {
+                    const size_t i0 = (size_t)k[j] * ny + y, i1 = i0 + ny;
+                    kc = k[j];
+                    b0 = nodes[i0], b1 = nodes[i1], s0 = nodes[plane + i0], s1 = nodes[plane + i1];
+                    db0 = nodes[2 * plane + i0], db1 = nodes[2 * plane + i1];
+                    ds0 = nodes[3 * plane + i0], ds1 = nodes[3 * plane + i1];
+                }
+                vb[j] = sf_bkg_cubic(b0, b1, db0, db1, dx[j]);
+                vs[j] = sf_bkg_cubic(s0, s1, ds0, ds1, dx[j]);
+            }
+        } else {
+            const float b = nodes[y], s = nodes[plane + y];
+            for (int j = 0; j < 4; j++)
+                vb[j] = b, vs[j] = s;
+        }
+        bool look = true;
+        if (FLAGS) {
+            const size_t row = (size_t)(y / box) * nbx;
+            look = A.nonfinite[row + mx0] | A.nonfinite[row + mx1];
+        }
+        if (look) {
+            const float *in = A.img + (size_t)y * A.istride + x;
+            for (int j = 0; j < nj; j++)
+                if (isnan(in[j]))
+                    vb[j] = vs[j] = __int_as_float(0x7fc00000);
+        }
+        float *pb = A.ob + (size_t)y * A.bstride + x, *ps = A.os + (size_t)y * A.sstride + x;
+        if (A.vec && nj == 4) {
+            __stcs(reinterpret_cast<float4 *>(pb), make_float4(vb[0], vb[1], vb[2], vb[3]));
+            __stcs(reinterpret_cast<float4 *>(ps), make_float4(vs[0], vs[1], vs[2], vs[3]));
+        } else {
+            for (int j = 0; j < nj; j++) {
+                pb[j] = vb[j];
+                ps[j] = vs[j];
+            }
+        }
+    }
+}
+
+// launchers
+
+// Scratch of one method=mesh run, carved in this order (info and the final
+// mesh arrays first and adjacent: the whole stage downloads them in one copy).
+struct mesh_ws {
+    mesh_info *info;
+    float *mb, *ms, *rawb, *raws, *fb, *fs, *work, *db, *ds, *ucol, *dxt, *nodes, *urow;
+    int *kx;
+    unsigned char *nonfinite;
+    size_t head;  // bytes from info to the end of ms
+    size_t bytes; // total
+};
+
+static size_t rn_smem(int nbx) { return (size_t)RN_THREADS * (size_t)(nbx | 1) * sizeof(float); }
+
+static void mesh_layout(mesh_ws *w, char *base, int nx, int ny, int box, int filter)
+{
+    int nbx = 0, nby = 0;
+    sf_bkg_mesh_shape(nx, ny, box, &nbx, &nby);
+    const size_t nb = (size_t)nbx * nby, f4 = sizeof(float);
+    size_t o = 0;
+#define CARVE(ptr, type, count)                                                     \
+    w->ptr = (type *)(base ? base + o : NULL);                                      \
+    o += sf_align256((size_t)(count) * sizeof(type));
+    CARVE(info, mesh_info, 1)
+    CARVE(mb, float, nb)
+    w->head = o + nb * f4;
+    CARVE(ms, float, nb)
+    CARVE(rawb, float, nb)
+    CARVE(raws, float, nb)
+    CARVE(fb, float, nb)
+    CARVE(fs, float, nb)
+    CARVE(work, float, filter > 1 ? nb * filter * filter : 1)
+    CARVE(db, float, nb)
+    CARVE(ds, float, nb)
+    CARVE(ucol, float, 2 * nb)
+    CARVE(dxt, float, nx)
+    CARVE(kx, int, nx)
+    CARVE(nodes, float, 4 * (size_t)nbx * ny)
+    CARVE(urow, float, rn_smem(nbx) <= RN_SMEM_MAX ? 1 : 2 * (size_t)ny * nbx)
+    CARVE(nonfinite, unsigned char, nb)
+#undef CARVE
+    w->bytes = o;
+}
+
+extern "C" size_t sf_background_mesh_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
+{
+    mesh_ws w;
+    if (nx < 1 || ny < 1 || !p || p->box < 1 || p->filter < 1 || p->filter > SF_BKG_FILTER_MAX)
+        return 0;
+    mesh_layout(&w, NULL, nx, ny, p->box, p->filter);
+    return w.bytes;
+}
+
+static sf_status mesh_carve(sf_gpu *g, const sf_image *img, const sf_bkg_params *p, mesh_ws *w)
+{
+    mesh_ws s;
+    void *base = NULL;
+    mesh_layout(&s, NULL, img->nx, img->ny, p->box, p->filter);
+    sf_status st = sf_gpu_scratch(g, s.bytes, &base);
+    if (st == SF_OK)
+        mesh_layout(w, (char *)base, img->nx, img->ny, p->box, p->filter);
+    return st;
+}
+
+static bool aligned16(const void *ptr, size_t stride)
+{
+    return ((uintptr_t)ptr & 15) == 0 && stride % 4 == 0;
+}
+
+// Kernels 1 and 2: the filled, filtered grid into ob, os (nbx*nby each).
+static sf_status mesh_grid(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                           const mesh_ws *w, float *ob, float *os)
+{
+    sf_status st = SF_OK;
+    ms_args a = {img->data, img->stride, img->nx, img->ny, p->box, 0,
+                 aligned16(img->data, img->stride) && p->box % 4 == 0, p->maxiter, p->estimator,
+                 p->min_valid, p->kappa, w->rawb, w->raws, w->nonfinite, w->info};
+    int nby;
+    sf_bkg_mesh_shape(img->nx, img->ny, p->box, &a.nbx, &nby);
+    const int nb = a.nbx * nby;
+    void (*stats)(ms_args) = p->box <= MS_TILE ? mesh_stats<true> : mesh_stats<false>;
+    SF_CUDA(cudaMemsetAsync(w->info, 0, sizeof(mesh_info), g->stream));
+    stats<<<nb, MS_THREADS, 0, g->stream>>>(a);
+    SF_LAUNCHED();
+    mesh_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(w->rawb, w->raws, w->fb, w->fs, a.nbx, nby);
+    SF_LAUNCHED();
+    mesh_filter<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(w->fb, w->fs, ob, os, a.nbx, nby,
+                                                           p->filter, w->work, w->info);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
+// Kernel 3: both maps from the grid mb, ms; flags: the whole stage (skip the
+// image where meshes are finite, write nothing when no mesh was valid).
+static sf_status mesh_maps(sf_gpu *g, const float *mb, const float *ms, int box,
+                           const sf_bkg_params *p, const sf_image *img, sf_image *bkg,
+                           sf_image *rms, const mesh_ws *w, bool flags)
+{
+    sf_status st = SF_OK;
+    mi_args a = {img->data, mb, ms, bkg->data, rms->data, w->db, w->ds, w->ucol, w->nodes,
+                 w->urow, w->dxt, w->kx, img->stride, bkg->stride, rms->stride, img->nx, img->ny,
+                 0, 0, box, p->interp == SF_BKG_INTERP_BICUBIC,
+                 aligned16(bkg->data, bkg->stride) && aligned16(rms->data, rms->stride),
+                 flags ? w->nonfinite : NULL, flags ? w->info : NULL};
+    sf_bkg_mesh_shape(img->nx, img->ny, box, &a.nbx, &a.nby);
+    const size_t sm = rn_smem(a.nbx);
+    const dim3 grid(sf_blocks((size_t)(a.nx + 3) / 4, 256), (unsigned)(a.ny < 2048 ? a.ny : 2048));
+    void (*rows)(mi_args) = sm <= RN_SMEM_MAX ? mesh_rownodes<true> : mesh_rownodes<false>;
+    void (*interp)(mi_args) = flags ? mesh_interp<true> : mesh_interp<false>;
+    mesh_prep<<<sf_blocks(2 * (size_t)a.nbx + a.nx, 128), 128, 0, g->stream>>>(a);
+    SF_LAUNCHED();
+    rows<<<sf_blocks(2 * (size_t)a.ny, RN_THREADS), RN_THREADS, sm <= RN_SMEM_MAX ? sm : 0,
+           g->stream>>>(a);
+    SF_LAUNCHED();
+    interp<<<grid, 256, 0, g->stream>>>(a);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
+// The checks the twin makes, for device buffers (bkg, rms: NULL to skip).
+static sf_status check_bufs(const char *fn, const sf_image *img, const sf_image *bkg,
+                            const sf_image *rms)
+{
+    const sf_image *m[2] = {bkg, rms};
+    if (!img || !img->data || img->loc != SF_DEVICE || img->nx < 1 || img->ny < 1 ||
+        img->stride < (size_t)img->nx)
+        return sf_fail(SF_ERR_PARAM, "%s needs a non-empty device image", fn);
+    for (int i = 0; i < 2 && bkg; i++)
+        if (!m[i] || !m[i]->data || m[i]->loc != SF_DEVICE || m[i]->nx != img->nx ||
+            m[i]->ny != img->ny || m[i]->stride < (size_t)img->nx)
+            return sf_fail(SF_ERR_PARAM, "%s needs device bkg and rms maps of the image's size %dx%d",
+                           fn, img->nx, img->ny);
+    return SF_OK;
+}
+
+static sf_status empty_grid(const sf_bkg_params *p, const mesh_info *info, const sf_image *img)
+{
+    return (long long)info->nfinite == 0 ? sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels")
+                   : sf_fail(SF_ERR_EMPTY,
+                   "background mesh: no %dx%d mesh has %.0f%% finite pixels (%lld finite in the "
+                   "%dx%d image)",
+                   p->box, p->box, 100.0 * p->min_valid, (long long)info->nfinite, img->nx,
+                   img->ny);
+}
+
+extern "C" sf_status sf_bkg_mesh_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                     sf_bkg_mesh *mesh)
+{
+    sf_status st = sf_bkg_mesh_check_params(p);
+    mesh_ws w;
+    mesh_info info;
+    int nbx, nby;
+    if (st)
+        return st;
+    SF_TRY(check_bufs("sf_bkg_mesh_gpu", img, NULL, NULL));
+    if (mesh->loc != SF_DEVICE || !mesh->bkg || !mesh->rms)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_mesh_gpu needs device mesh arrays");
+    sf_bkg_mesh_shape(img->nx, img->ny, p->box, &nbx, &nby);
+    SF_TRY(mesh_carve(g, img, p, &w));
+    SF_TRY(mesh_grid(g, img, p, &w, mesh->bkg, mesh->rms));
+    SF_TRY(sf_gpu_to_host(g, &info, w.info, sizeof info));
+    if (info.nvalid == 0) {
+        st = empty_grid(p, &info, img);
+        goto fail;
+    }
+    mesh->nbx = nbx;
+    mesh->nby = nby;
+    mesh->box = p->box;
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_params *p,
+                                       const sf_image *img, sf_image *bkg, sf_image *rms)
+{
+    sf_status st = SF_OK;
+    sf_bkg_params q;
+    mesh_ws w;
+    int ebx, eby;
+    if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
+        return sf_fail(SF_ERR_PARAM, "background interp %d is unknown", p->interp);
+    SF_TRY(check_bufs("sf_bkg_interp_gpu", img, bkg, rms));
+    if (mesh->loc != SF_DEVICE || !mesh->bkg || !mesh->rms)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_gpu needs device mesh arrays");
+    sf_bkg_mesh_shape(img->nx, img->ny, mesh->box, &ebx, &eby);
+    if (mesh->box < 1 || ebx != mesh->nbx || eby != mesh->nby)
+        return sf_fail(SF_ERR_PARAM,
+                       "sf_bkg_interp_gpu: a %dx%d mesh grid of box %d does not fit a %dx%d image",
+                       mesh->nbx, mesh->nby, mesh->box, img->nx, img->ny);
+    q = *p;
+    q.box = mesh->box;
+    q.filter = 1;
+    SF_TRY(mesh_carve(g, img, &q, &w));
+    SF_TRY(mesh_maps(g, mesh->bkg, mesh->rms, mesh->box, p, img, bkg, rms, &w, false));
+fail:
+    return st;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The whole method=mesh stage; st exactly as sf_background_mesh_cpu fills it
+// (from the grid, downloaded once with the grid totals at the end).
+extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
+                                            const sf_bkg_params *p, sf_bkg_stats *out,
+                                            sf_image *bkg, sf_image *rms)
+{
+    sf_status st = sf_bkg_mesh_check_params(p);
+    mesh_ws w;
+    char *host = NULL;
+    float *sorted = NULL;
+    int nbx, nby, nb;
+    double sum = 0;
+    sf_bkg_stats r;
+    if (st)
+        return st;
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=mesh needs both bkg and rms maps");
+    SF_TRY(check_bufs("sf_background_gpu", img, bkg, rms));
+    sf_bkg_mesh_shape(img->nx, img->ny, p->box, &nbx, &nby);
+    nb = nbx * nby;
+    SF_TRY(mesh_carve(g, img, p, &w));
+    SF_TRY(mesh_grid(g, img, p, &w, w.mb, w.ms));
+    SF_TRY(mesh_maps(g, w.mb, w.ms, p->box, p, img, bkg, rms, &w, true));
+    host = (char *)malloc(w.head);
+    sorted = (float *)malloc((size_t)nb * sizeof(float));
+    if (!host || !sorted) {
+        st = sf_fail(SF_ERR_NOMEM, "background mesh: %d meshes", nb);
+        goto fail;
+    }
+    SF_TRY(sf_gpu_to_host(g, host, w.info, w.head));
+    {
+        const mesh_info *info = (const mesh_info *)host;
+        const float *mb = (const float *)(host + ((char *)w.mb - (char *)w.info));
+        const float *ms = (const float *)(host + ((char *)w.ms - (char *)w.info));
+        if (info->nvalid == 0) {
+            st = empty_grid(p, info, img);
+            goto fail;
+        }
+        memset(&r, 0, sizeof r);
+        for (int i = 0; i < nb; i++)
+            sum += mb[i];
+        r.mean = sum / nb;
+        memcpy(sorted, mb, (size_t)nb * sizeof(float));
+        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+        r.median = sf_bkg_median(sorted, nb);
+        memcpy(sorted, ms, (size_t)nb * sizeof(float));
+        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+        r.sigma = sf_bkg_median(sorted, nb);
+        r.nvalid = r.nused = (long long)info->nfinite;
+        r.niter = info->niter;
+        r.converged = !info->notconv;
+        *out = r;
+    }
+fail:
+    free(host);
+    free(sorted);
+    return st;
+}
