@@ -220,6 +220,8 @@ sf_status sf_pipeline_parse(const char *text, const char *source, sf_pipeline *p
             if (sf_param_set(d, s->params, tok, eq + 1))
                 PIPE_FAIL(lineno, "%s", sf_errdetail());
         }
+        if (d->check && d->check(s->params))
+            PIPE_FAIL(lineno, "%s", sf_errdetail());
         if ((d->needs & have) != d->needs) {
             const char *what = (d->needs & ~have) & SF_DATA_BKG      ? "a background (add 'background' before it)"
                                : (d->needs & ~have) & SF_DATA_MASK   ? "a mask (add 'threshold' before it)"
@@ -283,8 +285,12 @@ sf_status sf_pipeline_set(sf_pipeline *pl, const char *assignment)
         if (strcmp(pl->steps[i].def->name, stage))
             continue;
         sf_status st = sf_param_set(pl->steps[i].def, pl->steps[i].params, key, eq + 1);
+        if (st == SF_OK && pl->steps[i].def->check)
+            st = pl->steps[i].def->check(pl->steps[i].params);
         if (st)
-            return st;
+            return st == SF_ERR_PARAM && strstr(sf_errdetail(), "--set")
+                       ? st
+                       : sf_fail(SF_ERR_PARAM, "%s", sf_errdetail());
         found = 1;
     }
     if (!found)

@@ -21,7 +21,7 @@ static const sf_param_spec bkg_params[] = {
     {"box", SF_PT_INT, "64", 1, 65536, "auto", "pixels",
      "mesh: mesh size; auto: 4 beam widths when the header has a beam, else 64",
      offsetof(sf_bkg_params, box)},
-    {"filter", SF_PT_INT, "3", 1, 99, NULL, "meshes",
+    {"filter", SF_PT_INT, "3", 1, 31, NULL, "meshes",
      "mesh: median filter over filter x filter meshes (odd; 1: none)",
      offsetof(sf_bkg_params, filter)},
     {"estimator", SF_PT_CHOICE, "sextractor", 0, 0, "sextractor|median|mean", "",
@@ -55,6 +55,14 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     return st;
 }
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
+sf_status sf_bkg_check_params(const sf_bkg_params *p);
+static sf_status bkg_check(const void *pp)
+{
+    sf_bkg_params q = *(const sf_bkg_params *)pp;
+    if (q.box == 0) /* auto: resolved at run time */
+        q.box = 64;
+    return sf_bkg_check_params(&q);
+}
 static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); }
 
 /* ---- threshold ----------------------------------------------------------- */
@@ -136,15 +144,17 @@ static sf_status meas_gpu(sf_state *s, const void *p) { return meas_run(s, p, 1)
 
 static const sf_stage_def stages[] = {
     {"background", "sky level and noise: clipped global statistics, or local maps from a mesh grid", bkg_params,
-     NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu},
+     NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu,
+     bkg_check},
     {"threshold", "detection mask: pixels above nsigma times the background sigma", thr_params,
      NP(thr_params), sizeof(sf_thresh_params), SF_DATA_IMAGE | SF_DATA_BKG, SF_DATA_MASK,
-     thr_cpu, thr_gpu},
+     thr_cpu, thr_gpu, NULL},
     {"segment", "connected islands of the mask, labelled 1..N in raster order", seg_params,
-     NP(seg_params), sizeof(sf_seg_params), SF_DATA_MASK, SF_DATA_LABELS, seg_cpu, seg_gpu},
+     NP(seg_params), sizeof(sf_seg_params), SF_DATA_MASK, SF_DATA_LABELS, seg_cpu, seg_gpu,
+     NULL},
     {"measure", "per source: pixels, flux sum, peak, flux-weighted centroid", NULL, 0,
      sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
-     meas_gpu},
+     meas_gpu, NULL},
 };
 
 int sf_stage_count(void) { return NP(stages); }

@@ -33,10 +33,12 @@ void sf_errclear(void) { detail[0] = '\0'; }
 
 sf_status sf_fail(sf_status s, const char *fmt, ...)
 {
+    char buf[sizeof detail]; /* the arguments may include sf_errdetail() itself */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(detail, buf, sizeof detail);
     return s;
 }
 

@@ -47,6 +47,7 @@ typedef struct {
     unsigned needs, gives;
     sf_status (*cpu)(sf_state *s, const void *params);
     sf_status (*gpu)(sf_state *s, const void *params);
+    sf_status (*check)(const void *params); /* rules across parameters, or NULL */
 } sf_stage_def;
 
 int sf_stage_count(void);

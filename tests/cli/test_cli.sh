@@ -62,6 +62,17 @@ expect 2 "threshold.nsigma=abc is not a number" "$SKYFIND" run -b cpu --set thre
 expect 2 "no stage named 'nosuch'" "$SKYFIND" run -b cpu --set nosuch.x=1 -o "$T/o" "$T/sim.fits"
 expect 2 "has no parameter 'bogus'" "$SKYFIND" run -b cpu --set segment.bogus=1 -o "$T/o" "$T/sim.fits"
 expect 2 "segment.connectivity=6: choose one of 4|8" "$SKYFIND" run -b cpu --set segment.connectivity=6 -o "$T/o" "$T/sim.fits"
+expect 2 "filter" "$SKYFIND" run -b cpu --set background.method=mesh --set background.filter=4 -o "$T/o" "$T/sim.fits"
+printf 'background method=mesh filter=2\n' >"$T/bad5.pipe"
+expect 3 "$T/bad5.pipe:1:" "$SKYFIND" run -b cpu -p "$T/bad5.pipe" "$T/sim.fits"
+expect 0 "" "$SKYFIND" run -q -b cpu --save background,rms -o "$T/m" "$T/sim.fits"
+$PY - "$T/m/sim.bkg.fits" "$T/m/sim.rms.fits" <<'PY' && ok || bad "mesh maps: shape or values"
+import sys, numpy as np
+from astropy.io import fits
+b, r = fits.getdata(sys.argv[1]), fits.getdata(sys.argv[2])
+assert b.shape == (200, 300) and r.shape == (200, 300)
+assert np.isfinite(b).all() and (r > 5e-5).all() and (r < 2e-4).all() and np.ptp(r) > 0
+PY
 expect 2 "background.kappa=0 is outside" "$SKYFIND" run -b cpu --set background.kappa=0 -o "$T/o" "$T/sim.fits"
 # pipeline files: errors as file:line: message, exit 3
 printf 'background\n# comment\nthreshold nsigma=5\nsegmnt\n' >"$T/bad1.pipe"
