@@ -62,40 +62,124 @@ sf_status sf_bkg_mesh_check_params(const sf_bkg_params *p)
     return SF_OK;
 }
 
+/* Per-thread scratch of the mesh pass. */
+typedef struct {
+    unsigned *hist;          /* SF_BKG_QUANTIF_NMAXLEVELS + 1 counts (the last: a dump bin) */
+    unsigned long long *pre; /* 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1): backguess prefix sums */
+    float *pix;              /* the mesh's pixels, contiguous (box x box at most) */
+} bkg_work;
+
+static inline int bkg_finite(float v)
+{
+    return isfinite(v);
+}
+
+/* sf_bkg_row_moments, operation for operation (lane j % SF_BKG_LANES takes
+ * pixel j, the row sum is ((l0 + l1) + (l2 + l3))), over a contiguous row;
+ * cut = 0: finite pixels, also copying the row to dst; cut = 1:
+ * lcut <= v <= hcut. */
+static inline sf_bkg_moments bkg_row_moments(const float *restrict row, float *restrict dst,
+                                             int w, int cut, float lcut, float hcut)
+{
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    long long n = 0;
+    int x = 0;
+    sf_bkg_moments m;
+#define BKG_OK(v) (cut ? ((v) >= lcut && (v) <= hcut) : bkg_finite(v))
+#define BKG_LANE(l, v)                                                                            \
+    do {                                                                                          \
+        int ok_ = BKG_OK(v);                                                                      \
+        double d_ = ok_ ? (double)(v) : 0.0;                                                      \
+        a##l += d_;                                                                               \
+        b##l += d_ * d_;                                                                          \
+        n += ok_;                                                                                 \
+    } while (0)
+    for (; x + SF_BKG_LANES <= w; x += SF_BKG_LANES) {
+        float v0 = row[x], v1 = row[x + 1], v2 = row[x + 2], v3 = row[x + 3];
+        if (!cut) {
+            dst[x] = v0;
+            dst[x + 1] = v1;
+            dst[x + 2] = v2;
+            dst[x + 3] = v3;
+        }
+        BKG_LANE(0, v0);
+        BKG_LANE(1, v1);
+        BKG_LANE(2, v2);
+        BKG_LANE(3, v3);
+    }
+    if (x < w) {
+        float v = row[x];
+        if (!cut)
+            dst[x] = v;
+        BKG_LANE(0, v);
+    }
+    if (x + 1 < w) {
+        float v = row[x + 1];
+        if (!cut)
+            dst[x + 1] = v;
+        BKG_LANE(1, v);
+    }
+    if (x + 2 < w) {
+        float v = row[x + 2];
+        if (!cut)
+            dst[x + 2] = v;
+        BKG_LANE(2, v);
+    }
+#undef BKG_LANE
+#undef BKG_OK
+    m.s1 = (a0 + a1) + (a2 + a3);
+    m.s2 = (b0 + b1) + (b2 + b3);
+    m.n = n;
+    return m;
+}
+
 /* One mesh, as a CUDA block would do it: finite moments (row sums in row
  * order), pre-clip, clipped moments, histogram, backguess. Returns 0 for a
- * bad mesh. hist: SF_BKG_QUANTIF_NMAXLEVELS counts of scratch. */
+ * bad mesh. The first pass copies the mesh into wk->pix, the later passes
+ * run on that copy. */
 static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, int by,
-                         unsigned *hist, float *level, float *rms, int *niter, int *conv,
+                         bkg_work *wk, float *level, float *rms, int *niter, int *conv,
                          long long *nfinite)
 {
     int x0, y0, w, h;
     sf_bkg_moments m1 = {0, 0, 0}, m2 = {0, 0, 0};
     sf_bkg_quant q;
-    float lcut, hcut;
+    float lcut, hcut, *pix = wk->pix;
+    unsigned *hist = wk->hist;
+    size_t npix;
 
     sf_bkg_mesh_rect(img->nx, img->ny, p->box, bx, by, &x0, &y0, &w, &h);
-    for (int y = y0; y < y0 + h; y++)
-        sf_bkg_moments_add(&m1, sf_bkg_row_moments(img->data + (size_t)y * img->stride + x0, w,
-                                                   0, 0.0f, 0.0f));
+    npix = (size_t)w * h;
+    for (int y = 0; y < h; y++)
+        sf_bkg_moments_add(&m1, bkg_row_moments(img->data + (size_t)(y0 + y) * img->stride + x0,
+                                                pix + (size_t)y * w, w, 0, 0.0f, 0.0f));
     *nfinite = m1.n;
     if (!sf_bkg_preclip(m1, (long long)w * h, p->min_valid, &lcut, &hcut))
         return 0;
-    for (int y = y0; y < y0 + h; y++)
-        sf_bkg_moments_add(&m2, sf_bkg_row_moments(img->data + (size_t)y * img->stride + x0, w,
-                                                   1, lcut, hcut));
+    for (int y = 0; y < h; y++)
+        sf_bkg_moments_add(&m2, bkg_row_moments(pix + (size_t)y * w, NULL, w, 1, lcut, hcut));
     if (!sf_bkg_quantise(m2, &q))
         return 0;
-    memset(hist, 0, (size_t)q.nlevels * sizeof *hist);
-    for (int y = y0; y < y0 + h; y++) {
-        const float *row = img->data + (size_t)y * img->stride + x0;
-        for (int x = 0; x < w; x++) {
-            int b = sf_bkg_bin(row[x], &q);
-            if (b >= 0)
-                hist[b]++;
+    /* sf_bkg_bin: (int)(v/qscale + cste) when -1 < t < nlevels (which also
+     * rejects non-finite v), else the dump bin nlevels */
+    memset(hist, 0, (size_t)(q.nlevels + 1) * sizeof *hist);
+    {
+        const float qs = q.qscale, cs = q.cste, fnl = (float)q.nlevels;
+        int bins[256];
+        for (size_t i0 = 0; i0 < npix; i0 += 256) {
+            int nn = npix - i0 < 256 ? (int)(npix - i0) : 256;
+            const float *v = pix + i0;
+            for (int i = 0; i < nn; i++) {
+                float t = v[i] / qs + cs;
+                int ok = t > -1.0f && t < fnl;
+                bins[i] = (int)(ok ? t : fnl);
+            }
+            for (int i = 0; i < nn; i++)
+                hist[bins[i]]++;
         }
     }
-    *niter = sf_bkg_backguess(hist, &q, p->kappa, p->maxiter, p->estimator, level, rms, conv);
+    *niter = sf_bkg_backguess(hist, &q, p->kappa, p->maxiter, p->estimator, level, rms, conv,
+                              wk->pre);
     return 1;
 }
 
@@ -106,6 +190,9 @@ static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bk
     int nbx, nby, nt = nthreads(), nb;
     float *rawb = NULL, *raws = NULL, *fb = NULL, *fs = NULL;
     unsigned *hist = NULL;
+    unsigned long long *pre = NULL;
+    float *pixbuf = NULL;
+    size_t npixmax;
     int *iters = NULL, *convs = NULL;
     long long *nfin = NULL;
     bkg_mesh_info r = {0, 0, 1, 0};
@@ -128,8 +215,11 @@ static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bk
     iters = calloc((size_t)nb, sizeof *iters);
     convs = calloc((size_t)nb, sizeof *convs);
     nfin = calloc((size_t)nb, sizeof *nfin);
-    hist = malloc((size_t)nt * SF_BKG_QUANTIF_NMAXLEVELS * sizeof *hist);
-    if (!rawb || !raws || !fb || !fs || !iters || !convs || !nfin || !hist) {
+    npixmax = (size_t)(img->nx < p->box ? img->nx : p->box) * (img->ny < p->box ? img->ny : p->box);
+    hist = malloc((size_t)nt * (SF_BKG_QUANTIF_NMAXLEVELS + 1) * sizeof *hist);
+    pre = malloc((size_t)nt * 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1) * sizeof *pre);
+    pixbuf = malloc((size_t)nt * npixmax * sizeof *pixbuf);
+    if (!rawb || !raws || !fb || !fs || !iters || !convs || !nfin || !hist || !pre || !pixbuf) {
         s = sf_fail(SF_ERR_NOMEM, "background mesh: work space for %d meshes", nb);
         goto fail;
     }
@@ -137,9 +227,12 @@ static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bk
     /* 1. statistics of every mesh; bad meshes get NaN */
 #pragma omp parallel for schedule(dynamic, 4)
     for (int i = 0; i < nb; i++) {
-        unsigned *h = hist + (size_t)thread_id() * SF_BKG_QUANTIF_NMAXLEVELS;
+        int tid = thread_id();
+        bkg_work wk = {hist + (size_t)tid * (SF_BKG_QUANTIF_NMAXLEVELS + 1),
+                       pre + (size_t)tid * 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1),
+                       pixbuf + (size_t)tid * npixmax};
         convs[i] = 1;
-        if (!bkg_mesh_stat(img, p, i % nbx, i / nbx, h, &rawb[i], &raws[i], &iters[i], &convs[i],
+        if (!bkg_mesh_stat(img, p, i % nbx, i / nbx, &wk, &rawb[i], &raws[i], &iters[i], &convs[i],
                            &nfin[i])) {
             rawb[i] = raws[i] = NAN;
             iters[i] = 0;
@@ -209,6 +302,8 @@ fail:
     free(convs);
     free(nfin);
     free(hist);
+    free(pre);
+    free(pixbuf);
     return s;
 }
 
@@ -235,7 +330,8 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
     int nbx = mesh->nbx, nby = mesh->nby, nx = img->nx, ny = img->ny, nt = nthreads();
     int ebx, eby, nseg = 0, cubic = p->interp == SF_BKG_INTERP_BICUBIC;
     size_t nb = (size_t)nbx * nby;
-    float *dback = NULL, *dsig = NULL, *dxt = NULL, *scratch = NULL;
+    float *dback = NULL, *dsig = NULL, *dxt = NULL, *cxt = NULL, *ccx = NULL, *ttx = NULL,
+          *scratch = NULL;
     bkg_seg *seg = NULL;
 
     if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
@@ -254,7 +350,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 
     dback = calloc(nb, sizeof *dback);
     dsig = calloc(nb, sizeof *dsig);
-    dxt = malloc((size_t)nx * sizeof *dxt);
+    dxt = malloc((size_t)nx * 4 * sizeof *dxt);
     seg = malloc((size_t)(nbx + 1) * sizeof *seg);
     /* per thread: node values and derivatives along x (bkg, rms), spline scratch */
     scratch = malloc((size_t)nt * 5 * (nbx + 1) * sizeof *scratch);
@@ -262,6 +358,9 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
         s = sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
         goto fail;
     }
+    cxt = dxt + nx;
+    ccx = dxt + 2 * (size_t)nx;
+    ttx = dxt + 3 * (size_t)nx;
     /* makebackspline: derivatives along y of each mesh column (zero for
      * bilinear, and for nby < 3 SExtractor's spline gives zero too) */
     if (cubic && nby > 1) {
@@ -275,6 +374,9 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
     for (int x = 0; x < nx; x++) {
         int k;
         sf_bkg_axis_pos(x, mesh->box, nbx, 1, &k, &dxt[x]);
+        cxt[x] = 1.0f - dxt[x];
+        ccx[x] = cxt[x] * cxt[x] - 1.0f;
+        ttx[x] = dxt[x] * dxt[x] - 1.0f;
         if (nseg == 0 || seg[nseg - 1].k != k) {
             seg[nseg].k = k;
             seg[nseg].start = x;
@@ -314,13 +416,18 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
             memset(dns, 0, (size_t)nbx * sizeof *dns);
         }
         if (nbx > 1) {
+            /* sf_bkg_cubic with its per-column terms c = 1 - t, c*c - 1 and
+             * t*t - 1 from the tables (the same float operations); NaN pixels
+             * of the image get NaN after */
             for (int g = 0; g < nseg; g++) {
                 int k = seg[g].k;
                 float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
                 float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
+#pragma GCC ivdep
                 for (int x = seg[g].start; x < seg[g].end; x++) {
-                    ob[x] = sf_bkg_cubic(b0, b1, db0, db1, dxt[x]);
-                    os[x] = sf_bkg_cubic(s0, s1, ds0, ds1, dxt[x]);
+                    float t = dxt[x], c = cxt[x], cc = ccx[x], tt = ttx[x];
+                    ob[x] = c * (b0 + cc * db0) + t * (b1 + tt * db1);
+                    os[x] = c * (s0 + cc * ds0) + t * (s1 + tt * ds1);
                 }
             }
         } else {

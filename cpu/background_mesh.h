@@ -186,12 +186,27 @@ SF_BKG_HD static inline int sf_bkg_bin(float v, const sf_bkg_quant *q)
  * branch of SExtractor's expression, `fabs(...) < 0.0`, is never taken);
  * median: med; mean: mean; any estimator uses the mean when sig is 0. The rms
  * is sig * qscale. Returns the passes run; *converged says whether it
- * stopped before maxiter. hist has nlevels counts. */
+ * stopped before maxiter. hist has nlevels counts; pre is scratch for
+ * 3 * (nlevels + 1) integers (host code: the GPU has its own, mesh_guess).
+ *
+ * Every pass works on integer prefix sums of the histogram, built once:
+ * C0[i] = sum of hist[0..i), C1, C2 the same of hist[j]*j and hist[j]*j*j.
+ * The moments of [lcut, hcut] are prefix differences, equal to the
+ * per-bin integer sums (exact) and so to SExtractor's double sums (exact
+ * while below 2^53: meshes of fewer than 2^29 pixels). The walk, which
+ * takes the next bin on the side with the smaller sum (the high side on
+ * ties) until the sides meet, ends with low side [lcut, m), high side
+ * [m, hcut], where m is the smallest m in [lcut, hcut] with
+ * L(m) + L(m+1) >= T (L(m) = C0[m] - C0[lcut], T = the total; the last bin
+ * the low side took had L(m-1) < R(m), the last one the high side took had
+ * R(m+1) <= L(m), and only one m satisfies both), found by bisection. */
 SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_quant *q,
                                              double kappa, int maxiter, int estimator,
-                                             float *level, float *rms, int *converged)
+                                             float *level, float *rms, int *converged,
+                                             unsigned long long *pre)
 {
     const int nlm1 = q->nlevels - 1;
+    unsigned long long *C0 = pre, *C1 = pre + (nlm1 + 2), *C2 = pre + 2 * (nlm1 + 2);
     int lcut = 0, hcut = nlm1, it = 0;
     /* SExtractor starts mea = med = the mean in data units, which only
      * matters when no pass runs (one bin: a mesh of one valid pixel) and
@@ -199,30 +214,42 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
      * bins, so such a mesh gets its mean. */
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
            mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea, lev;
+    {
+        unsigned long long c0 = 0, c1 = 0, c2 = 0;
+        C0[0] = C1[0] = C2[0] = 0;
+        for (int i = 0; i <= nlm1; i++) {
+            unsigned long long h = hist[i], hi_ = h * (unsigned long long)i;
+            c0 += h;
+            c1 += hi_;
+            c2 += hi_ * (unsigned long long)i;
+            C0[i + 1] = c0;
+            C1[i + 1] = c1;
+            C2[i + 1] = c2;
+        }
+    }
     while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
         unsigned long long lowsum = 0, highsum = 0, sum = 0, s1 = 0, s2 = 0;
         int lo = lcut, hi = hcut; /* next bin each side of the walk */
         double ftemp;
         it++;
         sig1 = sig;
-        /* the median walk, branch-free: each step takes the next bin on the
-         * side with the smaller sum (the high side on ties) */
-        for (int i = lcut; i <= hcut; i++) {
-            int low = lowsum < highsum;
-            unsigned long long v = hist[low ? lo : hi];
-            lowsum += low ? v : 0;
-            highsum += low ? 0 : v;
-            lo += low;
-            hi -= !low;
-        }
-        /* moments in bins as integer sums: exact in any order, and equal to
-         * SExtractor's double sums, which are exact too while below 2^53
-         * (meshes of fewer than 2^29 pixels) */
-        for (int i = lcut; i <= hcut; i++) {
-            unsigned long long h = hist[i];
-            sum += h;
-            s1 += h * (unsigned long long)i;
-            s2 += h * (unsigned long long)i * (unsigned long long)i;
+        if (hcut >= lcut) {
+            const unsigned long long base = C0[lcut], tot = C0[hcut + 1] - base;
+            int a = lcut, b = hcut; /* m in [a, b]: the predicate holds at hcut */
+            while (a < b) {
+                int c = a + (b - a) / 2;
+                if ((C0[c] - base) + (C0[c + 1] - base) >= tot)
+                    b = c;
+                else
+                    a = c + 1;
+            }
+            lo = a;
+            hi = a - 1;
+            lowsum = C0[a] - base;
+            highsum = tot - lowsum;
+            sum = tot;
+            s1 = C1[hcut + 1] - C1[lcut];
+            s2 = C2[hcut + 1] - C2[lcut];
         }
         mea = (double)s1;
         sig = (double)s2;

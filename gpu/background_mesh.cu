@@ -33,6 +33,7 @@
 #endif
 
 #include "background_mesh.cuh"
+#include <cub/device/device_radix_sort.cuh>
 
 // kernels
 
@@ -242,6 +243,49 @@ static __global__ void mesh_filter(const float *__restrict__ fb, const float *__
     }
 }
 
+// The twin's median of n >= 1 sorted floats (sf_bkg_median on sorted input).
+static __device__ float sorted_median(const float *v, int n)
+{
+    if (n < 2)
+        return v[0];
+    return (n & 1) ? v[n / 2] : (float)((double)(v[n / 2 - 1] + v[n / 2]) / 2.0);
+}
+
+// The stage's st from the final grid mb (nb meshes) and its sorted copies sb,
+// ss: one block. The mean's double sum runs in a fixed order (strided thread
+// sums, warp trees, warps in order), not the twin's sequential order: it may
+// differ from the twin's in the last bits (no test compares it).
+static __global__ void __launch_bounds__(ST_THREADS)
+    mesh_final(const float *__restrict__ mb, const float *__restrict__ sb,
+               const float *__restrict__ ss, int nb, const mesh_info *info, mesh_res *res)
+{
+    __shared__ double part[ST_THREADS / 32];
+    const int t = threadIdx.x;
+    double a = 0.0;
+    for (int i = t; i < nb; i += ST_THREADS)
+        a += (double)mb[i];
+    for (int o = 16; o; o >>= 1)
+        a += __shfl_down_sync(MS_FULL, a, o);
+    if ((t & 31) == 0)
+        part[t >> 5] = a;
+    __syncthreads();
+    if (t == 0) {
+        mesh_res r;
+        double sum = 0.0;
+        for (int k = 0; k < ST_THREADS / 32; k++)
+            sum += part[k];
+        r.mean = sum / nb;
+        r.median = sorted_median(sb, nb);
+        r.sigma = sorted_median(ss, nb);
+        r.nfinite = info->nfinite;
+        r.nvalid = info->nvalid;
+        r.niter = info->niter;
+        r.notconv = info->notconv;
+        r.pad = 0;
+        *res = r;
+    }
+}
+
 struct mi_args { // mesh_prep, mesh_rownodes, mesh_interp
     const float *img, *mb, *ms;
     float *ob, *os, *db, *ds, *ucol, *nodes, *urow, *dxt;
@@ -382,10 +426,13 @@ static __global__ void __launch_bounds__(256) mesh_interp(mi_args A)
 // mesh arrays first and adjacent: the whole stage downloads them in one copy).
 struct mesh_ws {
     mesh_info *info;
+    mesh_res *res;
     float *mb, *ms, *rawb, *raws, *fb, *fs, *work, *db, *ds, *ucol, *dxt, *nodes, *urow;
+    float *sb, *ss; // mb, ms sorted (the stage's st medians)
+    void *sort_tmp;
+    size_t sort_bytes;
     int *kx;
     unsigned char *nonfinite;
-    size_t head;  // bytes from info to the end of ms
     size_t bytes; // total
 };
 
@@ -395,14 +442,19 @@ static void mesh_layout(mesh_ws *w, char *base, int nx, int ny, int box, int fil
 {
     int nbx = 0, nby = 0;
     sf_bkg_mesh_shape(nx, ny, box, &nbx, &nby);
-    const size_t nb = (size_t)nbx * nby, f4 = sizeof(float);
+    const size_t nb = (size_t)nbx * nby;
     size_t o = 0;
 #define CARVE(ptr, type, count)                                                     \
     w->ptr = (type *)(base ? base + o : NULL);                                      \
     o += sf_align256((size_t)(count) * sizeof(type));
+    size_t sort_bytes = 0;
+    if (nb > 0) // a host-side size query: no device work
+        cub::DeviceRadixSort::SortKeys(NULL, sort_bytes, (const float *)NULL, (float *)NULL,
+                                       (int)nb);
+    w->sort_bytes = sort_bytes;
     CARVE(info, mesh_info, 1)
+    CARVE(res, mesh_res, 1)
     CARVE(mb, float, nb)
-    w->head = o + nb * f4;
     CARVE(ms, float, nb)
     CARVE(rawb, float, nb)
     CARVE(raws, float, nb)
@@ -417,6 +469,9 @@ static void mesh_layout(mesh_ws *w, char *base, int nx, int ny, int box, int fil
     CARVE(nodes, float, 4 * (size_t)nbx * ny)
     CARVE(urow, float, rn_smem(nbx) <= RN_SMEM_MAX ? 1 : 2 * (size_t)ny * nbx)
     CARVE(nonfinite, unsigned char, nb)
+    CARVE(sb, float, nb)
+    CARVE(ss, float, nb)
+    CARVE(sort_tmp, char, sort_bytes ? sort_bytes : 1)
 #undef CARVE
     w->bytes = o;
 }
@@ -577,24 +632,16 @@ fail:
     return st;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-// The whole method=mesh stage; st exactly as sf_background_mesh_cpu fills it
-// (from the grid, downloaded once with the grid totals at the end).
+// The whole method=mesh stage; st as sf_background_mesh_cpu fills it (the
+// medians of the sorted grid and the totals on the device: one small download).
 extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
                                             const sf_bkg_params *p, sf_bkg_stats *out,
                                             sf_image *bkg, sf_image *rms)
 {
     sf_status st = sf_bkg_mesh_check_params(p);
     mesh_ws w;
-    char *host = NULL;
-    float *sorted = NULL;
+    mesh_res res;
     int nbx, nby, nb;
-    double sum = 0;
     sf_bkg_stats r;
     if (st)
         return st;
@@ -606,38 +653,28 @@ extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
     SF_TRY(mesh_carve(g, img, p, &w));
     SF_TRY(mesh_grid(g, img, p, &w, w.mb, w.ms));
     SF_TRY(mesh_maps(g, w.mb, w.ms, p->box, p, img, bkg, rms, &w, true));
-    host = (char *)malloc(w.head);
-    sorted = (float *)malloc((size_t)nb * sizeof(float));
-    if (!host || !sorted) {
-        st = sf_fail(SF_ERR_NOMEM, "background mesh: %d meshes", nb);
+    SF_CUDA(cub::DeviceRadixSort::SortKeys(w.sort_tmp, w.sort_bytes, (const float *)w.mb, w.sb,
+                                           nb, 0, 32, g->stream));
+    SF_CUDA(cub::DeviceRadixSort::SortKeys(w.sort_tmp, w.sort_bytes, (const float *)w.ms, w.ss,
+                                           nb, 0, 32, g->stream));
+    mesh_final<<<1, ST_THREADS, 0, g->stream>>>(w.mb, w.sb, w.ss, nb, w.info, w.res);
+    SF_LAUNCHED();
+    SF_TRY(sf_gpu_to_host(g, &res, w.res, sizeof res));
+    if (res.nvalid == 0) {
+        mesh_info info;
+        memset(&info, 0, sizeof info);
+        info.nfinite = res.nfinite;
+        st = empty_grid(p, &info, img);
         goto fail;
     }
-    SF_TRY(sf_gpu_to_host(g, host, w.info, w.head));
-    {
-        const mesh_info *info = (const mesh_info *)host;
-        const float *mb = (const float *)(host + ((char *)w.mb - (char *)w.info));
-        const float *ms = (const float *)(host + ((char *)w.ms - (char *)w.info));
-        if (info->nvalid == 0) {
-            st = empty_grid(p, info, img);
-            goto fail;
-        }
-        memset(&r, 0, sizeof r);
-        for (int i = 0; i < nb; i++)
-            sum += mb[i];
-        r.mean = sum / nb;
-        memcpy(sorted, mb, (size_t)nb * sizeof(float));
-        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
-        r.median = sf_bkg_median(sorted, nb);
-        memcpy(sorted, ms, (size_t)nb * sizeof(float));
-        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
-        r.sigma = sf_bkg_median(sorted, nb);
-        r.nvalid = r.nused = (long long)info->nfinite;
-        r.niter = info->niter;
-        r.converged = !info->notconv;
-        *out = r;
-    }
+    memset(&r, 0, sizeof r);
+    r.mean = res.mean;
+    r.median = res.median;
+    r.sigma = res.sigma;
+    r.nvalid = r.nused = (long long)res.nfinite;
+    r.niter = res.niter;
+    r.converged = !res.notconv;
+    *out = r;
 fail:
-    free(host);
-    free(sorted);
     return st;
 }

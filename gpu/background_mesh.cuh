@@ -26,6 +26,15 @@ struct mesh_info {           // whole-grid results of mesh_stats (zeroed first)
     int pad;
 };
 
+struct mesh_res {            // the stage's st, computed by mesh_final
+    double mean;             // mean of the mesh levels
+    float median, sigma;     // medians of the mesh levels and rms
+    u64 nfinite;
+    int nvalid, niter, notconv, pad;
+};
+
+#define ST_THREADS 1024 // mesh_final block
+
 struct ms_args { // mesh_stats
     const float *img;
     size_t stride;
@@ -51,7 +60,7 @@ struct ms_smem {
 
 // Moments of the mesh as the twin sums them: thread (row, lane) adds pixels
 // lane, lane+4, ... of its row; the row sum is ((l0 + l1) + (l2 + l3)); the
-// rows are added in order by thread 0 (whose return value is the result).
+// rows are added in order (lane 0: s1, lane 1: s2; thread 0 returns the result).
 template <bool TILE>
 static __device__ sf_bkg_moments mesh_moments(ms_smem &sm, const float *base, size_t stride,
                                               int w, int h, int cut, float lcut, float hcut)
@@ -85,14 +94,24 @@ static __device__ sf_bkg_moments mesh_moments(ms_smem &sm, const float *base, si
             sm.rn[rr] = n;
         }
         __syncthreads();
-        if (t == 0)
-            for (int i = 0; i < 64 && rb + i < h; i++) {
-                sf_bkg_moments m;
-                m.s1 = sm.rs1[i];
-                m.s2 = sm.rs2[i];
-                m.n = sm.rn[i];
-                sf_bkg_moments_add(&tot, m);
+        if (t < 32) { // the twin's sequential sums: s1 on lane 0, s2 on lane 1 (two
+                      // independent chains), the exact integer count on lane 2
+            const int nr = h - rb < 64 ? h - rb : 64;
+            double acc = t == 0 ? tot.s1 : tot.s2;
+            long long cnt = tot.n;
+            if (t < 2) {
+                const double *src = t == 0 ? sm.rs1 : sm.rs2;
+#pragma unroll 8
+                for (int i = 0; i < nr; i++)
+                    acc += src[i];
+            } else if (t == 2) {
+                for (int i = 0; i < nr; i++)
+                    cnt += sm.rn[i];
             }
+            tot.s1 = __shfl_sync(MS_FULL, acc, 0);
+            tot.s2 = __shfl_sync(MS_FULL, acc, 1);
+            tot.n = __shfl_sync(MS_FULL, cnt, 2);
+        }
         __syncthreads();
     }
     return tot;
