@@ -11,10 +11,14 @@
 //    warp in O(log n) per pass: the two-pointer median walk is a merge of two
 //    nondecreasing sequences (its end is a merge-path split, 32-ary search)
 //    and its double sums of h*i, h*i*i are exact integers (prefix differences).
+//    128 threads, ~26 KB shared (16-bit counts for tiled meshes, the moment
+//    prefixes over the dead tile): 8 meshes per SM hide the serial phases.
+//    Per-mesh totals go to fin/itc; mesh_total reduces them (no atomics).
 // 2. mesh_fill, mesh_filter: the twin's sf_bkg_fill_one / sf_bkg_filter_one.
 // 3. mesh_prep (y-spline per mesh column, x position per image column),
 //    mesh_rownodes (each row's nodes and x-spline), mesh_interp (both maps,
-//    16-byte stores). Integer atomics and fixed operation orders: deterministic.
+//    16-byte stores); the splines keep their chains in registers and shared
+//    memory (spline_d2_fast). Fixed operation orders: deterministic.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +63,13 @@ struct quad_iter {
 };
 
 // One block per mesh: level and rms (NaN for a bad mesh), whether the mesh
-// holds a non-finite pixel, and the grid totals in *info (integer atomics).
+// holds a non-finite pixel, and the mesh's share of the grid totals in
+// fin[mesh] (finite pixels) and itc[mesh] (-1 for a bad mesh, else
+// 2 * passes + not converged), reduced by mesh_total: no global atomics.
 template <bool TILE>
-static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
+static __global__ void __launch_bounds__(MS_THREADS, MS_BLOCKS) mesh_stats(ms_args A)
 {
-    __shared__ ms_smem sm;
+    __shared__ ms_smem<TILE> sm;
     const int t = threadIdx.x, mesh = blockIdx.x;
     const size_t stride = A.stride;
     int x0, y0, w, h;
@@ -75,7 +81,7 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
         for (; it.r < h; it.next()) {
             const int x = 4 * it.c;
             const float *src = base + (size_t)it.r * stride + x;
-            float *dst = sm.tile + it.r * MS_TSTRIDE + x;
+            float *dst = sm.u.tile + tix(it.r, x); // x + j < w: tix(r, x) + j = tix(r, x + j)
             if (A.vec && x + 4 <= w)
                 *reinterpret_cast<float4 *>(dst) = __ldg(reinterpret_cast<const float4 *>(src));
             else
@@ -84,7 +90,8 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
         }
     }
     { // nlevels <= (int)(0.9974 n + 1) <= w*h + 1 bins can be used: zero those
-        const int nz = w * h + 1 < MS_NLEV ? (w * h + 16) & ~15 : MS_NLEV;
+      // and the rest of their group of MS_PER (the scan reads whole groups)
+        const int nz = w * h + 1 < MS_NLEV ? (w * h + MS_PER) & ~(MS_PER - 1) : MS_NLEV;
         for (int i = t; i < nz; i += MS_THREADS)
             sm.cnt[i] = 0;
     }
@@ -93,7 +100,7 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
     // backstat: finite moments, pre-clip, clipped moments, quantisation
     sf_bkg_moments m = mesh_moments<TILE>(sm, base, stride, w, h, 0, 0.0f, 0.0f);
     if (t == 0) {
-        atomicAdd(&A.info->nfinite, (u64)m.n);
+        A.fin[mesh] = (u64)m.n;
         A.nonfinite[mesh] = m.n < (long long)w * h;
         sm.ok = sf_bkg_preclip(m, (long long)w * h, A.min_valid, &sm.lcut, &sm.hcut);
     }
@@ -106,12 +113,15 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
         __syncthreads();
     }
     if (!sm.ok) { // block-uniform: a bad mesh
-        if (t == 0)
+        if (t == 0) {
             A.lev[mesh] = A.rms[mesh] = __int_as_float(0x7fc00000);
+            A.itc[mesh] = -1;
+        }
         return;
     }
 
-    // backhisto: every finite pixel of the mesh
+    // backhisto: every finite pixel of the mesh (16-bit counts: adds to the
+    // 32-bit word of the pair; a count never exceeds the mesh's 4096 pixels)
     {
         const sf_bkg_quant q = sm.q;
         quad_iter it(w);
@@ -119,78 +129,29 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
             const int x = 4 * it.c;
             float v[4];
             if (TILE && x + 4 <= w) {
-                float4 f = *reinterpret_cast<const float4 *>(sm.tile + it.r * MS_TSTRIDE + x);
+                float4 f = *reinterpret_cast<const float4 *>(sm.u.tile + tix(it.r, x));
                 v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
             } else {
                 for (int j = 0; j < 4; j++)
-                    v[j] = x + j < w ? (TILE ? sm.tile[it.r * MS_TSTRIDE + x + j]
+                    v[j] = x + j < w ? (TILE ? sm.u.tile[tix(it.r, x + j)]
                                              : __ldg(base + (size_t)it.r * stride + x + j))
                                      : NAN;
             }
             for (int j = 0; j < 4; j++) {
                 int b = sf_bkg_bin(v[j], &q);
-                if (b >= 0)
-                    atomicAdd(&sm.cnt[b], 1u);
+                if (b >= 0) {
+                    if (TILE)
+                        atomicAdd(reinterpret_cast<unsigned *>(sm.cnt + (b & ~1)),
+                                  1u << ((b & 1) * 16));
+                    else
+                        atomicAdd(reinterpret_cast<unsigned *>(sm.cnt + b), 1u);
+                }
             }
         }
     }
-    __syncthreads();
+    __syncthreads(); // the tile is dead from here: cm1, cm2 overlay it
 
-    // exclusive prefix counts C[0..16 ng] in place (ng groups of 16 bins
-    // cover the nlevels bins), coarse prefix moments cm[0..ng]
-    {
-        const int lane = t & 31, wp = t >> 5, b0 = t * MS_PER, ng = (sm.q.nlevels + 15) >> 4;
-        unsigned hv[MS_PER], c = 0;
-        u64 m1 = 0, m2 = 0;
-        for (int k = 0; k < MS_PER / 4; k++) {
-            uint4 u = t < ng ? reinterpret_cast<const uint4 *>(sm.cnt + b0)[k] : make_uint4(0, 0, 0, 0);
-            hv[4 * k] = u.x, hv[4 * k + 1] = u.y, hv[4 * k + 2] = u.z, hv[4 * k + 3] = u.w;
-        }
-        for (int j = 0; j < MS_PER; j++) {
-            u64 a = (u64)hv[j] * (u64)(b0 + j);
-            c += hv[j];
-            m1 += a;
-            m2 += a * (u64)(b0 + j);
-        }
-        unsigned ic = c;
-        u64 i1 = m1, i2 = m2;
-        for (int o = 1; o < 32; o <<= 1) {
-            unsigned pc = __shfl_up_sync(MS_FULL, ic, o);
-            u64 p1 = __shfl_up_sync(MS_FULL, i1, o), p2 = __shfl_up_sync(MS_FULL, i2, o);
-            if (lane >= o) {
-                ic += pc;
-                i1 += p1;
-                i2 += p2;
-            }
-        }
-        if (lane == 31) {
-            sm.wc[wp] = ic;
-            sm.wm1[wp] = i1;
-            sm.wm2[wp] = i2;
-        }
-        __syncthreads();
-        unsigned bc = ic - c;
-        u64 bm1 = i1 - m1, bm2 = i2 - m2;
-        for (int k = 0; k < wp; k++) {
-            bc += sm.wc[k];
-            bm1 += sm.wm1[k];
-            bm2 += sm.wm2[k];
-        }
-        if (t < ng) {
-            sm.cm1[t] = bm1;
-            sm.cm2[t] = bm2;
-            for (int j = 0; j < MS_PER; j++) { // this thread's own bins only
-                sm.cnt[b0 + j] = bc;
-                bc += hv[j];
-            }
-        }
-        if (t == ng - 1) {
-            sm.cnt[b0 + MS_PER] = bc;
-            sm.cm1[t + 1] = bm1 + m1;
-            sm.cm2[t + 1] = bm2 + m2;
-        }
-    }
-    __syncthreads();
+    mesh_scan(sm); // prefix counts and coarse moments in place; ends with a barrier
 
     // backguess on one warp
     if (t < 32) {
@@ -200,12 +161,8 @@ static __global__ void __launch_bounds__(MS_THREADS, 4) mesh_stats(ms_args A)
         if (t == 0) {
             A.lev[mesh] = level;
             A.rms[mesh] = r;
-            if (!isnan(level)) { // the twin counts NaN levels as bad meshes
-                atomicAdd(&A.info->nvalid, 1);
-                atomicMax(&A.info->niter, it);
-                if (!conv)
-                    atomicOr(&A.info->notconv, 1);
-            }
+            // the twin counts NaN levels as bad meshes
+            A.itc[mesh] = isnan(level) ? -1 : 2 * it + !conv;
         }
     }
 }
@@ -296,38 +253,66 @@ struct mi_args { // mesh_prep, mesh_rownodes, mesh_interp
     const mesh_info *info; // NULL: standalone interpolation
 };
 
-// makebackspline per mesh column and map (threads [0, 2 nbx)), and each
-// image column's segment and fraction along x (threads [2 nbx, 2 nbx + nx)).
-static __global__ void mesh_prep(mi_args A)
+// makebackspline per mesh column and map (threads [0, 2 nbx) of the first
+// ncb blocks), and each image column's segment and fraction along x (the
+// blocks after those). SMEM: the spline in shared memory (spline_smem(nby)).
+template <bool SMEM>
+static __global__ void __launch_bounds__(RN_THREADS) mesh_prep(mi_args A)
 {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x, nbx = A.nbx, nby = A.nby;
-    if (A.info && A.info->nvalid == 0)
+    extern __shared__ float sp[];
+    const int nbx = A.nbx, nby = A.nby, ncb = (2 * nbx + RN_THREADS - 1) / RN_THREADS;
+    if (A.info && A.info->nvalid == 0) // grid-uniform
         return;
-    if (i < 2 * nbx) {
-        const int map = i >= nbx, x = i - map * nbx;
-        float *d = map ? A.ds : A.db;
-        if (A.cubic && nby > 1)
-            sf_bkg_spline_d2((map ? A.ms : A.mb) + x, (size_t)nbx, nby, d + x,
-                             A.ucol + (size_t)i * nby);
-        else
-            for (int y = 0; y < nby; y++)
-                d[(size_t)y * nbx + x] = 0.0f;
-    } else if (i - 2 * nbx < A.nx) {
-        const int x = i - 2 * nbx;
-        sf_bkg_axis_pos(x, A.box, nbx, 1, &A.kx[x], &A.dxt[x]);
+    if ((int)blockIdx.x >= ncb) { // block-uniform
+        const int x = (blockIdx.x - ncb) * RN_THREADS + threadIdx.x;
+        if (x < A.nx)
+            sf_bkg_axis_pos(x, A.box, nbx, 1, &A.kx[x], &A.dxt[x]);
+        return;
     }
+    const int i = blockIdx.x * RN_THREADS + threadIdx.x, map = i >= nbx, x = i - map * nbx;
+    const bool spline = A.cubic && nby > 1; // grid-uniform
+    if (SMEM && spline) {
+        if (threadIdx.x == 0)
+            spline_terms(sp, nby);
+        __syncthreads();
+        if (i >= 2 * nbx)
+            return;
+        const float *m = (map ? A.ms : A.mb) + x;
+        spline_d2_fast([&](int k) { return __ldg(m + (size_t)k * nbx); }, nby,
+                       (map ? A.ds : A.db) + x, (size_t)nbx, sp, sp + nby + threadIdx.x,
+                       RN_THREADS);
+        return;
+    }
+    if (i >= 2 * nbx)
+        return;
+    float *d = map ? A.ds : A.db;
+    if (spline)
+        sf_bkg_spline_d2((map ? A.ms : A.mb) + x, (size_t)nbx, nby, d + x,
+                         A.ucol + (size_t)i * nby);
+    else
+        for (int y = 0; y < nby; y++)
+            d[(size_t)y * nbx + x] = 0.0f;
 }
 
 // subbackline, first half, per image row and map: the row's value at every
 // mesh column (cubic along y) and the spline derivatives along x. Layout
 // [column][row] (coalesced here and in mesh_interp): nodes holds 4 planes of
-// nbx*ny floats: bkg, rms values, then their derivatives.
-template <bool SMEM_U>
+// nbx*ny floats: bkg, rms values, then their derivatives. SMEM: the spline
+// in shared memory (spline_smem(nbx)), else the twin's own on urow.
+template <bool SMEM>
 static __global__ void __launch_bounds__(RN_THREADS) mesh_rownodes(mi_args A)
 {
     extern __shared__ float su[];
     const int idx = blockIdx.x * blockDim.x + threadIdx.x, ny = A.ny, nbx = A.nbx;
-    if (idx >= 2 * ny || (A.info && A.info->nvalid == 0))
+    if (A.info && A.info->nvalid == 0) // grid-uniform
+        return;
+    const bool spline = A.nby > 1 && A.cubic && nbx > 1; // grid-uniform
+    if (SMEM && spline) {
+        if (threadIdx.x == 0)
+            spline_terms(su, nbx);
+        __syncthreads();
+    }
+    if (idx >= 2 * ny)
         return;
     const int map = idx >= ny, y = idx - map * ny;
     const size_t plane = (size_t)nbx * ny;
@@ -337,13 +322,24 @@ static __global__ void __launch_bounds__(RN_THREADS) mesh_rownodes(mi_args A)
         int ky;
         float dy;
         sf_bkg_axis_pos(y, A.box, A.nby, 0, &ky, &dy);
+        if (SMEM && spline) { // the nodes computed as the spline reads them
+            const float *ml = m + (size_t)ky * nbx, *dl = d + (size_t)ky * nbx;
+            spline_d2_fast(
+                [&](int x) {
+                    const float v = sf_bkg_cubic(__ldg(ml + x), __ldg(ml + nbx + x), __ldg(dl + x),
+                                                 __ldg(dl + nbx + x), dy);
+                    nv[(size_t)x * ny] = v;
+                    return v;
+                },
+                nbx, dn, (size_t)ny, su, su + nbx + threadIdx.x, RN_THREADS);
+            return;
+        }
         for (int x = 0; x < nbx; x++) {
             const size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
             nv[(size_t)x * ny] = sf_bkg_cubic(m[lo], m[hi], d[lo], d[hi], dy);
         }
-        if (A.cubic && nbx > 1) {
-            float *u = SMEM_U ? su + threadIdx.x * (nbx | 1) : A.urow + (size_t)idx * nbx;
-            sf_bkg_spline_d2(nv, (size_t)ny, nbx, dn, u);
+        if (spline) {
+            sf_bkg_spline_d2(nv, (size_t)ny, nbx, dn, A.urow + (size_t)idx * nbx);
             return;
         }
     } else { // one row of meshes: the nodes as they are, linear along x
@@ -431,12 +427,11 @@ struct mesh_ws {
     float *sb, *ss; // mb, ms sorted (the stage's st medians)
     void *sort_tmp;
     size_t sort_bytes;
-    int *kx;
+    int *kx, *itc;  // itc, fin: per-mesh shares of the totals (mesh_stats)
+    u64 *fin;
     unsigned char *nonfinite;
     size_t bytes; // total
 };
-
-static size_t rn_smem(int nbx) { return (size_t)RN_THREADS * (size_t)(nbx | 1) * sizeof(float); }
 
 static void mesh_layout(mesh_ws *w, char *base, int nx, int ny, int box, int filter)
 {
@@ -467,7 +462,9 @@ static void mesh_layout(mesh_ws *w, char *base, int nx, int ny, int box, int fil
     CARVE(dxt, float, nx)
     CARVE(kx, int, nx)
     CARVE(nodes, float, 4 * (size_t)nbx * ny)
-    CARVE(urow, float, rn_smem(nbx) <= RN_SMEM_MAX ? 1 : 2 * (size_t)ny * nbx)
+    CARVE(urow, float, spline_smem(nbx) <= RN_SMEM_MAX ? 1 : 2 * (size_t)ny * nbx)
+    CARVE(fin, u64, nb)
+    CARVE(itc, int, nb)
     CARVE(nonfinite, unsigned char, nb)
     CARVE(sb, float, nb)
     CARVE(ss, float, nb)
@@ -508,13 +505,17 @@ static sf_status mesh_grid(sf_gpu *g, const sf_image *img, const sf_bkg_params *
     sf_status st = SF_OK;
     ms_args a = {img->data, img->stride, img->nx, img->ny, p->box, 0,
                  aligned16(img->data, img->stride) && p->box % 4 == 0, p->maxiter, p->estimator,
-                 p->min_valid, p->kappa, w->rawb, w->raws, w->nonfinite, w->info};
+                 p->min_valid, p->kappa, w->rawb, w->raws, w->nonfinite, w->fin, w->itc};
     int nby;
     sf_bkg_mesh_shape(img->nx, img->ny, p->box, &a.nbx, &nby);
     const int nb = a.nbx * nby;
     void (*stats)(ms_args) = p->box <= MS_TILE ? mesh_stats<true> : mesh_stats<false>;
-    SF_CUDA(cudaMemsetAsync(w->info, 0, sizeof(mesh_info), g->stream));
+    // MS_BLOCKS blocks of ~26 KB per SM need the largest shared-memory carveout
+    SF_CUDA(cudaFuncSetAttribute(stats, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
     stats<<<nb, MS_THREADS, 0, g->stream>>>(a);
+    SF_LAUNCHED();
+    mesh_total<<<1, FIN_THREADS, 0, g->stream>>>(w->fin, w->itc, nb, w->info);
     SF_LAUNCHED();
     mesh_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(w->rawb, w->raws, w->fb, w->fs, a.nbx, nby);
     SF_LAUNCHED();
@@ -538,11 +539,13 @@ static sf_status mesh_maps(sf_gpu *g, const float *mb, const float *ms, int box,
                  aligned16(bkg->data, bkg->stride) && aligned16(rms->data, rms->stride),
                  flags ? w->nonfinite : NULL, flags ? w->info : NULL};
     sf_bkg_mesh_shape(img->nx, img->ny, box, &a.nbx, &a.nby);
-    const size_t sm = rn_smem(a.nbx);
+    const size_t sm = spline_smem(a.nbx), smp = spline_smem(a.nby);
     const dim3 grid(sf_blocks((size_t)(a.nx + 3) / 4, 256), (unsigned)(a.ny < 2048 ? a.ny : 2048));
     void (*rows)(mi_args) = sm <= RN_SMEM_MAX ? mesh_rownodes<true> : mesh_rownodes<false>;
+    void (*prep)(mi_args) = smp <= RN_SMEM_MAX ? mesh_prep<true> : mesh_prep<false>;
     void (*interp)(mi_args) = flags ? mesh_interp<true> : mesh_interp<false>;
-    mesh_prep<<<sf_blocks(2 * (size_t)a.nbx + a.nx, 128), 128, 0, g->stream>>>(a);
+    prep<<<sf_blocks(2 * (size_t)a.nbx, RN_THREADS) + sf_blocks((size_t)a.nx, RN_THREADS),
+           RN_THREADS, smp <= RN_SMEM_MAX ? smp : 0, g->stream>>>(a);
     SF_LAUNCHED();
     rows<<<sf_blocks(2 * (size_t)a.ny, RN_THREADS), RN_THREADS, sm <= RN_SMEM_MAX ? sm : 0,
            g->stream>>>(a);
