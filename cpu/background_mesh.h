@@ -176,6 +176,58 @@ SF_BKG_HD static inline int sf_bkg_bin(float v, const sf_bkg_quant *q)
     return (int)t;
 }
 
+/* One pass of backguess from its integer sums over [lcut, hcut]: the median
+ * (interpolated between bin hi, holding b counts, and bin hi+1, holding a,
+ * where the walk met), the mean and sigma in bins, and the next cuts. Shared
+ * by the CPU twin and the GPU's clipping loop, so both round alike. */
+SF_BKG_HD static inline void sf_bkg_guess_pass(unsigned long long sum, unsigned long long s1,
+                                               unsigned long long s2,
+                                               unsigned long long lowsum,
+                                               unsigned long long highsum, int hi, unsigned a,
+                                               unsigned b, int nlm1, double kappa, double *med,
+                                               double *mea, double *sig, int *lcut, int *hcut)
+{
+    double m = (double)s1, sg = (double)s2, md, ftemp;
+    if (hi >= 0) {
+        unsigned mx = a > b ? a : b;
+        md = (double)hi + 0.5 + (mx ? ((double)highsum - (double)lowsum) / (2.0 * mx) : 0.0);
+    } else {
+        md = 0.0;
+    }
+    if (sum) {
+        m /= (double)sum;
+        sg = sg / (double)sum - SF_BKG_DMUL(m, m);
+    }
+    sg = sg > 0.0 ? sqrt(sg) : 0.0;
+    ftemp = md - SF_BKG_DMUL(kappa, sg);
+    *lcut = ftemp > 0.0 ? (int)(ftemp + 0.5) : 0;
+    ftemp = md + SF_BKG_DMUL(kappa, sg);
+    *hcut = ftemp < nlm1 ? (int)(ftemp > 0.0 ? ftemp + 0.5 : ftemp - 0.5) : nlm1;
+    *med = md;
+    *mea = m;
+    *sig = sg;
+}
+
+/* The mesh's level (by the estimator) and rms in data units from the last
+ * pass's median, mean and sigma in bins. */
+SF_BKG_HD static inline void sf_bkg_guess_level(const sf_bkg_quant *q, int estimator, double med,
+                                                double mea, double sig, float *level, float *rms)
+{
+    double lev;
+    if (!(fabs(sig) > 0.0))
+        lev = mea;
+    else if (estimator == SF_BKG_EST_MEDIAN)
+        lev = med;
+    else if (estimator == SF_BKG_EST_MEAN)
+        lev = mea;
+    else
+        lev = fabs((mea - med) / sig) < SF_BKG_MODE_SKEW
+                  ? SF_BKG_DMUL(SF_BKG_MODE_KMED, med) - SF_BKG_DMUL(SF_BKG_MODE_KMEAN, mea)
+                  : med;
+    *level = (float)((double)q->qzero + SF_BKG_DMUL(lev, (double)q->qscale));
+    *rms = (float)SF_BKG_DMUL(sig, (double)q->qscale);
+}
+
 /* backguess: iterative kappa-sigma clipping on the histogram. Each pass
  * over bins [lcut, hcut] finds the median by SExtractor's two-pointer walk
  * (interpolated within its bin), the mean and sigma (in bins); then
@@ -213,7 +265,7 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
      * then gives qzero + mean*qscale = 2*mean; we start from the mean in
      * bins, so such a mesh gets its mean. */
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
-           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea, lev;
+           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea;
     {
         unsigned long long c0 = 0, c1 = 0, c2 = 0;
         C0[0] = C1[0] = C2[0] = 0;
@@ -230,7 +282,6 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
     while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
         unsigned long long lowsum = 0, highsum = 0, sum = 0, s1 = 0, s2 = 0;
         int lo = lcut, hi = hcut; /* next bin each side of the walk */
-        double ftemp;
         it++;
         sig1 = sig;
         if (hcut >= lcut) {
@@ -251,40 +302,13 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
             s1 = C1[hcut + 1] - C1[lcut];
             s2 = C2[hcut + 1] - C2[lcut];
         }
-        mea = (double)s1;
-        sig = (double)s2;
         /* the walk ends with hi = lo - 1: the median lies between them */
-        if (hi >= 0) {
-            unsigned a = lo <= nlm1 ? hist[lo] : 0u, b = hist[hi];
-            unsigned mx = a > b ? a : b;
-            med = (double)hi + 0.5 + (mx ? ((double)highsum - (double)lowsum) / (2.0 * mx) : 0.0);
-        } else {
-            med = 0.0;
-        }
-        if (sum) {
-            mea /= (double)sum;
-            sig = sig / (double)sum - SF_BKG_DMUL(mea, mea);
-        }
-        sig = sig > 0.0 ? sqrt(sig) : 0.0;
-        ftemp = med - SF_BKG_DMUL(kappa, sig);
-        lcut = ftemp > 0.0 ? (int)(ftemp + 0.5) : 0;
-        ftemp = med + SF_BKG_DMUL(kappa, sig);
-        hcut = ftemp < nlm1 ? (int)(ftemp > 0.0 ? ftemp + 0.5 : ftemp - 0.5) : nlm1;
+        sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi, lo <= nlm1 ? hist[lo] : 0u,
+                          hi >= 0 ? hist[hi] : 0u, nlm1, kappa, &med, &mea, &sig, &lcut, &hcut);
     }
     *converged = !(it >= maxiter && sig >= SF_BKG_GUESS_MINSIG &&
                    fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS);
-    if (!(fabs(sig) > 0.0))
-        lev = mea;
-    else if (estimator == SF_BKG_EST_MEDIAN)
-        lev = med;
-    else if (estimator == SF_BKG_EST_MEAN)
-        lev = mea;
-    else
-        lev = fabs((mea - med) / sig) < SF_BKG_MODE_SKEW
-                  ? SF_BKG_DMUL(SF_BKG_MODE_KMED, med) - SF_BKG_DMUL(SF_BKG_MODE_KMEAN, mea)
-                  : med;
-    *level = (float)((double)q->qzero + SF_BKG_DMUL(lev, (double)q->qscale));
-    *rms = (float)SF_BKG_DMUL(sig, (double)q->qscale);
+    sf_bkg_guess_level(q, estimator, med, mea, sig, level, rms);
     return it;
 }
 

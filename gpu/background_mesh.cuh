@@ -202,11 +202,10 @@ static __device__ int mesh_guess(const ms_smem<TILE> &sm, const sf_bkg_quant *q,
     const typename ms_smem<TILE>::cnt_t *C = sm.cnt;
     int lcut = 0, hcut = nlm1, it = 0;
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
-           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea, lev;
+           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea;
     while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
         u64 lowsum = 0, highsum = 0, sum = 0, s1 = 0, s2 = 0;
         int lo = lcut, hi = hcut;
-        double ftemp;
         it++;
         sig1 = sig;
         if (hcut >= lcut) {
@@ -221,39 +220,13 @@ static __device__ int mesh_guess(const ms_smem<TILE> &sm, const sf_bkg_quant *q,
             s1 = m1b - m1a;
             s2 = m2b - m2a;
         }
-        mea = (double)s1;
-        sig = (double)s2;
-        if (hi >= 0) {
-            unsigned a = lo <= nlm1 ? C[lo + 1] - C[lo] : 0u, b = C[hi + 1] - C[hi];
-            unsigned mx = a > b ? a : b;
-            med = (double)hi + 0.5 + (mx ? ((double)highsum - (double)lowsum) / (2.0 * mx) : 0.0);
-        } else {
-            med = 0.0;
-        }
-        if (sum) {
-            mea /= (double)sum;
-            sig = sig / (double)sum - SF_BKG_DMUL(mea, mea);
-        }
-        sig = sig > 0.0 ? sqrt(sig) : 0.0;
-        ftemp = med - SF_BKG_DMUL(kappa, sig);
-        lcut = ftemp > 0.0 ? (int)(ftemp + 0.5) : 0;
-        ftemp = med + SF_BKG_DMUL(kappa, sig);
-        hcut = ftemp < nlm1 ? (int)(ftemp > 0.0 ? ftemp + 0.5 : ftemp - 0.5) : nlm1;
+        sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi, lo <= nlm1 ? C[lo + 1] - C[lo] : 0u,
+                          hi >= 0 ? C[hi + 1] - C[hi] : 0u, nlm1, kappa, &med, &mea, &sig, &lcut,
+                          &hcut);
     }
     *converged = !(it >= maxiter && sig >= SF_BKG_GUESS_MINSIG &&
                    fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS);
-    if (!(fabs(sig) > 0.0))
-        lev = mea;
-    else if (estimator == SF_BKG_EST_MEDIAN)
-        lev = med;
-    else if (estimator == SF_BKG_EST_MEAN)
-        lev = mea;
-    else
-        lev = fabs((mea - med) / sig) < SF_BKG_MODE_SKEW
-                  ? SF_BKG_DMUL(SF_BKG_MODE_KMED, med) - SF_BKG_DMUL(SF_BKG_MODE_KMEAN, mea)
-                  : med;
-    *level = (float)((double)q->qzero + SF_BKG_DMUL(lev, (double)q->qscale));
-    *rms = (float)SF_BKG_DMUL(sig, (double)q->qscale);
+    sf_bkg_guess_level(q, estimator, med, mea, sig, level, rms);
     return it;
 }
 

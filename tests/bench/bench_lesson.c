@@ -16,35 +16,8 @@
 #include "skyfind/segment.h"
 #include "skyfind/simulate.h"
 #include "skyfind/threshold.h"
+#include "bench_util.h"
 
-#define CHECK(x)                                                                    \
-    do {                                                                            \
-        sf_status s_ = (x);                                                         \
-        if (s_) {                                                                   \
-            fprintf(stderr, "bench: %s failed: %s: %s\n", #x, sf_strerror(s_),      \
-                    sf_errdetail());                                                \
-            exit(1);                                                                \
-        }                                                                           \
-    } while (0)
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double wall_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 enum { ST_UP, ST_BKG, ST_THR, ST_SEG, ST_MEAS, ST_N };
 static const char *stname[ST_N] = {"upload", "background", "threshold", "segment", "measure"};
