@@ -1,9 +1,13 @@
-/* Catalogue writers (CSV) and the atomic-output helpers every writer uses. */
+/* Catalogue writers (CSV, FITS binary table, VOTable 1.4, ds9 regions) over
+ * one column table, and the atomic-output helpers every writer uses. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+#include <fitsio.h>
 #include "skyfind/catalog.h"
 
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file)
@@ -42,44 +46,460 @@ void sf_atomic_abort(void *file, const char *tmp)
     remove(tmp);
 }
 
-static void put_num(FILE *f, double v, const char *sep)
+/* ---- the column table ------------------------------------------------- */
+
+typedef struct {
+    const sf_source *s;
+    double lon, lat, plon, plat; /* deg; NaN without a WCS or off the sky */
+} sf_cat_row;
+
+typedef enum { SF_COL_INT, SF_COL_LONG, SF_COL_REAL } sf_col_type;
+
+#define SF_BUNIT "\x01" /* unit placeholder: the image's BUNIT */
+
+typedef struct {
+    char name[24];
+    char unit[72];
+    char ucd[64];
+    const char *fmt;     /* printf format for text formats (int, long long or double) */
+    sf_col_type type;
+    const char *desc;
+    double (*get)(const sf_cat_row *r);
+} sf_cat_col;
+
+static double get_id(const sf_cat_row *r) { return r->s->id; }
+static double get_x(const sf_cat_row *r) { return r->s->x + 1.0; }
+static double get_y(const sf_cat_row *r) { return r->s->y + 1.0; }
+static double get_npix(const sf_cat_row *r) { return (double)r->s->npix; }
+static double get_flux(const sf_cat_row *r) { return r->s->flux_sum; }
+static double get_peak(const sf_cat_row *r) { return r->s->peak; }
+static double get_px(const sf_cat_row *r) { return r->s->peak_x + 1.0; }
+static double get_py(const sf_cat_row *r) { return r->s->peak_y + 1.0; }
+static double get_lon(const sf_cat_row *r) { return r->lon; }
+static double get_lat(const sf_cat_row *r) { return r->lat; }
+static double get_plon(const sf_cat_row *r) { return r->plon; }
+static double get_plat(const sf_cat_row *r) { return r->plat; }
+
+static const struct {
+    const char *name, *unit, *ucd, *fmt;
+    sf_col_type type;
+    const char *desc;
+    double (*get)(const sf_cat_row *r);
+} sf_cat_base[] = {
+    {"id", "", "meta.id;meta.main", "%d", SF_COL_INT, "source label, 1..N in raster order",
+     get_id},
+    {"x", "pix", "pos.cartesian.x;instr.pixel", "%.12g", SF_COL_REAL,
+     "flux-weighted centroid x (1-based FITS pixel)", get_x},
+    {"y", "pix", "pos.cartesian.y;instr.pixel", "%.12g", SF_COL_REAL,
+     "flux-weighted centroid y (1-based FITS pixel)", get_y},
+    {"npix", "pix", "meta.number;instr.pixel", "%lld", SF_COL_LONG,
+     "finite pixels in the island", get_npix},
+    {"flux_sum", SF_BUNIT, "phot.flux;arith.sum", "%.12g", SF_COL_REAL,
+     "sum of the pixel values", get_flux},
+    {"peak", SF_BUNIT, "phot.flux;stat.max", "%.12g", SF_COL_REAL, "largest pixel value",
+     get_peak},
+    {"peak_x", "pix", "pos.cartesian.x;instr.pixel;stat.max", "%d", SF_COL_INT,
+     "x of the peak pixel (1-based)", get_px},
+    {"peak_y", "pix", "pos.cartesian.y;instr.pixel;stat.max", "%d", SF_COL_INT,
+     "y of the peak pixel (1-based)", get_py},
+};
+#define SF_CAT_NBASE ((int)(sizeof sf_cat_base / sizeof sf_cat_base[0]))
+#define SF_CAT_MAXCOL (SF_CAT_NBASE + 4)
+
+/* The columns of a catalogue: the pixel ones, then the world ones when meta
+ * has a WCS. Returns the count. */
+static int sf_cat_columns(const sf_catalog_meta *m, sf_cat_col *c)
 {
-    if (isfinite(v))
-        fprintf(f, "%.12g%s", v, sep);
+    const char *bunit = m->bunit ? m->bunit : "";
+    int n = 0;
+    for (int i = 0; i < SF_CAT_NBASE; i++, n++) {
+        snprintf(c[n].name, sizeof c[n].name, "%s", sf_cat_base[i].name);
+        snprintf(c[n].unit, sizeof c[n].unit, "%s",
+                 strcmp(sf_cat_base[i].unit, SF_BUNIT) ? sf_cat_base[i].unit : bunit);
+        snprintf(c[n].ucd, sizeof c[n].ucd, "%s", sf_cat_base[i].ucd);
+        c[n].fmt = sf_cat_base[i].fmt;
+        c[n].type = sf_cat_base[i].type;
+        c[n].desc = sf_cat_base[i].desc;
+        c[n].get = sf_cat_base[i].get;
+    }
+    if (m->wcs) {
+        const char *kind = sf_wcs_kind(m->wcs), *lu, *bu;
+        const char *ln = sf_wcs_lon_name(m->wcs), *bn = sf_wcs_lat_name(m->wcs);
+        double (*gets[4])(const sf_cat_row *) = {get_lon, get_lat, get_plon, get_plat};
+        static const char *descs[4] = {"longitude of the centroid", "latitude of the centroid",
+                                       "longitude of the peak pixel",
+                                       "latitude of the peak pixel"};
+        if (!strcmp(kind, "eq"))
+            lu = "pos.eq.ra", bu = "pos.eq.dec";
+        else if (!strcmp(kind, "galactic"))
+            lu = "pos.galactic.lon", bu = "pos.galactic.lat";
+        else if (!strcmp(kind, "ecliptic"))
+            lu = "pos.ecliptic.lon", bu = "pos.ecliptic.lat";
+        else
+            lu = bu = "pos";
+        for (int k = 0; k < 4; k++, n++) {
+            snprintf(c[n].name, sizeof c[n].name, "%s%s", k < 2 ? "" : "peak_",
+                     k % 2 ? bn : ln);
+            snprintf(c[n].unit, sizeof c[n].unit, "deg");
+            snprintf(c[n].ucd, sizeof c[n].ucd, "%s%s", k % 2 ? bu : lu,
+                     k < 2 ? ";meta.main" : ";stat.max");
+            c[n].fmt = "%.10f";
+            c[n].type = SF_COL_REAL;
+            c[n].desc = descs[k];
+            c[n].get = gets[k];
+        }
+    }
+    return n;
+}
+
+static sf_cat_row sf_cat_row_of(const sf_source *s, const sf_wcs *w)
+{
+    sf_cat_row r = {s, NAN, NAN, NAN, NAN};
+    if (w) {
+        sf_wcs_pix2world(w, s->x, s->y, &r.lon, &r.lat);
+        if (s->peak_x >= 0)
+            sf_wcs_pix2world(w, s->peak_x, s->peak_y, &r.plon, &r.plat);
+    }
+    return r;
+}
+
+/* One value as text; NaN as nan_text. */
+static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_row *r, const char *nan_text)
+{
+    double v = c->get(r);
+    if (c->type == SF_COL_INT)
+        fprintf(f, c->fmt, (int)v);
+    else if (c->type == SF_COL_LONG)
+        fprintf(f, c->fmt, (long long)v);
+    else if (isfinite(v))
+        fprintf(f, c->fmt, v);
     else
-        fprintf(f, "nan%s", sep);
+        fputs(nan_text, f);
+}
+
+static const char *sf_cat_units(const sf_catalog_meta *m)
+{
+    return m->bunit && *m->bunit ? m->bunit : "image units";
+}
+
+/* ---- CSV --------------------------------------------------------------- */
+
+static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
+{
+    sf_cat_col c[SF_CAT_MAXCOL];
+    int nc = sf_cat_columns(m, c);
+    const char *u = sf_cat_units(m);
+    fprintf(f, "# skyfind %s catalogue of %s (pipeline %s, backend %s): %d sources\n",
+            SKYFIND_VERSION, m->input, m->pipeline, m->backend, n);
+    fprintf(f, "# x,y (flux-weighted centroid) and peak_x,peak_y are 1-based FITS pixel "
+               "coordinates (SExtractor/ds9 convention: the first pixel's centre is 1,1)\n");
+    fprintf(f, "# units: npix pixels; flux_sum (sum of pixel values) and peak in %s", u);
+    if (m->wcs)
+        fprintf(f, "; %s,%s (centroid) and peak_%s,peak_%s in deg (%s)", c[8].name, c[9].name,
+                sf_wcs_lon_name(m->wcs), sf_wcs_lat_name(m->wcs),
+                *sf_wcs_frame(m->wcs) ? sf_wcs_frame(m->wcs) : sf_wcs_kind(m->wcs));
+    fputc('\n', f);
+    fputs("# ucd:", f);
+    for (int k = 0; k < nc; k++)
+        fprintf(f, " %s=%s", c[k].name, c[k].ucd);
+    fputc('\n', f);
+    if (m->have_bkg && m->box)
+        fprintf(f, "# background: mesh %d px, median level %.9g, median rms %.9g %s\n", m->box,
+                m->bkg.median, m->bkg.sigma, u);
+    else if (m->have_bkg)
+        fprintf(f, "# background: clipped median %.9g, sigma %.9g %s (%d iterations%s)\n",
+                m->bkg.median, m->bkg.sigma, u, m->bkg.niter,
+                m->bkg.converged ? ", converged" : ", NOT converged");
+    for (int k = 0; k < nc; k++)
+        fprintf(f, "%s%s", c[k].name, k + 1 < nc ? "," : "\n");
+    for (int i = 0; i < n; i++) {
+        sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
+        for (int k = 0; k < nc; k++) {
+            sf_cat_put(f, &c[k], &r, "nan");
+            fputc(k + 1 < nc ? ',' : '\n', f);
+        }
+    }
+    return SF_OK;
+}
+
+/* ---- VOTable 1.4 ------------------------------------------------------- */
+
+static void sf_xml(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\t')
+                fputc(*s, f);
+        }
+    }
+}
+
+static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
+                                const sf_catalog_meta *m)
+{
+    static const char *dt[] = {"int", "long", "double"};
+    sf_cat_col c[SF_CAT_MAXCOL];
+    int nc = sf_cat_columns(m, c);
+    const char *sys = NULL;
+    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<VOTABLE version=\"1.4\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"\n"
+          "  xmlns=\"http://www.ivoa.net/xml/VOTable/v1.3\"\n"
+          "  xsi:schemaLocation=\"http://www.ivoa.net/xml/VOTable/v1.3 "
+          "http://www.ivoa.net/xml/VOTable/v1.3\">\n", f);
+    fputs("<RESOURCE type=\"results\">\n<DESCRIPTION>skyfind " SKYFIND_VERSION
+          " catalogue of ", f);
+    sf_xml(f, m->input);
+    fprintf(f, ": %d sources. x, y, peak_x, peak_y are 1-based FITS pixel coordinates "
+               "(the first pixel's centre is 1,1).</DESCRIPTION>\n", n);
+    fputs("<INFO name=\"pipeline\" value=\"", f);
+    sf_xml(f, m->pipeline);
+    fputs("\"/>\n<INFO name=\"backend\" value=\"", f);
+    sf_xml(f, m->backend);
+    fputs("\"/>\n", f);
+    if (m->have_bkg)
+        fprintf(f, "<INFO name=\"background\" value=\"median %.9g sigma %.9g\"/>\n",
+                m->bkg.median, m->bkg.sigma);
+    if (m->wcs) {
+        const char *fr = sf_wcs_frame(m->wcs);
+        sys = !strcmp(fr, "icrs") ? "ICRS" : !strcmp(fr, "fk5") ? "eq_FK5"
+            : !strcmp(fr, "fk4") ? "eq_FK4" : !strcmp(fr, "galactic") ? "galactic"
+            : !strcmp(fr, "ecliptic") ? "ecl_FK5" : NULL;
+        if (sys)
+            fprintf(f, "<COOSYS ID=\"sys\" system=\"%s\"/>\n", sys);
+    }
+    fprintf(f, "<TABLE name=\"CATALOG\" nrows=\"%d\">\n", n);
+    for (int k = 0; k < nc; k++) {
+        fprintf(f, "<FIELD name=\"%s\" ID=\"%s\" datatype=\"%s\" ucd=\"%s\"", c[k].name,
+                c[k].name, dt[c[k].type], c[k].ucd);
+        if (c[k].unit[0]) {
+            fputs(" unit=\"", f);
+            sf_xml(f, c[k].unit);
+            fputc('"', f);
+        }
+        if (sys && k >= SF_CAT_NBASE)
+            fputs(" ref=\"sys\"", f);
+        fprintf(f, "><DESCRIPTION>%s</DESCRIPTION></FIELD>\n", c[k].desc);
+    }
+    fputs("<DATA><TABLEDATA>\n", f);
+    for (int i = 0; i < n; i++) {
+        sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
+        fputs("<TR>", f);
+        for (int k = 0; k < nc; k++) {
+            fputs("<TD>", f);
+            sf_cat_put(f, &c[k], &r, "NaN");
+            fputs("</TD>", f);
+        }
+        fputs("</TR>\n", f);
+    }
+    fputs("</TABLEDATA></DATA>\n</TABLE>\n</RESOURCE>\n</VOTABLE>\n", f);
+    return SF_OK;
+}
+
+/* ---- ds9 regions ------------------------------------------------------- */
+
+static sf_status sf_cat_region(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
+{
+    const sf_wcs *w = m->wcs && *sf_wcs_frame(m->wcs) ? m->wcs : NULL;
+    fputs("# Region file format: DS9 version 4.1\n", f);
+    fprintf(f, "# skyfind %s catalogue of %s: %d sources, circles of area npix pixels at "
+               "the flux-weighted centroids\n", SKYFIND_VERSION, m->input, n);
+    fputs("global color=green dashlist=8 3 width=1 font=\"helvetica 10 normal roman\" "
+          "select=1 highlite=1 dash=0 fixed=0 edit=1 move=1 delete=1 include=1 source=1\n", f);
+    fprintf(f, "%s\n", w ? sf_wcs_frame(w) : "image");
+    for (int i = 0; i < n; i++) {
+        const sf_source *s = &src[i];
+        double rpix = sqrt((double)s->npix / M_PI), lon, lat, scale;
+        if (!isfinite(s->x) || !isfinite(s->y)) {
+            fprintf(f, "# source %d has no centroid (no flux)\n", s->id);
+            continue;
+        }
+        if (!w) {
+            fprintf(f, "circle(%.6f,%.6f,%.4f) # text={%d}\n", s->x + 1.0, s->y + 1.0, rpix,
+                    s->id);
+            continue;
+        }
+        scale = sf_wcs_pixel_arcsec(w, s->x, s->y);
+        if (sf_wcs_pix2world(w, s->x, s->y, &lon, &lat) || !isfinite(scale)) {
+            fprintf(f, "# source %d has no world coordinates\n", s->id);
+            continue;
+        }
+        fprintf(f, "circle(%.9f,%.9f,%.4f\") # text={%d}\n", lon, lat, rpix * scale, s->id);
+    }
+    return SF_OK;
+}
+
+/* ---- FITS binary table ------------------------------------------------- */
+
+static sf_status sf_fits_cat_fail(const char *path, int status, const char *what)
+{
+    char msg[FLEN_ERRMSG] = "";
+    fits_get_errstatus(status, msg);
+    return sf_fail(SF_ERR_FITS, "%s: %s: CFITSIO status %d (%s)", path, what, status, msg);
+}
+
+static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
+                             const sf_catalog_meta *m)
+{
+    static const char *tf[] = {"J", "K", "D"};
+    sf_cat_col c[SF_CAT_MAXCOL];
+    char *ttype[SF_CAT_MAXCOL], *tform[SF_CAT_MAXCOL], *tunit[SF_CAT_MAXCOL];
+    char tmp[4096], cname[4100], key[16], *tmpstr;
+    fitsfile *fp = NULL;
+    double *dv = NULL;
+    long long *lv = NULL;
+    int status = 0, nc = sf_cat_columns(m, c);
+    sf_status st = SF_OK;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(cname, sizeof cname, "!%s", tmp);
+    dv = malloc((n > 0 ? n : 1) * sizeof *dv);
+    lv = malloc((n > 0 ? n : 1) * sizeof *lv);
+    if (!dv || !lv) {
+        st = sf_fail(SF_ERR_NOMEM, "%s: malloc of %d rows failed", path, n);
+        goto fail;
+    }
+    for (int k = 0; k < nc; k++) {
+        ttype[k] = c[k].name;
+        tform[k] = (char *)tf[c[k].type];
+        tunit[k] = c[k].unit;
+    }
+    if (fits_create_file(&fp, cname, &status)) {
+        st = sf_fits_cat_fail(path, status, "cannot create the temporary file");
+        fp = NULL;
+        goto fail;
+    }
+    if (fits_create_tbl(fp, BINARY_TBL, n, nc, ttype, tform, tunit, "CATALOG", &status))
+        goto fits_fail;
+    for (int k = 0; k < nc; k++) {
+        snprintf(key, sizeof key, "TUCD%d", k + 1);
+        fits_write_key(fp, TSTRING, key, c[k].ucd, "UCD of the column", &status);
+        snprintf(key, sizeof key, "TCOMM%d", k + 1);
+        fits_write_key(fp, TSTRING, key, (char *)c[k].desc, NULL, &status);
+    }
+    fits_write_key(fp, TSTRING, "ORIGIN", "skyfind " SKYFIND_VERSION, "software", &status);
+    fits_write_key_longwarn(fp, &status);
+    tmpstr = (char *)(m->input ? m->input : "");
+    fits_write_key_longstr(fp, "INFILE", tmpstr, "image the sources were found in", &status);
+    tmpstr = (char *)(m->pipeline ? m->pipeline : "");
+    fits_write_key_longstr(fp, "PIPELINE", tmpstr, "pipeline", &status);
+    tmpstr = (char *)(m->backend ? m->backend : "");
+    fits_write_key(fp, TSTRING, "BACKEND", tmpstr, "cpu or gpu", &status);
+    fits_write_key(fp, TINT, "NSOURCES", &n, "number of sources", &status);
+    if (m->have_bkg) {
+        double v = m->bkg.median, sg = m->bkg.sigma;
+        fits_write_key(fp, TDOUBLE, "BKGMED", &v, "clipped median of the background", &status);
+        fits_write_key(fp, TDOUBLE, "BKGSIG", &sg, "clipped sigma of the background", &status);
+    }
+    fits_write_comment(fp, "x, y, peak_x, peak_y are 1-based FITS pixel coordinates "
+                           "(SExtractor/ds9 convention: the first pixel's centre is 1,1).",
+                       &status);
+    if (m->wcs)
+        fits_write_comment(fp, "World coordinates in degrees from the image WCS (WCSLIB).",
+                           &status);
+    if (status)
+        goto fits_fail;
+    for (int k = 0; k < nc && n > 0; k++) {
+        for (int i = 0; i < n; i++) {
+            sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
+            dv[i] = c[k].get(&r);
+            lv[i] = (long long)dv[i];
+        }
+        if (c[k].type == SF_COL_REAL)
+            fits_write_col(fp, TDOUBLE, k + 1, 1, 1, n, dv, &status);
+        else
+            fits_write_col(fp, TLONGLONG, k + 1, 1, 1, n, lv, &status);
+        if (status)
+            goto fits_fail;
+    }
+    if (fits_close_file(fp, &status)) {
+        fp = NULL;
+        goto fits_fail;
+    }
+    fp = NULL;
+    if (rename(tmp, path) != 0) {
+        st = sf_fail(SF_ERR_IO, "%s: cannot rename the finished %s into place (%s)", path, tmp,
+                     strerror(errno));
+        goto fail;
+    }
+    free(dv);
+    free(lv);
+    return SF_OK;
+fits_fail:
+    st = sf_fits_cat_fail(path, status, "writing the catalogue table");
+fail:
+    if (fp) {
+        status = 0;
+        fits_close_file(fp, &status);
+    }
+    remove(tmp);
+    free(dv);
+    free(lv);
+    return st;
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+sf_status sf_catalog_write(const char *path, sf_catalog_format fmt, const sf_source *src,
+                           int n, const sf_catalog_meta *m)
+{
+    char tmp[4096];
+    void *fv = NULL;
+    sf_status st;
+    if (n < 0 || (n > 0 && !src) || !m)
+        return sf_fail(SF_ERR_PARAM, "%s: bad catalogue arguments (n = %d)", path, n);
+    if (fmt == SF_CAT_FITS)
+        return sf_cat_fits(path, src, n, m);
+    if (fmt != SF_CAT_CSV && fmt != SF_CAT_VOTABLE && fmt != SF_CAT_REGION)
+        return sf_fail(SF_ERR_PARAM, "%s: unknown catalogue format %d", path, (int)fmt);
+    if ((st = sf_atomic_open(path, tmp, sizeof tmp, &fv)))
+        return st;
+    if (fmt == SF_CAT_CSV)
+        st = sf_cat_csv(fv, src, n, m);
+    else if (fmt == SF_CAT_VOTABLE)
+        st = sf_cat_votable(fv, src, n, m);
+    else
+        st = sf_cat_region(fv, src, n, m);
+    if (st) {
+        sf_atomic_abort(fv, tmp);
+        return st;
+    }
+    return sf_atomic_commit(fv, tmp, path);
 }
 
 sf_status sf_catalog_write_csv(const char *path, const sf_source *src, int n,
                                const sf_catalog_meta *m)
 {
-    char tmp[4096];
-    void *fv = NULL;
-    FILE *f;
-    sf_status st = sf_atomic_open(path, tmp, sizeof tmp, &fv);
-    const char *u = m->bunit && *m->bunit ? m->bunit : "image units";
-    if (st)
-        return st;
-    f = fv;
-    fprintf(f, "# skyfind %s catalogue of %s (pipeline %s, backend %s): %d sources\n",
-            SKYFIND_VERSION, m->input, m->pipeline, m->backend, n);
-    fprintf(f, "# x,y (flux-weighted centroid) and peak_x,peak_y are 1-based FITS pixel "
-               "coordinates (SExtractor/ds9 convention: the first pixel's centre is 1,1)\n");
-    fprintf(f, "# units: npix pixels; flux_sum (sum of pixel values) and peak in %s\n", u);
-    if (m->have_bkg)
-        fprintf(f, "# background: clipped median %.9g, sigma %.9g %s (%d iterations%s)\n",
-                m->bkg.median, m->bkg.sigma, u, m->bkg.niter,
-                m->bkg.converged ? ", converged" : ", NOT converged");
-    fprintf(f, "id,x,y,npix,flux_sum,peak,peak_x,peak_y\n");
-    for (int i = 0; i < n; i++) {
-        const sf_source *s = &src[i];
-        fprintf(f, "%d,", s->id);
-        put_num(f, s->x + 1.0, ",");
-        put_num(f, s->y + 1.0, ",");
-        fprintf(f, "%lld,", s->npix);
-        put_num(f, s->flux_sum, ",");
-        put_num(f, s->peak, ",");
-        fprintf(f, "%d,%d\n", s->peak_x + 1, s->peak_y + 1);
+    return sf_catalog_write(path, SF_CAT_CSV, src, n, m);
+}
+
+int sf_catalog_format_parse(const char *name, sf_catalog_format *fmt)
+{
+    static const struct {
+        const char *name;
+        sf_catalog_format fmt;
+    } t[] = {{"csv", SF_CAT_CSV},         {"fits", SF_CAT_FITS},   {"votable", SF_CAT_VOTABLE},
+             {"vot", SF_CAT_VOTABLE},     {"xml", SF_CAT_VOTABLE}, {"reg", SF_CAT_REGION},
+             {"region", SF_CAT_REGION},   {"ds9", SF_CAT_REGION}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcasecmp(name, t[i].name)) {
+            *fmt = t[i].fmt;
+            return 0;
+        }
+    sf_fail(SF_ERR_PARAM, "unknown catalogue format '%s' (csv, fits, votable, reg)", name);
+    return -1;
+}
+
+const char *sf_catalog_format_suffix(sf_catalog_format fmt)
+{
+    switch (fmt) {
+    case SF_CAT_FITS: return ".cat.fits";
+    case SF_CAT_VOTABLE: return ".cat.vot";
+    case SF_CAT_REGION: return ".reg";
+    default: return ".cat.csv";
     }
-    return sf_atomic_commit(f, tmp, path);
 }

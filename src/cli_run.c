@@ -13,8 +13,9 @@
 #include "skyfind/fits.h"
 #include "skyfind/gpu.h"
 #include "skyfind/pipeline.h"
+#include "skyfind/preview.h"
 
-enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8 };
+enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8, SAVE_PNG = 16 };
 
 typedef struct {
     const char *pipe;
@@ -28,9 +29,12 @@ typedef struct {
     int json;
     int device;
     double tol;            /* compare: relative tolerance */
+    int stretch;           /* PNG previews: SF_STRETCH_ASINH or SF_STRETCH_ZSCALE */
+    int formats[4];        /* catalogue formats (sf_catalog_format) */
+    int nformats;
 } run_args;
 
-enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL };
+enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL, OPT_STRETCH, OPT_FORMAT };
 
 static const struct option run_opts[] = {
     {"pipeline", required_argument, 0, 'p'}, {"backend", required_argument, 0, 'b'},
@@ -38,6 +42,7 @@ static const struct option run_opts[] = {
     {"save", required_argument, 0, OPT_SAVE}, {"plane", required_argument, 0, OPT_PLANE},
     {"json", no_argument, 0, OPT_JSON},      {"device", required_argument, 0, OPT_DEVICE},
     {"tolerance", required_argument, 0, OPT_TOL}, {"quiet", no_argument, 0, 'q'},
+    {"stretch", required_argument, 0, OPT_STRETCH}, {"format", required_argument, 0, OPT_FORMAT},
     {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -61,7 +66,10 @@ static void run_usage(FILE *f, int compare)
                    "                            there is one, else the CPU with a note)\n"
                    "  -o, --output DIR          folder for the outputs (default .; created)\n"
                    "      --save LIST           also write check images: seg, mask, background,\n"
-                   "                            rms, all (comma-separated)\n");
+                   "                            rms, png (previews), all (comma-separated)\n"
+                   "      --stretch asinh|zscale  grey scale of the PNG previews (default asinh)\n"
+                   "      --format LIST         catalogue formats: csv, fits, votable, reg\n"
+                   "                            (comma-separated; default csv)\n");
     else
         fprintf(f, "      --tolerance REL       relative tolerance for float outputs (default 1e-6)\n");
     fprintf(f,
@@ -87,8 +95,10 @@ static int parse_save(const char *list, unsigned *save)
             *save |= SAVE_BKG;
         else if (!strcmp(tok, "rms"))
             *save |= SAVE_RMS;
+        else if (!strcmp(tok, "png"))
+            *save |= SAVE_PNG;
         else if (!strcmp(tok, "all"))
-            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS;
+            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS | SAVE_PNG;
         else
             return -1;
     }
@@ -119,7 +129,24 @@ static int parse_args(int argc, char **argv, run_args *a, int compare, int *firs
         case OPT_SET: a->sets[a->nsets++] = optarg; break;
         case OPT_SAVE:
             if (compare || parse_save(optarg, &a->save))
-                return cli_usage_error(cmd, "--save takes seg, mask, background, rms or all, not '%s'", optarg);
+                return cli_usage_error(cmd, "--save takes seg, mask, background, rms, png or all, not '%s'", optarg);
+            break;
+        case OPT_FORMAT: {
+            char buf[256], *tok, *sv = NULL;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            a->nformats = 0;
+            for (tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+                sf_catalog_format f;
+                if (compare || a->nformats >= 4 || sf_catalog_format_parse(tok, &f))
+                    return cli_usage_error(cmd, "--format takes csv, fits, votable or reg, not '%s'", tok);
+                a->formats[a->nformats++] = (int)f;
+            }
+            break;
+        }
+        case OPT_STRETCH:
+            if (strcmp(optarg, "asinh") && strcmp(optarg, "zscale"))
+                return cli_usage_error(cmd, "--stretch must be asinh or zscale, not '%s'", optarg);
+            a->stretch = strcmp(optarg, "zscale") ? SF_STRETCH_ASINH : SF_STRETCH_ZSCALE;
             break;
         case OPT_PLANE:
             a->plane = (int)strtol(optarg, &end, 10);
@@ -145,6 +172,8 @@ static int parse_args(int argc, char **argv, run_args *a, int compare, int *firs
     }
     if (optind >= argc)
         return cli_usage_error(cmd, "no input FILE given");
+    if (a->nformats == 0)
+        a->formats[a->nformats++] = SF_CAT_CSV;
     *first = optind;
     return SF_EXIT_OK;
 }
@@ -318,18 +347,27 @@ static sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_i
 
 static sf_status write_outputs(const char *file, const run_args *a, const sf_pipeline *pl,
                                const char *backend, const sf_fits_info *info,
-                               const sf_run_result *r, char *catalog, size_t catn)
+                               const sf_image *img, const sf_run_result *r, char *catalog,
+                               size_t catn)
 {
     char stem[1024], path[4096];
     sf_status st = SF_OK;
-    sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg};
+    sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
+    sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg, w, r->box};
     file_stem(file, stem, sizeof stem);
     catalog[0] = '\0';
-    if (r->nsources >= 0) {
-        snprintf(catalog, catn, "%s/%s.cat.csv", a->outdir, stem);
-        if ((st = sf_catalog_write_csv(catalog, r->sources, r->nsources, &meta)))
+    for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {
+        sf_catalog_format f = (sf_catalog_format)a->formats[k];
+        snprintf(path, sizeof path, "%s/%s%s", a->outdir, stem, sf_catalog_format_suffix(f));
+        if (k == 0)
+            snprintf(catalog, catn, "%s", path);
+        st = sf_catalog_write(path, f, r->sources, r->nsources, &meta);
+        if (st) {
+            sf_wcs_close(w);
             return st;
+        }
     }
+    sf_wcs_close(w);
     if ((a->save & SAVE_SEG) && r->have_labels) {
         snprintf(path, sizeof path, "%s/%s.seg.fits", a->outdir, stem);
         if ((st = sf_fits_write_image(path, info, SF_FITS_INT32, r->labels.data, r->nx, r->ny, 1, NULL)))
@@ -344,6 +382,21 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
         snprintf(path, sizeof path, "%s/%s.bkg.fits", a->outdir, stem);
         if ((st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, r->bkgmap.data, r->nx, r->ny, 0, NULL)))
             return st;
+    }
+    if (a->save & SAVE_PNG) { /* previews: the image, the islands, the sources on the image */
+        snprintf(path, sizeof path, "%s/%s.png", a->outdir, stem);
+        if ((st = sf_preview_image(path, img, a->stretch)))
+            return st;
+        if (r->have_labels) {
+            snprintf(path, sizeof path, "%s/%s.segmap.png", a->outdir, stem);
+            if ((st = sf_preview_segmap(path, &r->labels)))
+                return st;
+        }
+        if (r->nsources >= 0) {
+            snprintf(path, sizeof path, "%s/%s.overlay.png", a->outdir, stem);
+            if ((st = sf_preview_overlay(path, img, r->sources, r->nsources, a->stretch)))
+                return st;
+        }
     }
     if ((a->save & SAVE_RMS) && r->rmsmap.data) {
         snprintf(path, sizeof path, "%s/%s.rms.fits", a->outdir, stem);
@@ -407,7 +460,7 @@ int cmd_run(int argc, char **argv)
         sf_status st;
         memset(&info, 0, sizeof info);
         memset(&r, 0, sizeof r);
-        if (a.save & SAVE_SEG)
+        if (a.save & (SAVE_SEG | SAVE_PNG))
             o.keep |= SF_KEEP_LABELS;
         if (a.save & SAVE_MASK)
             o.keep |= SF_KEEP_MASK;
@@ -423,7 +476,7 @@ int cmd_run(int argc, char **argv)
                 sf_errcontext("%s", file);
         }
         if (st == SF_OK)
-            st = write_outputs(file, &a, &pl, backend, &info, &r, catalog, sizeof catalog);
+            st = write_outputs(file, &a, &pl, backend, &info, &img, &r, catalog, sizeof catalog);
         if (st) {
             char msg[1200];
             snprintf(msg, sizeof msg, "%s", sf_errdetail());

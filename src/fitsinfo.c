@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <wcslib/wcslib.h>
 #include "skyfind/fits.h"
+#include "skyfind/wcs.h"
 #include "select.h"
 
 typedef struct {
@@ -41,15 +41,6 @@ static sf_status sf_fits_stats(const sf_image *im, sf_fits_summary *s)
     return SF_OK;
 }
 
-static double sf_sep_deg(double lon1, double lat1, double lon2, double lat2)
-{
-    const double d2r = M_PI / 180.0;
-    double dlat = (lat2 - lat1) * d2r, dlon = (lon2 - lon1) * d2r;
-    double a = sin(dlat / 2) * sin(dlat / 2) +
-               cos(lat1 * d2r) * cos(lat2 * d2r) * sin(dlon / 2) * sin(dlon / 2);
-    return 2.0 * asin(sqrt(a < 1.0 ? a : 1.0)) / d2r;
-}
-
 /* Centre pixel's world coordinates and pixel scale from the header's WCS,
  * restricted to the first two axes (wcssub), so a spectral axis WCSLIB cannot
  * set up (FELO-HEL, lowercase "freq") does not hide the celestial one. */
@@ -70,44 +61,16 @@ int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, doubl
 
 static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary *s)
 {
-    struct wcsprm *wcs = NULL, sub;
-    int nreject = 0, nwcs = 0, fixstat[NWCSFIX], nsub = 2, axes[2] = {1, 2}, have_sub = 0;
-    int naxis_in[2] = {nx, ny}, stat[3];
-    double pix[6], img[6], world[6], phi[3], theta[3];
-
+    sf_wcs *w = sf_wcs_open(in, nx, ny);
+    double cx = 0.5 * (nx - 1), cy = 0.5 * (ny - 1);
     s->have_wcs = 0;
-    memset(&sub, 0, sizeof sub);
-    sub.flag = -1;
-    if (!in->header || in->ncards <= 0)
+    if (!w)
         return;
-    if (wcspih(in->header, in->ncards, WCSHDR_all, 0, &nreject, &nwcs, &wcs) || nwcs < 1)
-        goto done;
-    if (wcs->naxis < 2 || wcssub(1, wcs, &nsub, axes, &sub) || nsub != 2)
-        goto done;
-    have_sub = 1;
-    wcsfix(7, naxis_in, &sub, fixstat);
-    if (wcsset(&sub) || sub.lng < 0 || sub.lat < 0)
-        goto done;
-    pix[0] = pix[2] = pix[4] = 0.5 * (nx + 1);
-    pix[1] = pix[3] = pix[5] = 0.5 * (ny + 1);
-    pix[2] += 1.0;
-    pix[5] += 1.0;
-    if (wcsp2s(&sub, 3, 2, pix, img, phi, theta, world, stat) || stat[0] || stat[1] || stat[2])
-        goto done;
-    {
-        int lo = sub.lng, la = sub.lat;
-        double sx = sf_sep_deg(world[lo], world[la], world[2 + lo], world[2 + la]);
-        double sy = sf_sep_deg(world[lo], world[la], world[4 + lo], world[4 + la]);
-        s->lon = world[lo];
-        s->lat = world[la];
-        s->pix_arcsec = sqrt(sx * sy) * 3600.0;
-        s->have_wcs = 1;
+    if (sf_wcs_pix2world(w, cx, cy, &s->lon, &s->lat) == 0) {
+        s->pix_arcsec = sf_wcs_pixel_arcsec(w, cx, cy);
+        s->have_wcs = isfinite(s->pix_arcsec);
     }
-done:
-    if (have_sub)
-        wcsfree(&sub);
-    if (wcs)
-        wcsvfree(&nwcs, &wcs);
+    sf_wcs_close(w);
 }
 
 static void sf_json_str(FILE *out, const char *s)

@@ -1,12 +1,14 @@
-/* Catalogue writers. CSV: comment lines (what the columns mean, units, the
- * run), a header row, one source per row; x, y, peak_x, peak_y are 1-based
- * FITS pixel coordinates (the SExtractor / ds9 convention). Written
- * atomically: a temporary file renamed when complete. */
+/* Catalogue writers: CSV, FITS binary table, VOTable 1.4 and ds9 regions,
+ * all from one column table (name, unit, UCD, format), so names agree across
+ * formats. x, y, peak_x, peak_y are 1-based FITS pixel coordinates (the
+ * SExtractor / ds9 convention); with a WCS, world coordinates in degrees
+ * follow. Every file is written atomically (temporary name, then rename). */
 #ifndef SKYFIND_CATALOG_H
 #define SKYFIND_CATALOG_H
 
 #include "skyfind/measure.h"
 #include "skyfind/background.h"
+#include "skyfind/wcs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,10 +21,33 @@ typedef struct {
     const char *bunit;     /* image units, "" if unknown */
     int have_bkg;
     sf_bkg_stats bkg;
+    const sf_wcs *wcs;     /* NULL: pixel columns only; else also ra, dec,
+                              peak_ra, peak_dec (or glon/glat ...) in deg */
+    int box;               /* mesh size of a method=mesh background, 0: global */
 } sf_catalog_meta;
 
+typedef enum {
+    SF_CAT_CSV = 0,     /* comment lines, header row, one source per row */
+    SF_CAT_FITS,        /* binary table in HDU 2, EXTNAME 'CATALOG', TUCDn */
+    SF_CAT_VOTABLE,     /* VOTable 1.4, TABLEDATA */
+    SF_CAT_REGION       /* ds9 region file: one circle of area npix per source */
+} sf_catalog_format;
+
+/* Write the catalogue of n sources in format fmt to path (atomically).
+ * Errors name path. */
+sf_status sf_catalog_write(const char *path, sf_catalog_format fmt, const sf_source *src,
+                           int n, const sf_catalog_meta *meta);
+
+/* The same as sf_catalog_write(path, SF_CAT_CSV, ...). */
 sf_status sf_catalog_write_csv(const char *path, const sf_source *src, int n,
                                const sf_catalog_meta *meta);
+
+/* "csv", "fits", "votable" (or "vot", "xml"), "reg" (or "region", "ds9") to
+ * a format; returns -1 (and sets the detail) for anything else. */
+int sf_catalog_format_parse(const char *name, sf_catalog_format *fmt);
+/* The usual file suffix of a format: ".cat.csv", ".cat.fits", ".cat.vot",
+ * ".reg". */
+const char *sf_catalog_format_suffix(sf_catalog_format fmt);
 
 /* Open "<path>.tmp.<pid>" for writing; commit renames it to path (after a
  * successful fclose), abort removes it. Errors name path. */
