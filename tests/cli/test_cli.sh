@@ -53,6 +53,14 @@ import numpy as np
 p = np.array([[10.0, 20.0], [150.0, 99.0]])
 assert np.allclose(w1.all_pix2world(p, 0), w2.all_pix2world(p, 0), atol=1e-10, rtol=0)
 PY
+# catalogue formats and previews through the CLI
+expect 0 "" "$SKYFIND" run -q -b cpu --format csv,fits,votable,reg --save png -o "$T/f" "$T/sim.fits"
+for x in cat.csv cat.fits cat.vot reg png segmap.png overlay.png; do
+    [ -s "$T/f/sim.$x" ] && ok || bad "--format/--save png: no sim.$x"
+done
+head -1 "$T/f/sim.reg" | grep -q "DS9 version 4.1" && ok || bad "region file header"
+expect 2 "--format takes" "$SKYFIND" run -b cpu --format xls -o "$T/f" "$T/sim.fits"
+expect 2 "--stretch must be" "$SKYFIND" run -b cpu --stretch log -o "$T/f" "$T/sim.fits"
 # JSON report for scripts
 expect 0 "" "$SKYFIND" run -q -b cpu --json -o "$T/o" "$T/sim.fits"
 $PY -c "import json,sys; d=json.loads(open('$T/out').read()); assert d['status']=='ok' and d['nsources']>3 and d['background']['converged']" && ok || bad "--json output"
