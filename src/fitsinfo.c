@@ -105,7 +105,7 @@ static void sf_fits_print_json(FILE *out, const sf_fits_info *in, const sf_image
     for (int k = 0; k < in->naxis; k++)
         fprintf(out, "%s%ld", k ? "," : "", in->naxes[k]);
     fprintf(out, "],\"nplanes\":%d,\"plane\":%d,\"bitpix\":%d,\"bscale\":", in->nplanes,
-            in->plane, in->bitpix);
+            in->plane + 1, in->bitpix); /* plane: 1-based, as --plane */
     sf_json_num(out, in->bscale, "%.15g");
     fputs(",\"bzero\":", out);
     sf_json_num(out, in->bzero, "%.15g");
@@ -161,7 +161,7 @@ static void sf_fits_print_text(FILE *out, const sf_fits_info *in, const sf_image
     for (int k = 0; k < in->naxis; k++)
         fprintf(out, "%s%ld", k ? " x " : "", in->naxes[k]);
     fprintf(out, " (NAXIS=%d)\n", in->naxis);
-    fprintf(out, "planes: %d (showing plane %d)\n", in->nplanes, in->plane);
+    fprintf(out, "planes: %d (showing plane %d)\n", in->nplanes, in->plane + 1); /* 1-based, as --plane */
     fprintf(out, "bitpix: %d\n", in->bitpix);
     fprintf(out, "bscale: %.15g\nbzero: %.15g\n", in->bscale, in->bzero);
     if (in->has_blank)
