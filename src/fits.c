@@ -467,8 +467,9 @@ sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
     if (plane < 0)
         plane = 0;
     if (plane >= in.nplanes) {
-        st = sf_fail(SF_ERR_PARAM, "%s: plane %d out of range: the image has %d plane%s (0..%d)",
-                     path, plane, in.nplanes, in.nplanes == 1 ? "" : "s", in.nplanes - 1);
+        /* messages number planes from 1, as --plane does */
+        st = sf_fail(SF_ERR_PARAM, "%s: plane %d out of range: the image has %d plane%s (1..%d)",
+                     path, plane + 1, in.nplanes, in.nplanes == 1 ? "" : "s", in.nplanes);
         goto fail;
     }
     in.plane = plane;
@@ -521,7 +522,7 @@ sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
             st = sf_fits_fail_read(path, status, "");
         } else {
             sf_fits_status_text(status, cs, sizeof cs);
-            st = sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane,
+            st = sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
                          hdunum, cs);
         }
         goto fail;
