@@ -28,8 +28,6 @@ int cmd_info(int argc, char **argv);
 int cmd_stages(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 
-/* JSON string output with escaping. */
-void json_str(FILE *f, const char *s);
-void json_num(FILE *f, double v);
+#include "json.h" /* sf_json_str, sf_json_num */
 
 #endif

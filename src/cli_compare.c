@@ -172,7 +172,7 @@ int cmd_compare(int argc, char **argv)
             compare_runs(&rc_cpu, &rc_gpu, a.tol, &m);
             if (a.json) {
                 printf("{\"file\":");
-                json_str(stdout, file);
+                sf_json_str(stdout, file);
                 printf(",\"nx\":%d,\"ny\":%d,\"agree\":%s,\"median_diff_sigma\":%.3g,"
                        "\"sigma_rel\":%.3g,\"niter\":[%d,%d],\"mask_diff\":%lld,\"nlabels\":[%d,%d],"
                        "\"label_diff\":%lld,\"nsources\":[%d,%d],\"x_rel\":%.3g,\"y_rel\":%.3g,"

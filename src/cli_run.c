@@ -277,21 +277,21 @@ static void report_json(FILE *f, const char *file, const sf_run_result *r, const
                         const sf_pipeline *pl, const char *catalog, const char *err)
 {
     fputs("{\"file\":", f);
-    json_str(f, file);
+    sf_json_str(f, file);
     fprintf(f, ",\"status\":\"%s\"", err ? "error" : "ok");
     if (err) {
         fputs(",\"error\":", f);
-        json_str(f, err);
+        sf_json_str(f, err);
         fputs("}\n", f);
         return;
     }
     fprintf(f, ",\"nx\":%d,\"ny\":%d,\"backend\":\"%s\",\"pipeline\":", r->nx, r->ny, backend);
-    json_str(f, pl->name);
+    sf_json_str(f, pl->name);
     if (r->have_bkg) {
         fputs(",\"background\":{\"median\":", f);
-        json_num(f, r->bkg.median);
+        sf_json_num(f, r->bkg.median, "%.10g");
         fputs(",\"sigma\":", f);
-        json_num(f, r->bkg.sigma);
+        sf_json_num(f, r->bkg.sigma, "%.10g");
         fprintf(f, ",\"niter\":%d,\"converged\":%s}", r->bkg.niter, r->bkg.converged ? "true" : "false");
     }
     fprintf(f, ",\"nsources\":%d,\"stages\":[", r->nsources);
@@ -301,7 +301,7 @@ static void report_json(FILE *f, const char *file, const sf_run_result *r, const
             (unsigned long long)r->h2d, (unsigned long long)r->d2h);
     if (catalog) {
         fputs(",\"catalog\":", f);
-        json_str(f, catalog);
+        sf_json_str(f, catalog);
     }
     fputs("}\n", f);
 }

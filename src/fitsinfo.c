@@ -9,6 +9,7 @@
 #include "skyfind/fits.h"
 #include "skyfind/wcs.h"
 #include "select.h"
+#include "json.h"
 
 typedef struct {
     int have_wcs;           /* celestial WCS on the first two axes */
@@ -71,29 +72,6 @@ static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary 
         s->have_wcs = isfinite(s->pix_arcsec);
     }
     sf_wcs_close(w);
-}
-
-static void sf_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
-static void sf_json_num(FILE *out, double v, const char *fmt)
-{
-    if (isfinite(v))
-        fprintf(out, fmt, v);
-    else
-        fputs("null", out);
 }
 
 static void sf_fits_print_json(FILE *out, const sf_fits_info *in, const sf_image *im,

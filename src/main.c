@@ -1,6 +1,5 @@
 /* skyfind command-line tool: dispatches the subcommands (run, compare,
  * info, stages, simulate). Only this file and src/cli_*.c choose exit codes. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,29 +41,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "Try 'skyfind %s%s--help' for more information.\n", cmd ? cmd : "",
             cmd ? " " : "");
     return SF_EXIT_USAGE;
-}
-
-void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.10g", v);
-    else
-        fputs("null", f);
 }
 
 static void usage(FILE *f)
