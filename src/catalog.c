@@ -30,10 +30,15 @@ sf_status sf_atomic_commit(void *file, const char *tmp, const char *path)
         remove(tmp);
         return sf_fail(SF_ERR_IO, "%s: write failed: %s", path, strerror(e ? e : EIO));
     }
+    return sf_atomic_rename(tmp, path);
+}
+
+sf_status sf_atomic_rename(const char *tmp, const char *path)
+{
     if (rename(tmp, path) != 0) {
         int e = errno;
         remove(tmp);
-        return sf_fail(SF_ERR_IO, "%s: cannot rename the finished file into place: %s", path,
+        return sf_fail(SF_ERR_IO, "%s: cannot rename the finished %s into place: %s", path, tmp,
                        strerror(e));
     }
     return SF_OK;
@@ -421,11 +426,8 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
         goto fits_fail;
     }
     fp = NULL;
-    if (rename(tmp, path) != 0) {
-        st = sf_fail(SF_ERR_IO, "%s: cannot rename the finished %s into place (%s)", path, tmp,
-                     strerror(errno));
+    if ((st = sf_atomic_rename(tmp, path)) != SF_OK)
         goto fail;
-    }
     free(dv);
     free(lv);
     return SF_OK;

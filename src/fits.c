@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <fitsio.h>
+#include "skyfind/catalog.h"
 #include "skyfind/fits.h"
 
 /* "CFITSIO status 107: tried to move past end of file" */
@@ -654,11 +655,8 @@ sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
         goto cfitsio_fail;
     }
     fp = NULL;
-    if (rename(tmp, path) != 0) {
-        st = sf_fail(SF_ERR_IO, "%s: cannot rename the finished %s into place (%s)", path, tmp,
-                     strerror(errno));
+    if ((st = sf_atomic_rename(tmp, path)) != SF_OK)
         goto fail;
-    }
     free(tmp);
     free(cname);
     return SF_OK;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <fitsio.h>
 #include <wcslib/wcslib.h>
+#include "skyfind/catalog.h"
 #include "skyfind/simulate.h"
 
 #ifndef SKYFIND_VERSION
@@ -602,18 +603,12 @@ sf_status sf_simulate_write(const sf_sim_params *p, const char *fits_path,
     if (tmp_csv && (st = sf_sim_write_csv(src, n, tmp_csv, truth_csv_path)) != SF_OK)
         goto fail;
     /* Both complete: the truth first, so a FITS file never appears without it. */
-    if (tmp_csv && rename(tmp_csv, truth_csv_path) != 0) {
-        st = sf_fail(SF_ERR_IO, "%s: cannot rename %s into place: %s", truth_csv_path,
-                     tmp_csv, strerror(errno));
+    if (tmp_csv && (st = sf_atomic_rename(tmp_csv, truth_csv_path)) != SF_OK)
         goto fail;
-    }
     free(tmp_csv);
     tmp_csv = NULL;
-    if (rename(tmp_fits, fits_path) != 0) {
-        st = sf_fail(SF_ERR_IO, "%s: cannot rename %s into place: %s", fits_path, tmp_fits,
-                     strerror(errno));
+    if ((st = sf_atomic_rename(tmp_fits, fits_path)) != SF_OK)
         goto fail;
-    }
     free(tmp_fits);
     tmp_fits = NULL;
     st = SF_OK;

@@ -53,6 +53,9 @@ const char *sf_catalog_format_suffix(sf_catalog_format fmt);
  * successful fclose), abort removes it. Errors name path. */
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file);
 sf_status sf_atomic_commit(void *file, const char *tmp, const char *path);
+/* Move a finished temporary file into place (every atomic writer ends with
+ * it); on failure the temporary is removed and the error names path. */
+sf_status sf_atomic_rename(const char *tmp, const char *path);
 void sf_atomic_abort(void *file, const char *tmp);
 
 #ifdef __cplusplus
