@@ -23,6 +23,17 @@ static void sf_fits_status_text(int status, char *buf, size_t n)
 }
 
 /* Plain-words problem for a CFITSIO failure while opening or reading. */
+/* The file name without CFITSIO's extended syntax ("x.fits[1]" -> "x.fits");
+ * 0 when it cannot be parsed. */
+static int sf_fits_root(const char *path, char root[FLEN_FILENAME])
+{
+    int st2 = 0;
+    root[0] = '\0';
+    fits_parse_rootname((char *)path, root, &st2);
+    fits_clear_errmsg();
+    return st2 == 0 && root[0];
+}
+
 static sf_status sf_fits_fail_read(const char *path, int status, const char *what)
 {
     char cs[128];
@@ -32,15 +43,12 @@ static sf_status sf_fits_fail_read(const char *path, int status, const char *wha
     switch (status) {
     case FILE_NOT_OPENED: {
         char root[FLEN_FILENAME];
-        int st2 = 0;
+        int have = sf_fits_root(path, root);
         struct stat sb;
-        root[0] = '\0';
-        fits_parse_rootname((char *)path, root, &st2);
-        fits_clear_errmsg();
         code = SF_ERR_IO;
-        if (st2 == 0 && root[0] && stat(root, &sb) != 0)
+        if (have && stat(root, &sb) != 0)
             problem = errno == ENOENT ? "no such file" : "cannot open the file";
-        else if (st2 == 0 && root[0] && access(root, R_OK) != 0)
+        else if (have && access(root, R_OK) != 0)
             problem = "file is not readable (permission denied)";
         else
             problem = "cannot open as FITS (not a FITS file, or a bad extension name)";
@@ -49,13 +57,9 @@ static sf_status sf_fits_fail_read(const char *path, int status, const char *wha
     case END_OF_FILE:
     case READ_ERROR: {
         char root[FLEN_FILENAME];
-        int st2 = 0;
         struct stat sb;
-        root[0] = '\0';
-        fits_parse_rootname((char *)path, root, &st2);
-        fits_clear_errmsg();
         code = SF_ERR_FITS;
-        if (st2 == 0 && root[0] && stat(root, &sb) == 0 && sb.st_size == 0)
+        if (sf_fits_root(path, root) && stat(root, &sb) == 0 && sb.st_size == 0)
             problem = "file is empty (0 bytes)";
         else
             problem = "file is truncated or corrupt";
