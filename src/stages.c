@@ -55,7 +55,6 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     return st;
 }
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
-sf_status sf_bkg_check_params(const sf_bkg_params *p);
 static sf_status bkg_check(const void *pp)
 {
     sf_bkg_params q = *(const sf_bkg_params *)pp;

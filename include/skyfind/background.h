@@ -51,6 +51,8 @@ typedef struct {
 } sf_bkg_mesh;
 
 void sf_bkg_params_default(sf_bkg_params *p);
+/* SF_ERR_PARAM with a detail when p is not usable (both backends call it). */
+sf_status sf_bkg_check_params(const sf_bkg_params *p);
 
 /* method=global: bkg and rms may be NULL (the level is a scalar); when given
  * they are filled with the constant level and sigma. method=mesh: bkg and
