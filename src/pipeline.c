@@ -287,10 +287,8 @@ sf_status sf_pipeline_set(sf_pipeline *pl, const char *assignment)
         sf_status st = sf_param_set(pl->steps[i].def, pl->steps[i].params, key, eq + 1);
         if (st == SF_OK && pl->steps[i].def->check)
             st = pl->steps[i].def->check(pl->steps[i].params);
-        if (st)
-            return st == SF_ERR_PARAM && strstr(sf_errdetail(), "--set")
-                       ? st
-                       : sf_fail(SF_ERR_PARAM, "%s", sf_errdetail());
+        if (st) /* a bad value is a usage error, whichever check found it */
+            return st == SF_ERR_PARAM ? st : sf_fail(SF_ERR_PARAM, "%s", sf_errdetail());
         found = 1;
     }
     if (!found)
