@@ -1,7 +1,9 @@
 /* Stage `segment`, CPU twin: connected-component labelling of a mask by a
  * two-pass union-find in raster order, giving canonical labels 1..N in the
- * raster order of each island's first pixel (scipy.ndimage.label's order). */
+ * raster order of each island's first pixel (scipy.ndimage.label's order).
+ * Islands of a two-level mask that hold no seed pixel (value 1) are dropped. */
 #include <stdint.h>
+#include <stdlib.h>
 #include "skyfind/segment.h"
 
 void sf_seg_params_default(sf_seg_params *p)
@@ -86,6 +88,7 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
     sf_status st = check_args(mask, p, labels, SF_HOST, "segment_cpu");
     const uint8_t *m;
     int32_t *L, n = 0, nx, ny, min_area;
+    int flood = 0; /* the mask has flood-only pixels (value 2) */
     size_t npix;
     if (st != SF_OK)
         return st;
@@ -114,6 +117,7 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
                 prev = -1;
                 continue;
             }
+            flood |= row[x] != 1;
             if (p->connectivity == 8) {
                 int ur = y > 0 && x + 1 < nx && up[x + 1];
                 if (r < 0 && u) /* up-left and up-right touch up */
@@ -145,6 +149,21 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
             L[i] = -v >= min_area ? ++n : 0;
         else if (v > 0)
             L[i] = L[v - 1];
+    }
+    if (flood && n > 0) { /* drop islands without a seed, renumbering in order */
+        int32_t *keep = calloc((size_t)n + 1, sizeof *keep), k = 0;
+        if (!keep)
+            return sf_fail(SF_ERR_NOMEM, "segment_cpu: seed flags of %d islands", n);
+        for (size_t i = 0; i < npix; i++)
+            if (m[i] == 1)
+                keep[L[i]] = 1;
+        keep[0] = 0;
+        for (int32_t l = 1; l <= n; l++)
+            keep[l] = keep[l] ? ++k : 0;
+        for (size_t i = 0; i < npix; i++)
+            L[i] = keep[L[i]];
+        free(keep);
+        n = k;
     }
     if (nlabels)
         *nlabels = n;

@@ -1,13 +1,17 @@
-/* Stage `threshold`, CPU twin: mask = v > nsigma*sigma (subtract=0, the
- * lesson) or v - level > nsigma*sigma (subtract=1), in float32 arithmetic;
- * non-finite pixels are never set. */
+/* Stage `threshold`, CPU twin: one or two levels against the global or the
+ * per-pixel level and noise, in float32 with the per-pixel rule shared with
+ * the GPU (threshold_pixel.h); non-finite pixels are never set. */
 #include <math.h>
 #include "skyfind/threshold.h"
+#include "threshold_pixel.h"
 
 void sf_thresh_params_default(sf_thresh_params *p)
 {
     p->nsigma = 5.0;
     p->subtract = 1;
+    p->flood = 0;
+    p->filtered = 0;
+    p->level_scale = p->noise_scale = 1;
 }
 
 sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
@@ -21,6 +25,12 @@ sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
         return sf_fail(SF_ERR_INTERNAL, "threshold: background maps do not match the image");
     if (!isfinite(p->nsigma))
         return sf_fail(SF_ERR_PARAM, "threshold nsigma %g is not a number", p->nsigma);
+    if (!isfinite(p->flood) || p->flood < 0 || (p->flood > 0 && p->flood > p->nsigma))
+        return sf_fail(SF_ERR_PARAM, "threshold flood=%g must be 0 (one level) or in (0, nsigma=%g]",
+                       p->flood, p->nsigma);
+    if (p->filtered && !(isfinite(p->level_scale) && isfinite(p->noise_scale) && p->noise_scale > 0))
+        return sf_fail(SF_ERR_PARAM, "threshold: filtered-image scales %g, %g are not usable",
+                       p->level_scale, p->noise_scale);
     if (!bkg && (!isfinite(st->sigma) || !isfinite(st->median)))
         return sf_fail(SF_ERR_PARAM, "threshold: the background level or sigma is not finite");
     if (mask->nx != img->nx || mask->ny != img->ny)
@@ -29,34 +39,40 @@ sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
     return SF_OK;
 }
 
+/* The float32 levels both backends use: seed, flood (in sigma) and the
+ * scales of a filtered image (1 otherwise). */
+void sf_thresh_levels(const sf_thresh_params *p, float *seed, float *flood, float *ls, float *ns)
+{
+    *seed = (float)p->nsigma;
+    *flood = p->flood > 0 ? (float)p->flood : *seed;
+    *ls = p->filtered ? (float)p->level_scale : 1.0f;
+    *ns = p->filtered ? (float)p->noise_scale : 1.0f;
+}
+
 sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
                            const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                            sf_mask *mask)
 {
     sf_status s = sf_thresh_check(img, p, st, bkg, rms, mask);
-    const float nsig = (float)p->nsigma;
-    volatile float thr = (float)p->nsigma * (float)st->sigma;
-    const float level = p->subtract ? (float)st->median : 0.0f;
+    float seed, flood, ls, ns;
     if (s)
         return s;
     if (img->loc != SF_HOST || mask->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_threshold_cpu needs host buffers");
-    for (size_t y = 0; y < (size_t)img->ny; y++) {
-        const float *row = img->data + y * img->stride;
-        uint8_t *out = mask->data + y * mask->stride;
+    sf_thresh_levels(p, &seed, &flood, &ls, &ns);
+    const float level = p->subtract ? (float)st->median * ls : 0.0f;
+    const float sigma = (float)st->sigma * ns;
+#pragma omp parallel for schedule(static)
+    for (long y = 0; y < (long)img->ny; y++) {
+        const float *row = img->data + (size_t)y * img->stride;
+        uint8_t *out = mask->data + (size_t)y * mask->stride;
         if (bkg) { /* per-pixel level and noise */
-            const float *b = bkg->data + y * bkg->stride, *r = rms->data + y * rms->stride;
-            for (size_t x = 0; x < (size_t)img->nx; x++) {
-                float t = nsig * r[x];
-                float v = row[x], d = p->subtract ? v - b[x] : v;
-                out[x] = isfinite(v) && d > t;
-            }
-            continue;
-        }
-        for (size_t x = 0; x < (size_t)img->nx; x++) {
-            float v = row[x];
-            float d = p->subtract ? v - level : v;
-            out[x] = isfinite(v) && d > thr;
+            const float *b = bkg->data + (size_t)y * bkg->stride, *r = rms->data + (size_t)y * rms->stride;
+            for (size_t x = 0; x < (size_t)img->nx; x++)
+                out[x] = sf_thresh_pixel(row[x], p->subtract ? b[x] * ls : 0.0f, r[x] * ns, seed, flood);
+        } else {
+            for (size_t x = 0; x < (size_t)img->nx; x++)
+                out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);
         }
     }
     return SF_OK;

@@ -21,7 +21,11 @@ struct sf_gpu {
     void *pinned;             // small pinned buffer for scalar downloads
     size_t pinned_bytes;
     uint64_t h2d, d2h;        // bytes moved each way
+    struct sf_conv_cache *conv; // convolve: cuFFT plans, the kernel's spectrum (gpu/convolve.cu)
 };
+
+// Frees the convolve cache of a context (sf_gpu_destroy calls it).
+void sf_conv_cache_free(sf_gpu *g);
 
 extern "C" const char *sf_cufft_name(cufftResult r);
 

@@ -59,6 +59,7 @@ extern "C" void sf_gpu_destroy(sf_gpu *g)
         return;
     if (g->stream)
         cudaStreamSynchronize(g->stream);
+    sf_conv_cache_free(g);
     if (g->scratch)
         cudaFree(g->scratch);
     if (g->pinned)
@@ -232,6 +233,45 @@ extern "C" sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms)
     SF_CUDA(cudaEventElapsedTime(&f, t->a, t->b));
     *ms = f;
 fail:
+    return st;
+}
+
+extern "C" sf_status sf_gpu_copy_bandwidth(sf_gpu *g, size_t bytes, double *gbps)
+{
+    sf_status st = SF_OK;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float ms[7];
+    *gbps = 0;
+    SF_CUDA(cudaMalloc(&a, bytes));
+    SF_CUDA(cudaMalloc(&b, bytes));
+    SF_CUDA(cudaMemsetAsync(a, 0, bytes, g->stream));
+    SF_CUDA(cudaEventCreate(&e0));
+    SF_CUDA(cudaEventCreate(&e1));
+    SF_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, g->stream)); // warm-up
+    for (int i = 0; i < 7; i++) {
+        SF_CUDA(cudaEventRecord(e0, g->stream));
+        SF_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, g->stream));
+        SF_CUDA(cudaEventRecord(e1, g->stream));
+        SF_CUDA(cudaEventSynchronize(e1));
+        SF_CUDA(cudaEventElapsedTime(&ms[i], e0, e1));
+    }
+    for (int i = 1; i < 7; i++) // insertion sort for the median
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            float t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+    *gbps = 2.0 * (double)bytes / (ms[3] * 1e6);
+fail:
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    if (a)
+        cudaFree(a);
+    if (b)
+        cudaFree(b);
     return st;
 }
 

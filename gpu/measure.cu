@@ -1,24 +1,28 @@
-// Stage `measure`, GPU version (twin of cpu/measure.c): per-source pixel
-// count, flux, flux-weighted centroid and peak, with exact 128-bit fixed-point
-// sums (src/fixsum.h) accumulated by atomics, bit-identical to the CPU twin.
+// Stage `measure`, GPU version (twin of cpu/measure.c): per-source
+// measurements (skyfind/measure.h) in two passes over the pixels, as the CPU
+// twin: (a) pixel counts, peaks, boxes, flags and the scales, (b) exact
+// 128-bit fixed-point sums relative to each peak by atomics, then (c) one
+// thread per label finishing with ms_finish (src/measure_calc.h), the very
+// code the CPU twin runs, so the catalogues are bit-identical.
 #include <stdint.h>
 #include <string.h>
 #include "common.cuh"
 #include "skyfind/measure.h"
-#include "../src/fixsum.h"
+#include "../src/measure_calc.h"
 
-// Sums kept per label; second moments (issue #6) are added as further
-// entries (terms tv*x*x, tv*y*y, tv*x*y) and MS_NWORDS grows by 2 each.
-enum { MS_V, MS_VX, MS_VY, MS_NSUM };
-
-// Per-label accumulator in scratch, as 64-bit words: for each sum k,
-// w[2k] = low word, w[2k+1] = high word (two's complement); then the pixel
-// count and the peak key. All zero bits = empty (key 0 is below any pixel).
-enum { MS_NPIX = 2 * MS_NSUM, MS_PEAK, MS_NWORDS };
+// Per-label accumulators in scratch:
+//  w64: MS_W64 words: sum k as w[2k] = low word, w[2k+1] = high word (two's
+//       complement), then the pixel count and the peak key
+//       (sf_fkey(m) << 32 | (0xFFFFFFFF - linear index): the largest value,
+//       then the first pixel in raster order). All zero = empty.
+//  box: 4 words, atomicMin of x, ~x, y, ~y (so xmax, ymax are minima too);
+//       all ones = empty.
+//  fl:  2 words, the flags (atomicOr) and the seed local maxima (atomicAdd).
+enum { MS_NPIX = 2 * MS_NSUM, MS_KEY, MS_W64 };
 
 #define MS_RUN 16        // consecutive pixels of a row walked by one thread
 #define MS_THREADS 256   // multiple of 32: loops are warp-uniform
-#define MS_HDR 256       // scratch header: the bits of M (unsigned int)
+#define MS_HDR 256       // scratch header: bits of max |m| and max |r| (unsigned)
 
 static_assert(sizeof(sf_source) % 8 == 0, "sf_source is written as 64-bit words");
 
@@ -31,45 +35,148 @@ static __device__ __forceinline__ unsigned warp_max_u32(unsigned v)
     return v;
 }
 
-// (a) M = max |v| over finite pixels whose label is in 1..nlabels. |v| >= 0,
-// so the float bits order like the values and atomicMax on them is a max.
-static __global__ void ms_max_kernel(const float *__restrict__ img, size_t istride,
-                                     const int32_t *__restrict__ lab, size_t lstride, int nx,
-                                     long long nruns, int rpr, int nlabels,
-                                     unsigned *__restrict__ mbits)
+// Block-wide max of two values, then one atomicMax each. |v| >= 0, so the
+// float bits order like the values.
+static __device__ void ms_block_max(unsigned a, unsigned b, unsigned *__restrict__ out)
 {
-    __shared__ unsigned wmax[MS_THREADS / 32];
+    __shared__ unsigned wa[MS_THREADS / 32], wb[MS_THREADS / 32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    unsigned m = 0;
-    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < nruns;
-         r += (long long)gridDim.x * blockDim.x) {
-        const long long y = r / rpr;
-        const int x0 = (int)(r - y * rpr) * MS_RUN;
-        const int x1 = min(x0 + MS_RUN, nx);
-        const float *row = img + y * istride;
-        const int32_t *lrow = lab + y * lstride;
-        for (int x = x0; x < x1; x++) {
-            const int32_t l = lrow[x];
-            const float v = row[x];
-            if (l > 0 && l <= nlabels && isfinite(v))
-                m = max(m, __float_as_uint(fabsf(v)));
-        }
+    a = warp_max_u32(a);
+    b = warp_max_u32(b);
+    if (lane == 0) {
+        wa[warp] = a;
+        wb[warp] = b;
     }
-    m = warp_max_u32(m);
-    if (lane == 0)
-        wmax[warp] = m;
     __syncthreads();
     if (warp == 0) {
-        m = lane < MS_THREADS / 32 ? wmax[lane] : 0;
-        m = warp_max_u32(m);
-        if (lane == 0 && m)
-            atomicMax(mbits, m);
+        a = warp_max_u32(lane < MS_THREADS / 32 ? wa[lane] : 0);
+        b = warp_max_u32(lane < MS_THREADS / 32 ? wb[lane] : 0);
+        if (lane == 0 && a)
+            atomicMax(&out[0], a);
+        if (lane == 0 && b)
+            atomicMax(&out[1], b);
     }
 }
 
-static __device__ __forceinline__ int ms_exponent(const unsigned *mbits)
+// What pass (a) keeps for the label a thread is walking.
+struct ms_scan_state {
+    unsigned long long key;
+    unsigned npix, flags, npeaks;
+    unsigned box[4];
+};
+
+static __device__ __forceinline__ void ms_scan_reset(ms_scan_state *a)
 {
-    return sf_fix_exponent((double)__uint_as_float(*mbits));
+    a->key = 0;
+    a->npix = a->flags = a->npeaks = 0;
+    for (int k = 0; k < 4; k++)
+        a->box[k] = 0xFFFFFFFFu;
+}
+
+static __device__ __forceinline__ void ms_scan_flush(int l, const ms_scan_state *a,
+                                                     unsigned long long *__restrict__ w64,
+                                                     unsigned *__restrict__ box,
+                                                     unsigned *__restrict__ fl)
+{
+    unsigned long long *w = w64 + (size_t)(l - 1) * MS_W64;
+    if (a->npix) {
+        atomicAdd(&w[MS_NPIX], (unsigned long long)a->npix);
+        atomicMax(&w[MS_KEY], a->key);
+        for (int k = 0; k < 4; k++)
+            atomicMin(&box[(size_t)(l - 1) * 4 + k], a->box[k]);
+    }
+    if (a->flags)
+        atomicOr(&fl[(size_t)(l - 1) * 2], a->flags);
+    if (a->npeaks)
+        atomicAdd(&fl[(size_t)(l - 1) * 2 + 1], a->npeaks);
+}
+
+// (a) Thread r walks run r (MS_RUN consecutive pixels of a row), keeping a
+// private state while the label stays the same and flushing it with atomics
+// when the label changes. The loop is warp-uniform, so at the end of each
+// trip a warp whose lanes all hold the same label (the inside of a large
+// island) reduces by shuffles and flushes once.
+static __global__ void ms_scan_kernel(const float *__restrict__ img, size_t istride,
+                                      const int32_t *__restrict__ lab, size_t lstride, int nx,
+                                      int ny, long long nruns, int rpr, int nlabels, ms_in in,
+                                      unsigned *__restrict__ mbits,
+                                      unsigned long long *__restrict__ w64,
+                                      unsigned *__restrict__ box, unsigned *__restrict__ fl)
+{
+    const int lane = threadIdx.x & 31;
+    const long long wstride = (long long)gridDim.x * blockDim.x;
+    unsigned mmax = 0, rmax = 0;
+    for (long long base = (blockIdx.x * (long long)blockDim.x + threadIdx.x) & ~31LL;
+         base < nruns; base += wstride) {
+        const long long r = base + lane;
+        int cur = 0;
+        ms_scan_state a;
+        ms_scan_reset(&a);
+        if (r < nruns) {
+            const int y = (int)(r / rpr);
+            const int x0 = (int)(r - (long long)y * rpr) * MS_RUN;
+            const int x1 = min(x0 + MS_RUN, nx);
+            const float *row = img + (size_t)y * istride;
+            const int32_t *lrow = lab + (size_t)y * lstride;
+            for (int x = x0; x < x1; x++) {
+                const int32_t l = lrow[x];
+                // out-of-range labels are skipped (the CPU twin reports them)
+                if (l <= 0 || l > nlabels)
+                    continue;
+                if (l != cur) {
+                    if (cur)
+                        ms_scan_flush(cur, &a, w64, box, fl);
+                    cur = l;
+                    ms_scan_reset(&a);
+                }
+                const float m = ms_value(row[x], &in, x, y);
+                if (!isfinite(m)) {
+                    a.flags |= SF_SRC_NAN;
+                    continue;
+                }
+                a.npix++;
+                const unsigned idx = (unsigned)((size_t)y * (size_t)nx + (size_t)x);
+                const unsigned long long kk =
+                    ((unsigned long long)sf_fkey(m) << 32) | (0xFFFFFFFFu - idx);
+                a.key = kk > a.key ? kk : a.key;
+                a.box[0] = min(a.box[0], (unsigned)x);
+                a.box[1] = min(a.box[1], ~(unsigned)x);
+                a.box[2] = min(a.box[2], (unsigned)y);
+                a.box[3] = min(a.box[3], ~(unsigned)y);
+                mmax = max(mmax, __float_as_uint(fabsf(m)));
+                const float rn = ms_noise(&in, x, y);
+                if (!isfinite(rn))
+                    a.flags |= MS_FLAG_NOISE_BAD;
+                else
+                    rmax = max(rmax, __float_as_uint(fabsf(rn)));
+                const int look = ms_look_around(
+                    img, istride, lab, lstride, &in, nx, ny, x, y, l, m,
+                    in.mask && MS_IS_SEED(in.mask[(size_t)y * in.mstride + x]));
+                a.flags |= look & SF_SRC_NAN;
+                a.npeaks += (look & MS_IS_PEAK) != 0;
+            }
+        }
+        // End of the trip: all 32 lanes are here (base is warp-uniform).
+        const int c0 = __shfl_sync(0xffffffffu, cur, 0);
+        if (__all_sync(0xffffffffu, cur == c0)) {
+            if (c0 != 0) {
+                for (int o = 16; o > 0; o >>= 1) {
+                    const unsigned long long ko = __shfl_xor_sync(0xffffffffu, a.key, o);
+                    a.key = ko > a.key ? ko : a.key;
+                    a.npix += __shfl_xor_sync(0xffffffffu, a.npix, o);
+                    a.flags |= __shfl_xor_sync(0xffffffffu, a.flags, o);
+                    a.npeaks += __shfl_xor_sync(0xffffffffu, a.npeaks, o);
+                    for (int k = 0; k < 4; k++)
+                        a.box[k] = min(a.box[k], __shfl_xor_sync(0xffffffffu, a.box[k], o));
+                }
+                if (lane == 0)
+                    ms_scan_flush(c0, &a, w64, box, fl);
+            }
+        } else if (cur) {
+            ms_scan_flush(cur, &a, w64, box, fl);
+        }
+    }
+    ms_block_max(mmax, rmax, mbits);
 }
 
 // 128-bit atomic add of a into the pair (w[0] = lo, w[1] = hi).
@@ -84,6 +191,8 @@ static __device__ __forceinline__ int ms_exponent(const unsigned *mbits)
 // lagging its carry), but nobody reads it before the kernel has finished.
 static __device__ __forceinline__ void ms_atomic_add128(unsigned long long *w, sf_fix128 a)
 {
+    if (sf_fix_is_zero(a))
+        return;
     const unsigned long long old = atomicAdd(&w[0], (unsigned long long)a.lo);
     const unsigned long long carry = old + (unsigned long long)a.lo < old;
     const unsigned long long hi = (unsigned long long)a.hi + carry;
@@ -91,77 +200,73 @@ static __device__ __forceinline__ void ms_atomic_add128(unsigned long long *w, s
         atomicAdd(&w[1], hi);
 }
 
-static __device__ __forceinline__ void ms_flush(unsigned long long *w, const sf_fix128 *s,
-                                                unsigned npix, unsigned long long key)
+static __device__ __forceinline__ void ms_sums_flush(unsigned long long *w, const sf_fix128 *s)
 {
     for (int k = 0; k < MS_NSUM; k++)
         ms_atomic_add128(&w[2 * k], s[k]);
-    atomicAdd(&w[MS_NPIX], (unsigned long long)npix);
-    atomicMax(&w[MS_PEAK], key);
 }
 
-// (c) Accumulate. Thread r walks run r: MS_RUN consecutive pixels of a row,
-// keeping a private accumulator while the label stays the same and flushing
-// it with atomics when the label changes. The loop is warp-uniform (all 32
-// lanes make the same number of trips), so at the end of each trip the warp
-// can check whether all lanes hold the same label (the inside of a large
-// island) and then reduce in registers by shuffles, leaving one set of
-// atomics per warp instead of 32 on the same addresses.
+static __device__ __forceinline__ int ms_exponent(unsigned bits, int shift, int noise)
+{
+    const double v = (double)__uint_as_float(bits);
+    return sf_fix_exponent(noise ? ms_mul(v, v) : v) - shift;
+}
+
+// (b) The sums, walked as in (a); the anchor of each label (its peak pixel)
+// comes from the key pass (a) left.
 static __global__ void ms_accum_kernel(const float *__restrict__ img, size_t istride,
                                        const int32_t *__restrict__ lab, size_t lstride, int nx,
-                                       long long nruns, int rpr, int nlabels,
-                                       const unsigned *__restrict__ mbits,
-                                       unsigned long long *__restrict__ acc)
+                                       long long nruns, int rpr, int nlabels, ms_in in,
+                                       int shift, const unsigned *__restrict__ mbits,
+                                       unsigned long long *__restrict__ w64)
 {
     const int lane = threadIdx.x & 31;
-    const double scale = ldexp(1.0, ms_exponent(mbits));
+    const double scale = ldexp(1.0, ms_exponent(mbits[0], shift, 0));
+    const double rscale = ldexp(1.0, ms_exponent(mbits[1], shift, 1));
     const long long wstride = (long long)gridDim.x * blockDim.x;
     for (long long base = (blockIdx.x * (long long)blockDim.x + threadIdx.x) & ~31LL;
          base < nruns; base += wstride) {
         const long long r = base + lane;
-        int cur = 0;
-        unsigned npix = 0;
-        unsigned long long key = 0;
+        int cur = 0, ax = 0, ay = 0;
         sf_fix128 s[MS_NSUM];
         for (int k = 0; k < MS_NSUM; k++)
             s[k] = sf_fix_zero();
         if (r < nruns) {
-            const long long y = r / rpr;
-            const int x0 = (int)(r - y * rpr) * MS_RUN;
+            const int y = (int)(r / rpr);
+            const int x0 = (int)(r - (long long)y * rpr) * MS_RUN;
             const int x1 = min(x0 + MS_RUN, nx);
-            const float *row = img + y * istride;
-            const int32_t *lrow = lab + y * lstride;
+            const float *row = img + (size_t)y * istride;
+            const int32_t *lrow = lab + (size_t)y * lstride;
             for (int x = x0; x < x1; x++) {
                 const int32_t l = lrow[x];
-                const float v = row[x];
-                // out-of-range labels are skipped (the CPU twin reports them)
-                if (l <= 0 || l > nlabels || !isfinite(v))
+                if (l <= 0 || l > nlabels)
+                    continue;
+                const float m = ms_value(row[x], &in, x, y);
+                if (!isfinite(m))
                     continue;
                 if (l != cur) {
                     if (cur)
-                        ms_flush(acc + (size_t)(cur - 1) * MS_NWORDS, s, npix, key);
+                        ms_sums_flush(w64 + (size_t)(cur - 1) * MS_W64, s);
                     cur = l;
-                    npix = 0;
-                    key = 0;
                     for (int k = 0; k < MS_NSUM; k++)
                         s[k] = sf_fix_zero();
+                    const unsigned long long key = w64[(size_t)(l - 1) * MS_W64 + MS_KEY];
+                    const unsigned idx = 0xFFFFFFFFu - (unsigned)(key & 0xFFFFFFFFull);
+                    ax = (int)(idx % (unsigned)nx);
+                    ay = (int)(idx / (unsigned)nx);
                 }
-                const double tv = (double)v * scale;
-                sf_fix_add(&s[MS_V], sf_fix_from_double(tv));
-                sf_fix_add(&s[MS_VX], sf_fix_from_double(tv * (double)x));
-                sf_fix_add(&s[MS_VY], sf_fix_from_double(tv * (double)y));
-                npix++;
-                const unsigned idx = (unsigned)(y * nx + x);
-                const unsigned long long kk =
-                    ((unsigned long long)sf_fkey(v) << 32) | (0xFFFFFFFFu - idx);
-                key = kk > key ? kk : key;
+                const double dx = (double)(x - ax), dy = (double)(y - ay);
+                ms_add_terms(&s[MS_V], ms_mul((double)m, scale), dx, dy);
+                const float rn = ms_noise(&in, x, y);
+                if (isfinite(rn))
+                    ms_add_terms(&s[MS_R], ms_mul(ms_mul((double)rn, (double)rn), rscale), dx,
+                                 dy);
             }
         }
-        // End of the trip: all 32 lanes are here (base is warp-uniform).
         const int c0 = __shfl_sync(0xffffffffu, cur, 0);
         if (__all_sync(0xffffffffu, cur == c0)) {
             if (c0 != 0) {
-                for (int o = 16; o > 0; o >>= 1) {
+                for (int o = 16; o > 0; o >>= 1)
                     for (int k = 0; k < MS_NSUM; k++) {
                         sf_fix128 t;
                         t.lo = __shfl_xor_sync(0xffffffffu, (unsigned long long)s[k].lo, o);
@@ -169,73 +274,70 @@ static __global__ void ms_accum_kernel(const float *__restrict__ img, size_t ist
                                                         (unsigned long long)s[k].hi, o);
                         sf_fix_add(&s[k], t);
                     }
-                    npix += __shfl_xor_sync(0xffffffffu, npix, o);
-                    const unsigned long long ko = __shfl_xor_sync(0xffffffffu, key, o);
-                    key = ko > key ? ko : key;
-                }
                 if (lane == 0)
-                    ms_flush(acc + (size_t)(c0 - 1) * MS_NWORDS, s, npix, key);
+                    ms_sums_flush(w64 + (size_t)(c0 - 1) * MS_W64, s);
             }
         } else if (cur) {
-            ms_flush(acc + (size_t)(cur - 1) * MS_NWORDS, s, npix, key);
+            ms_sums_flush(w64 + (size_t)(cur - 1) * MS_W64, s);
         }
     }
 }
 
-// (d) One thread per label: the sf_source, computed exactly as the CPU twin
-// does, written as whole 64-bit words so the padding bytes are zero too.
-static __global__ void ms_final_kernel(const unsigned long long *__restrict__ acc, int nlabels,
-                                       int nx, const unsigned *__restrict__ mbits,
+// (c) One thread per label: the totals, then ms_finish as on the CPU; the
+// sf_source is written as whole 64-bit words.
+static __global__ void ms_final_kernel(const unsigned long long *__restrict__ w64,
+                                       const unsigned *__restrict__ box,
+                                       const unsigned *__restrict__ fl, int nlabels, int nx,
+                                       int ny, ms_in in, int shift, int have_mask,
+                                       const unsigned *__restrict__ mbits,
                                        sf_source *__restrict__ out)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nlabels)
         return;
-    const int e = ms_exponent(mbits);
-    const unsigned long long *w = acc + (size_t)i * MS_NWORDS;
+    const unsigned long long *w = w64 + (size_t)i * MS_W64;
+    const unsigned *b = box + (size_t)i * 4;
     union {
         sf_source s;
         unsigned long long w[sizeof(sf_source) / 8];
     } u;
+    ms_totals t;
+    memset(&t, 0, sizeof t);
+    for (int k = 0; k < MS_NSUM; k++) {
+        t.s[k].lo = w[2 * k];
+        t.s[k].hi = (int64_t)w[2 * k + 1];
+    }
+    t.npix = w[MS_NPIX];
+    t.flags = (int)fl[(size_t)i * 2];
+    t.npeaks = have_mask ? (int)fl[(size_t)i * 2 + 1] : -1;
+    if (t.npix) {
+        const unsigned long long key = w[MS_KEY];
+        const unsigned idx = 0xFFFFFFFFu - (unsigned)(key & 0xFFFFFFFFull);
+        const int px = (int)(idx % (unsigned)nx), py = (int)(idx / (unsigned)nx);
+        t.peak = sf_fkey_value((uint32_t)(key >> 32));
+        t.peak_x = px;
+        t.peak_y = py;
+        t.xmin = (int)b[0];
+        t.xmax = (int)~b[1];
+        t.ymin = (int)b[2];
+        t.ymax = (int)~b[3];
+        t.bkg = in.bkg ? in.bkg[(size_t)py * in.bstride + px] : in.level_out;
+        t.rms = ms_noise(&in, px, py);
+    }
     for (int k = 0; k < (int)(sizeof(sf_source) / 8); k++)
         u.w[k] = 0;
-    u.s.id = i + 1;
-    u.s.npix = (long long)w[MS_NPIX];
-    if (w[MS_NPIX] == 0) {
-        u.s.flux_sum = 0.0;
-        u.s.x = u.s.y = sf_fix_nan();
-        u.s.peak = sf_fix_nanf();
-        u.s.peak_x = u.s.peak_y = -1;
-    } else {
-        sf_fix128 sv, sx, sy;
-        sv.lo = w[2 * MS_V];
-        sv.hi = (int64_t)w[2 * MS_V + 1];
-        sx.lo = w[2 * MS_VX];
-        sx.hi = (int64_t)w[2 * MS_VX + 1];
-        sy.lo = w[2 * MS_VY];
-        sy.hi = (int64_t)w[2 * MS_VY + 1];
-        u.s.flux_sum = sf_fix_to_double(sv, e);
-        if (sf_fix_is_zero(sv)) {
-            u.s.x = u.s.y = sf_fix_nan();
-        } else {
-            u.s.x = sf_fix_to_double(sx, e) / u.s.flux_sum;
-            u.s.y = sf_fix_to_double(sy, e) / u.s.flux_sum;
-        }
-        const unsigned long long key = w[MS_PEAK];
-        const unsigned idx = 0xFFFFFFFFu - (unsigned)(key & 0xFFFFFFFFull);
-        u.s.peak = sf_fkey_value((uint32_t)(key >> 32));
-        u.s.peak_x = (int)(idx % (unsigned)nx);
-        u.s.peak_y = (int)(idx / (unsigned)nx);
-    }
+    ms_finish(&t, i + 1, ms_exponent(mbits[0], shift, 0), ms_exponent(mbits[1], shift, 1), nx,
+              ny, &u.s);
     unsigned long long *o = (unsigned long long *)(out + i);
     for (int k = 0; k < (int)(sizeof(sf_source) / 8); k++)
         o[k] = u.w[k];
 }
 
-extern "C" sf_status sf_measure_check(const sf_image *img, const sf_labels *labels, int nlabels,
-                                      const sf_source *out, sf_loc loc);
-
 // launchers
+
+static size_t ms_w64_bytes(int n) { return sf_align256((size_t)n * MS_W64 * 8); }
+static size_t ms_box_bytes(int n) { return sf_align256((size_t)n * 4 * sizeof(unsigned)); }
+static size_t ms_fl_bytes(int n) { return sf_align256((size_t)n * 2 * sizeof(unsigned)); }
 
 extern "C" size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels,
                                          const sf_measure_params *p)
@@ -245,25 +347,26 @@ extern "C" size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels,
     (void)p;
     if (nlabels <= 0)
         return 0;
-    return MS_HDR + sf_align256((size_t)nlabels * MS_NWORDS * sizeof(unsigned long long));
+    return MS_HDR + ms_w64_bytes(nlabels) + ms_box_bytes(nlabels) + ms_fl_bytes(nlabels);
 }
 
 extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
-                                    int nlabels, const sf_measure_params *p, sf_source *out)
+                                    int nlabels, const sf_measure_aux *aux,
+                                    const sf_measure_params *p, sf_source *out)
 {
     sf_status st = SF_OK;
     void *scratch = NULL;
-    unsigned *mbits;
-    unsigned long long *acc;
-    size_t bytes;
+    char *base;
+    unsigned *mbits, *box, *fl;
+    unsigned long long *w64;
+    ms_in in;
     long long nruns;
-    int rpr;
+    int rpr, shift;
     unsigned blocks, maxblocks;
 
-    (void)p;
     if (!g)
         return sf_fail(SF_ERR_PARAM, "measure (GPU): no GPU context");
-    if ((st = sf_measure_check(img, labels, nlabels, out, SF_DEVICE)) != SF_OK)
+    if ((st = sf_measure_check(img, labels, nlabels, aux, out, SF_DEVICE)) != SF_OK)
         return st;
     if (nlabels == 0)
         return SF_OK;
@@ -271,13 +374,19 @@ extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_lab
     if (sf_npix(img->nx, img->ny) > 0xFFFFFFFFull)
         return sf_fail(SF_ERR_PARAM, "measure (GPU): %dx%d is more than 2^32 pixels", img->nx,
                        img->ny);
+    sf_measure_inputs(aux, p, &in);
+    shift = ms_scale_shift(img->nx, img->ny);
 
-    bytes = sf_measure_gpu_scratch(img->nx, img->ny, nlabels, p);
-    SF_TRY(sf_gpu_scratch(g, bytes, &scratch));
-    mbits = (unsigned *)scratch;
-    acc = (unsigned long long *)((char *)scratch + MS_HDR);
-    // (b) zero M and every accumulator (all-zero bits = empty).
-    SF_CUDA(cudaMemsetAsync(scratch, 0, bytes, g->stream));
+    SF_TRY(sf_gpu_scratch(g, sf_measure_gpu_scratch(img->nx, img->ny, nlabels, p), &scratch));
+    base = (char *)scratch;
+    mbits = (unsigned *)base;
+    w64 = (unsigned long long *)(base + MS_HDR);
+    box = (unsigned *)(base + MS_HDR + ms_w64_bytes(nlabels));
+    fl = (unsigned *)((char *)box + ms_box_bytes(nlabels));
+    // empty accumulators: zero sums, counts, keys, flags; all-ones boxes
+    SF_CUDA(cudaMemsetAsync(base, 0, MS_HDR + ms_w64_bytes(nlabels), g->stream));
+    SF_CUDA(cudaMemsetAsync(box, 0xFF, ms_box_bytes(nlabels), g->stream));
+    SF_CUDA(cudaMemsetAsync(fl, 0, ms_fl_bytes(nlabels), g->stream));
 
     rpr = (img->nx + MS_RUN - 1) / MS_RUN;
     nruns = (long long)img->ny * rpr;
@@ -286,17 +395,17 @@ extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_lab
     if (blocks > maxblocks)
         blocks = maxblocks;
 
-    ms_max_kernel<<<blocks, MS_THREADS, 0, g->stream>>>(img->data, img->stride, labels->data,
-                                                        labels->stride, img->nx, nruns, rpr,
-                                                        nlabels, mbits);
+    ms_scan_kernel<<<blocks, MS_THREADS, 0, g->stream>>>(
+        img->data, img->stride, labels->data, labels->stride, img->nx, img->ny, nruns, rpr,
+        nlabels, in, mbits, w64, box, fl);
     SF_LAUNCHED();
     ms_accum_kernel<<<blocks, MS_THREADS, 0, g->stream>>>(img->data, img->stride,
                                                           labels->data, labels->stride,
-                                                          img->nx, nruns, rpr, nlabels, mbits,
-                                                          acc);
+                                                          img->nx, nruns, rpr, nlabels, in,
+                                                          shift, mbits, w64);
     SF_LAUNCHED();
     ms_final_kernel<<<sf_blocks((size_t)nlabels, MS_THREADS), MS_THREADS, 0, g->stream>>>(
-        acc, nlabels, img->nx, mbits, out);
+        w64, box, fl, nlabels, img->nx, img->ny, in, shift, in.mask != NULL, mbits, out);
     SF_LAUNCHED();
     return SF_OK;
 fail:

@@ -11,11 +11,34 @@
 //  2. seg_merge:    unions across segment borders and with the row above,
 //                   skipping unions implied by those of the pixel to the left.
 //  3. seg_compress: every pixel points straight at its root; the area of
-//                   each root is counted (warp-aggregated atomicAdd).
-//  4. seg_flag:     flag[i] = 1 for roots with area >= min_area.
+//                   each root is counted (warp-aggregated atomicAdd) and bit
+//                   31 of it set when the island holds a seed pixel (mask
+//                   value 1; areas stay below 2^31).
+//  4. seg_flag:     flag[i] = 1 for roots with area >= min_area and a seed.
 //  5. CUB ExclusiveSum of the flags gives each kept root its number - 1 and,
 //     in element npix, N.
 //  6. seg_final:    labels[i] = number of root(i), or 0.
+//
+// 8-connectivity takes the block-based path (block-based Komura equivalence,
+// Allegretti et al. 2020, in the union-find style of Playne & Hawick 2018):
+// under 8-connectivity every foreground pixel of a 2x2 block touches every
+// other, so each block is one node and the forest has a quarter of the
+// nodes. Two blocks join when a foreground pixel of one touches one of the
+// other (left: either left-column pixel with either of the left block's
+// right column; up: likewise for rows; diagonals: the two corner pixels).
+//  1. bke_init:     node b = b for a block with a foreground pixel, else -1.
+//  2. bke_merge:    unions with the left, up, up-left and up-right blocks.
+//  3. bke_compress: every block points at its root.
+//  4. bke_pixels:   per pixel, the root's area (warp-aggregated), its first
+//                   pixel in raster order (atomicMin) and whether it holds a
+//                   seed (atomicOr).
+//  5. bke_mark:     each kept root sets F[row * nbx + x/2] of its first pixel
+//                   (a block holds at most one island's first pixel, and in
+//                   one pixel row block order is pixel order), so a CUB
+//                   exclusive scan of F numbers the islands in raster order.
+//  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0.
+// Every step is one pass over pixels or blocks: the work is linear in the
+// pixels whatever the mask (one big island, checkerboards, noise).
 #include <cub/cub.cuh>
 #include "common.cuh"
 #include "skyfind/segment.h"
@@ -148,28 +171,39 @@ static __global__ void seg_merge(const uint8_t *mask, int *L, int nx, int ny, in
     }
 }
 
-static __global__ void seg_compress(int *L, int *area, int npix)
+#define SEG_SEEDED 0x80000000u
+
+static __global__ void seg_compress(const uint8_t *mask, int *L, unsigned *area, int npix)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int r = -1;
+    bool seed = false;
     if (i < npix && seg_load(L + i) >= 0) {
         r = seg_find(L, i);
         L[i] = r;
+        seed = mask[i] == 1;
     }
     // one atomicAdd per distinct root in the warp
     unsigned same = __match_any_sync(SEG_FULL, r);
+    unsigned seeds = __ballot_sync(SEG_FULL, seed);
     int lane = threadIdx.x & 31;
-    if (r >= 0 && lane == __ffs(same) - 1)
-        atomicAdd(area + r, __popc(same));
+    if (r >= 0 && lane == __ffs(same) - 1) {
+        atomicAdd(area + r, (unsigned)__popc(same)); // counts never reach bit 31
+        if (seeds & same)
+            atomicOr(area + r, SEG_SEEDED);
+    }
 }
 
-static __global__ void seg_flag(int *area, int npix, int min_area)
+static __global__ void seg_flag(unsigned *area_in, int npix, int min_area)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < npix)
-        area[i] = area[i] >= min_area; // 0 for non-roots, since min_area >= 1
-    else if (i == npix)
-        area[i] = 0;
+    int *flag = (int *)area_in;
+    if (i < npix) {
+        unsigned a = area_in[i]; // 0 for non-roots, since min_area >= 1
+        flag[i] = (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
+    } else if (i == npix) {
+        flag[i] = 0;
+    }
 }
 
 static __global__ void seg_final(int *L, const int *flag, const int *number, int npix)
@@ -179,6 +213,115 @@ static __global__ void seg_final(int *L, const int *flag, const int *number, int
         return;
     int r = L[i];
     L[i] = r >= 0 && flag[r] ? number[r] + 1 : 0;
+}
+
+// ---- block-based 8-connectivity ---------------------------------------------
+
+// The 2x2 block (bx, by): bits 0..3 = pixels (0,0), (1,0), (0,1), (1,1).
+static __device__ __forceinline__ unsigned bke_bits(const uint8_t *mask, int nx, int ny, int bx, int by)
+{
+    int x = 2 * bx, y = 2 * by;
+    size_t i = (size_t)y * nx + x;
+    bool r = x + 1 < nx, d = y + 1 < ny;
+    return (mask[i] != 0) | ((r && mask[i + 1] != 0) << 1) | ((d && mask[i + nx] != 0) << 2) |
+           ((r && d && mask[i + nx + 1] != 0) << 3);
+}
+
+static __global__ void bke_init(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nb)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < nb)
+        B[b] = bke_bits(mask, nx, ny, b % nbx, b / nbx) ? b : -1;
+}
+
+static __global__ void bke_merge(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nbx * nby)
+        return;
+    int bx = b % nbx, by = b / nbx;
+    unsigned m = bke_bits(mask, nx, ny, bx, by);
+    if (!m)
+        return;
+    if (bx > 0 && (m & 5u)) { // left column touches the left block's right column
+        unsigned l = bke_bits(mask, nx, ny, bx - 1, by);
+        if (l & 10u)
+            seg_union(B, b, b - 1);
+    }
+    if (by > 0) {
+        if (m & 3u) { // top row touches the upper block's bottom row
+            unsigned u = bke_bits(mask, nx, ny, bx, by - 1);
+            if (u & 12u)
+                seg_union(B, b, b - nbx);
+        }
+        if (bx > 0 && (m & 1u) && (bke_bits(mask, nx, ny, bx - 1, by - 1) & 8u))
+            seg_union(B, b, b - nbx - 1);
+        if (bx + 1 < nbx && (m & 2u) && (bke_bits(mask, nx, ny, bx + 1, by - 1) & 4u))
+            seg_union(B, b, b - nbx + 1);
+    }
+}
+
+static __global__ void bke_compress(int *B, int nb)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < nb && seg_load(B + b) >= 0)
+        B[b] = seg_find(B, b);
+}
+
+// area[r] (bit 31: holds a seed) and first[r] = smallest pixel index.
+static __global__ void bke_pixels(const uint8_t *mask, const int *B, unsigned *area, int *first,
+                                  int nx, int nbx, int npix)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = -1;
+    bool seed = false;
+    if (i < npix && mask[i]) {
+        int x = i % nx, y = i / nx;
+        r = B[(y >> 1) * nbx + (x >> 1)];
+        seed = mask[i] == 1;
+    }
+    unsigned same = __match_any_sync(SEG_FULL, r);
+    unsigned seeds = __ballot_sync(SEG_FULL, seed);
+    int lane = threadIdx.x & 31;
+    if (r >= 0 && lane == __ffs(same) - 1) { // the lowest lane holds the group's first pixel
+        atomicAdd(area + r, (unsigned)__popc(same));
+        if (seeds & same)
+            atomicOr(area + r, SEG_SEEDED);
+        atomicMin(first + r, i);
+    }
+}
+
+static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
+{
+    return (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
+}
+
+static __global__ void bke_mark(const int *B, const unsigned *area, const int *first, int *F,
+                                int nx, int nbx, int nb, int min_area)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < nb && B[b] == b && bke_keep(area[b], min_area)) {
+        int p = first[b];
+        F[(p / nx) * nbx + (p % nx) / 2] = 1;
+    }
+}
+
+static __global__ void bke_final(const uint8_t *mask, const int *B, const unsigned *area,
+                                 const int *first, const int *number, int *L, int nx, int nbx,
+                                 int npix, int min_area)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= npix)
+        return;
+    int out = 0;
+    if (mask[i]) {
+        int x = i % nx, y = i / nx, r = B[(y >> 1) * nbx + (x >> 1)];
+        if (bke_keep(area[r], min_area)) {
+            int p = first[r];
+            out = number[(p / nx) * nbx + (p % nx) / 2] + 1;
+        }
+    }
+    L[i] = out;
 }
 
 // launchers
@@ -197,6 +340,59 @@ static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
     return 2 * sf_align256((npix + 1) * sizeof(int)) + sf_align256(cub_bytes);
 }
 
+// Block-based path: B, area, first (nb ints each), F and numbers (nf + 1
+// ints each, nf = ny * nbx), CUB storage.
+static size_t bke_scratch_bytes(size_t nb, size_t nf, size_t cub_bytes)
+{
+    return 3 * sf_align256(nb * sizeof(int)) + 2 * sf_align256((nf + 1) * sizeof(int)) +
+           sf_align256(cub_bytes);
+}
+
+static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
+                             sf_labels *labels, int *nlabels)
+{
+    sf_status st = SF_OK;
+    const int nx = mask->nx, ny = mask->ny, nbx = (nx + 1) / 2, nby = (ny + 1) / 2;
+    const int nb = nbx * nby, nf = ny * nbx, npix = nx * ny;
+    size_t cub_bytes = 0, o1, o2;
+    unsigned char *s = NULL;
+    int count = 0;
+    SF_CUDA(seg_cub_bytes(nf + 1, g->stream, &cub_bytes));
+    SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), (void **)&s));
+    o1 = sf_align256((size_t)nb * sizeof(int));
+    o2 = sf_align256((size_t)(nf + 1) * sizeof(int));
+    {
+        int *B = (int *)s, *first = (int *)(s + 2 * o1), *F = (int *)(s + 3 * o1);
+        int *number = (int *)(s + 3 * o1 + o2);
+        unsigned *area = (unsigned *)(s + o1);
+        void *cub_tmp = s + 3 * o1 + 2 * o2;
+        const unsigned bb = sf_blocks(nb, SEG_THREADS), pb = sf_blocks(npix, SEG_THREADS);
+        SF_TRY(sf_gpu_memset(g, area, 0, (size_t)nb * sizeof(int)));
+        SF_TRY(sf_gpu_memset(g, first, 0x7f, (size_t)nb * sizeof(int))); // 0x7f7f7f7f > npix
+        SF_TRY(sf_gpu_memset(g, F, 0, (size_t)(nf + 1) * sizeof(int)));
+        bke_init<<<bb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nb);
+        SF_LAUNCHED();
+        bke_merge<<<bb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby);
+        SF_LAUNCHED();
+        bke_compress<<<bb, SEG_THREADS, 0, g->stream>>>(B, nb);
+        SF_LAUNCHED();
+        bke_pixels<<<pb, SEG_THREADS, 0, g->stream>>>(mask->data, B, area, first, nx, nbx, npix);
+        SF_LAUNCHED();
+        bke_mark<<<bb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, nx, nbx, nb, p->min_area);
+        SF_LAUNCHED();
+        SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)F, number, nf + 1,
+                                              g->stream));
+        bke_final<<<pb, SEG_THREADS, 0, g->stream>>>(mask->data, B, area, first, number, labels->data,
+                                                     nx, nbx, npix, p->min_area);
+        SF_LAUNCHED();
+        SF_TRY(sf_gpu_to_host(g, &count, number + nf, sizeof count));
+        if (nlabels)
+            *nlabels = count;
+    }
+fail:
+    return st;
+}
+
 extern "C" size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p)
 {
     size_t npix = sf_npix(nx, ny);
@@ -206,7 +402,12 @@ extern "C" size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p)
         cudaGetLastError(); // no device to ask: a generous bound on CUB's tile states
         cub = (1u << 20) + npix / 16;
     }
-    return seg_scratch_bytes(npix, cub);
+    {
+        size_t nbx = ((size_t)nx + 1) / 2, nb = nbx * (((size_t)ny + 1) / 2), a, b;
+        a = seg_scratch_bytes(npix, cub);
+        b = bke_scratch_bytes(nb, (size_t)ny * nbx, cub);
+        return a > b ? a : b;
+    }
 }
 
 extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
@@ -251,6 +452,8 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
         return sf_fail(SF_ERR_PARAM, "segment_gpu: %dx%d pixels exceed the int32 label range",
                        nx, ny);
     n1 = (int)npix + 1;
+    if (p->connectivity == 8 && npix < 0x7f7f7f7fu)
+        return segment_bke(g, mask, p, labels, nlabels);
 
     SF_CUDA(seg_cub_bytes(n1, g->stream, &cub_bytes));
     SF_TRY(sf_gpu_scratch(g, seg_scratch_bytes(npix, cub_bytes), (void **)&scratch));
@@ -269,10 +472,11 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
     seg_merge<<<seg_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, nx, ny, nseg,
                                                          p->connectivity == 8);
     SF_LAUNCHED();
-    seg_compress<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(L, area, (int)npix);
+    seg_compress<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, (unsigned *)area,
+                                                            (int)npix);
     SF_LAUNCHED();
     seg_flag<<<sf_blocks((size_t)n1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
-        area, (int)npix, p->min_area);
+        (unsigned *)area, (int)npix, p->min_area);
     SF_LAUNCHED();
     SF_CUDA(cub::DeviceScan::ExclusiveSum(scratch + 2 * off, cub_bytes, (const int *)area,
                                           number, n1, g->stream));

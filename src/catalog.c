@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <fitsio.h>
 #include "skyfind/catalog.h"
+#include "catalog_columns.h"
 
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file)
 {
@@ -51,123 +52,6 @@ void sf_atomic_abort(void *file, const char *tmp)
     remove(tmp);
 }
 
-/* ---- the column table ------------------------------------------------- */
-
-typedef struct {
-    const sf_source *s;
-    double lon, lat, plon, plat; /* deg; NaN without a WCS or off the sky */
-} sf_cat_row;
-
-typedef enum { SF_COL_INT, SF_COL_LONG, SF_COL_REAL } sf_col_type;
-
-#define SF_BUNIT "\x01" /* unit placeholder: the image's BUNIT */
-
-typedef struct {
-    char name[24];
-    char unit[72];
-    char ucd[64];
-    const char *fmt;     /* printf format for text formats (int, long long or double) */
-    sf_col_type type;
-    const char *desc;
-    double (*get)(const sf_cat_row *r);
-} sf_cat_col;
-
-static double get_id(const sf_cat_row *r) { return r->s->id; }
-static double get_x(const sf_cat_row *r) { return r->s->x + 1.0; }
-static double get_y(const sf_cat_row *r) { return r->s->y + 1.0; }
-static double get_npix(const sf_cat_row *r) { return (double)r->s->npix; }
-static double get_flux(const sf_cat_row *r) { return r->s->flux_sum; }
-static double get_peak(const sf_cat_row *r) { return r->s->peak; }
-static double get_px(const sf_cat_row *r) { return r->s->peak_x + 1.0; }
-static double get_py(const sf_cat_row *r) { return r->s->peak_y + 1.0; }
-static double get_lon(const sf_cat_row *r) { return r->lon; }
-static double get_lat(const sf_cat_row *r) { return r->lat; }
-static double get_plon(const sf_cat_row *r) { return r->plon; }
-static double get_plat(const sf_cat_row *r) { return r->plat; }
-
-static const struct {
-    const char *name, *unit, *ucd, *fmt;
-    sf_col_type type;
-    const char *desc;
-    double (*get)(const sf_cat_row *r);
-} sf_cat_base[] = {
-    {"id", "", "meta.id;meta.main", "%d", SF_COL_INT, "source label, 1..N in raster order",
-     get_id},
-    {"x", "pix", "pos.cartesian.x;instr.pixel", "%.12g", SF_COL_REAL,
-     "flux-weighted centroid x (1-based FITS pixel)", get_x},
-    {"y", "pix", "pos.cartesian.y;instr.pixel", "%.12g", SF_COL_REAL,
-     "flux-weighted centroid y (1-based FITS pixel)", get_y},
-    {"npix", "pix", "meta.number;instr.pixel", "%lld", SF_COL_LONG,
-     "finite pixels in the island", get_npix},
-    {"flux_sum", SF_BUNIT, "phot.flux;arith.sum", "%.12g", SF_COL_REAL,
-     "sum of the pixel values", get_flux},
-    {"peak", SF_BUNIT, "phot.flux;stat.max", "%.12g", SF_COL_REAL, "largest pixel value",
-     get_peak},
-    {"peak_x", "pix", "pos.cartesian.x;instr.pixel;stat.max", "%d", SF_COL_INT,
-     "x of the peak pixel (1-based)", get_px},
-    {"peak_y", "pix", "pos.cartesian.y;instr.pixel;stat.max", "%d", SF_COL_INT,
-     "y of the peak pixel (1-based)", get_py},
-};
-#define SF_CAT_NBASE ((int)(sizeof sf_cat_base / sizeof sf_cat_base[0]))
-#define SF_CAT_MAXCOL (SF_CAT_NBASE + 4)
-
-/* The columns of a catalogue: the pixel ones, then the world ones when meta
- * has a WCS. Returns the count. */
-static int sf_cat_columns(const sf_catalog_meta *m, sf_cat_col *c)
-{
-    const char *bunit = m->bunit ? m->bunit : "";
-    int n = 0;
-    for (int i = 0; i < SF_CAT_NBASE; i++, n++) {
-        snprintf(c[n].name, sizeof c[n].name, "%s", sf_cat_base[i].name);
-        snprintf(c[n].unit, sizeof c[n].unit, "%s",
-                 strcmp(sf_cat_base[i].unit, SF_BUNIT) ? sf_cat_base[i].unit : bunit);
-        snprintf(c[n].ucd, sizeof c[n].ucd, "%s", sf_cat_base[i].ucd);
-        c[n].fmt = sf_cat_base[i].fmt;
-        c[n].type = sf_cat_base[i].type;
-        c[n].desc = sf_cat_base[i].desc;
-        c[n].get = sf_cat_base[i].get;
-    }
-    if (m->wcs) {
-        const char *kind = sf_wcs_kind(m->wcs), *lu, *bu;
-        const char *ln = sf_wcs_lon_name(m->wcs), *bn = sf_wcs_lat_name(m->wcs);
-        double (*gets[4])(const sf_cat_row *) = {get_lon, get_lat, get_plon, get_plat};
-        static const char *descs[4] = {"longitude of the centroid", "latitude of the centroid",
-                                       "longitude of the peak pixel",
-                                       "latitude of the peak pixel"};
-        if (!strcmp(kind, "eq"))
-            lu = "pos.eq.ra", bu = "pos.eq.dec";
-        else if (!strcmp(kind, "galactic"))
-            lu = "pos.galactic.lon", bu = "pos.galactic.lat";
-        else if (!strcmp(kind, "ecliptic"))
-            lu = "pos.ecliptic.lon", bu = "pos.ecliptic.lat";
-        else
-            lu = bu = "pos";
-        for (int k = 0; k < 4; k++, n++) {
-            snprintf(c[n].name, sizeof c[n].name, "%s%s", k < 2 ? "" : "peak_",
-                     k % 2 ? bn : ln);
-            snprintf(c[n].unit, sizeof c[n].unit, "deg");
-            snprintf(c[n].ucd, sizeof c[n].ucd, "%s%s", k % 2 ? bu : lu,
-                     k < 2 ? ";meta.main" : ";stat.max");
-            c[n].fmt = "%.10f";
-            c[n].type = SF_COL_REAL;
-            c[n].desc = descs[k];
-            c[n].get = gets[k];
-        }
-    }
-    return n;
-}
-
-static sf_cat_row sf_cat_row_of(const sf_source *s, const sf_wcs *w)
-{
-    sf_cat_row r = {s, NAN, NAN, NAN, NAN};
-    if (w) {
-        sf_wcs_pix2world(w, s->x, s->y, &r.lon, &r.lat);
-        if (s->peak_x >= 0)
-            sf_wcs_pix2world(w, s->peak_x, s->peak_y, &r.plon, &r.plat);
-    }
-    return r;
-}
-
 /* One value as text; NaN as nan_text. */
 static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_row *r, const char *nan_text)
 {
@@ -189,21 +73,60 @@ static const char *sf_cat_units(const sf_catalog_meta *m)
 
 /* ---- CSV --------------------------------------------------------------- */
 
+/* A column's unit for the CSV units line: unitless columns as "none", flux
+ * columns of an image without BUNIT as "image units". */
+static const char *sf_cat_unit_label(const sf_cat_col *c)
+{
+    return c->unit[0] ? c->unit : c->bunit ? "image units" : "none";
+}
+
+/* "# units: pix: x, y, ...; deg: ..." : the columns grouped by unit, in
+ * column order. */
+static void sf_cat_units_line(FILE *f, const sf_cat_col *c, int nc)
+{
+    int done[SF_CAT_MAXCOL] = {0};
+    fputs("# units:", f);
+    for (int k = 0; k < nc; k++) {
+        const char *u = sf_cat_unit_label(&c[k]);
+        if (done[k])
+            continue;
+        fprintf(f, "%s %s:", k ? ";" : "", u);
+        for (int j = k, sep = 0; j < nc; j++)
+            if (!done[j] && !strcmp(sf_cat_unit_label(&c[j]), u)) {
+                fprintf(f, "%s %s", sep++ ? "," : "", c[j].name);
+                done[j] = 1;
+            }
+    }
+    fputc('\n', f);
+}
+
 static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
 {
     sf_cat_col c[SF_CAT_MAXCOL];
     int nc = sf_cat_columns(m, c);
     const char *u = sf_cat_units(m);
+    double area = sf_catalog_beam_area(m);
     fprintf(f, "# skyfind %s catalogue of %s (pipeline %s, backend %s): %d sources\n",
             SKYFIND_VERSION, m->input, m->pipeline, m->backend, n);
-    fprintf(f, "# x,y (flux-weighted centroid) and peak_x,peak_y are 1-based FITS pixel "
-               "coordinates (SExtractor/ds9 convention: the first pixel's centre is 1,1)\n");
-    fprintf(f, "# units: npix pixels; flux_sum (sum of pixel values) and peak in %s", u);
+    fprintf(f, "# x,y (flux-weighted centroid), peak_x,peak_y and the box xmin..ymax are 1-based "
+               "FITS pixel coordinates (SExtractor/ds9 convention: the first pixel's centre is "
+               "1,1)\n");
+    sf_cat_units_line(f, c, nc);
     if (m->wcs)
-        fprintf(f, "; %s,%s (centroid) and peak_%s,peak_%s in deg (%s)", c[8].name, c[9].name,
+        fprintf(f, "# world coordinates: %s, %s (frame %s); a_arcsec, b_arcsec, pa_deg (east of "
+                   "north) from the moments through the WCS at the centroid\n",
                 sf_wcs_lon_name(m->wcs), sf_wcs_lat_name(m->wcs),
                 *sf_wcs_frame(m->wcs) ? sf_wcs_frame(m->wcs) : sf_wcs_kind(m->wcs));
-    fputc('\n', f);
+    if (area > 0)
+        fprintf(f, "# flux_jy = flux_sum / %.9g (beam area in pixels: pi/(4 ln 2) * %.6g * %.6g "
+                   "pixel FWHMs)\n", area, m->bmaj_pix, m->bmin_pix);
+    else
+        fprintf(f, "# flux_jy, flux_jy_err: nan (%s)\n",
+                m->bmaj_pix > 0 ? "BUNIT is not Jy/beam" : "no restoring beam known");
+    fputs("# errors: flux_err = sqrt(sum rms_i^2), x_err = sqrt(sum rms_i^2 (x_i-x)^2)/flux_sum "
+          "(y_err alike): lower bounds when the noise is correlated (radio beams)\n", f);
+    fputs("# flags: 1 island touches the border, 2 NaN/blank pixel in or next to it, 4 peak on the "
+          "border (truncated), 8 merged (several seed maxima)\n", f);
     fputs("# ucd:", f);
     for (int k = 0; k < nc; k++)
         fprintf(f, " %s=%s", c[k].name, c[k].ucd);
@@ -218,7 +141,7 @@ static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catal
     for (int k = 0; k < nc; k++)
         fprintf(f, "%s%s", c[k].name, k + 1 < nc ? "," : "\n");
     for (int i = 0; i < n; i++) {
-        sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
+        sf_cat_row r = sf_cat_row_of(&src[i], m);
         for (int k = 0; k < nc; k++) {
             sf_cat_put(f, &c[k], &r, "nan");
             fputc(k + 1 < nc ? ',' : '\n', f);
@@ -286,13 +209,13 @@ static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
             sf_xml(f, c[k].unit);
             fputc('"', f);
         }
-        if (sys && k >= SF_CAT_NBASE)
+        if (sys && k >= SF_CAT_NBASE && k < SF_CAT_NBASE + 4)
             fputs(" ref=\"sys\"", f);
         fprintf(f, "><DESCRIPTION>%s</DESCRIPTION></FIELD>\n", c[k].desc);
     }
     fputs("<DATA><TABLEDATA>\n", f);
     for (int i = 0; i < n; i++) {
-        sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
+        sf_cat_row r = sf_cat_row_of(&src[i], m);
         fputs("<TR>", f);
         for (int k = 0; k < nc; k++) {
             fputs("<TD>", f);
@@ -307,33 +230,47 @@ static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
 
 /* ---- ds9 regions ------------------------------------------------------- */
 
+/* One ellipse per source with a shape: semi-axes sqrt(2 ln 2) a and
+ * sqrt(2 ln 2) b (the Gaussian half widths at half maximum). On the sky
+ * (a WCS with a frame ds9 knows): centre in degrees, radii in arcsec from
+ * a_arcsec, b_arcsec, angle pa_deg + 90 (ds9 measures sky angles from the
+ * longitude axis, counter-clockwise as displayed north up, east left);
+ * otherwise in 1-based image pixels with angle theta (from +x). */
 static sf_status sf_cat_region(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
 {
     const sf_wcs *w = m->wcs && *sf_wcs_frame(m->wcs) ? m->wcs : NULL;
+    sf_catalog_meta mw = *m;
+    mw.wcs = w;
     fputs("# Region file format: DS9 version 4.1\n", f);
-    fprintf(f, "# skyfind %s catalogue of %s: %d sources, circles of area npix pixels at "
-               "the flux-weighted centroids\n", SKYFIND_VERSION, m->input, n);
+    fprintf(f, "# skyfind %s catalogue of %s: %d sources, ellipses of semi-axes "
+               "sqrt(2 ln 2) (a, b) (half widths at half maximum) at the flux-weighted "
+               "centroids\n", SKYFIND_VERSION, m->input, n);
     fputs("global color=green dashlist=8 3 width=1 font=\"helvetica 10 normal roman\" "
           "select=1 highlite=1 dash=0 fixed=0 edit=1 move=1 delete=1 include=1 source=1\n", f);
     fprintf(f, "%s\n", w ? sf_wcs_frame(w) : "image");
     for (int i = 0; i < n; i++) {
         const sf_source *s = &src[i];
-        double rpix = sqrt((double)s->npix / M_PI), lon, lat, scale;
-        if (!isfinite(s->x) || !isfinite(s->y)) {
-            fprintf(f, "# source %d has no centroid (no flux)\n", s->id);
+        sf_cat_row r;
+        double ang;
+        if (!isfinite(s->x) || !isfinite(s->y) || !isfinite(s->a) || !isfinite(s->b) ||
+            !isfinite(s->theta)) {
+            fprintf(f, "# source %d has no centroid or shape\n", s->id);
             continue;
         }
         if (!w) {
-            fprintf(f, "circle(%.6f,%.6f,%.4f) # text={%d}\n", s->x + 1.0, s->y + 1.0, rpix,
-                    s->id);
+            fprintf(f, "ellipse(%.8f,%.8f,%.6f,%.6f,%.6f) # text={%d}\n", s->x + 1.0, s->y + 1.0,
+                    SF_HWHM * s->a, SF_HWHM * s->b, s->theta, s->id);
             continue;
         }
-        scale = sf_wcs_pixel_arcsec(w, s->x, s->y);
-        if (sf_wcs_pix2world(w, s->x, s->y, &lon, &lat) || !isfinite(scale)) {
-            fprintf(f, "# source %d has no world coordinates\n", s->id);
+        r = sf_cat_row_of(s, &mw);
+        if (!isfinite(r.lon) || !isfinite(r.lat) || !isfinite(r.a_as) || !isfinite(r.b_as) ||
+            !isfinite(r.pa) || !(r.b_as > 0)) {
+            fprintf(f, "# source %d has no world coordinates or sky shape\n", s->id);
             continue;
         }
-        fprintf(f, "circle(%.9f,%.9f,%.4f\") # text={%d}\n", lon, lat, rpix * scale, s->id);
+        ang = fmod(r.pa + 90.0, 360.0);
+        fprintf(f, "ellipse(%.9f,%.9f,%.6f\",%.6f\",%.6f) # text={%d}\n", r.lon, r.lat,
+                SF_HWHM * r.a_as, SF_HWHM * r.b_as, ang, s->id);
     }
     return SF_OK;
 }
@@ -357,17 +294,22 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
     fitsfile *fp = NULL;
     double *dv = NULL;
     long long *lv = NULL;
+    sf_cat_row *rows = NULL;
     int status = 0, nc = sf_cat_columns(m, c);
+    double area = sf_catalog_beam_area(m);
     sf_status st = SF_OK;
 
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     snprintf(cname, sizeof cname, "!%s", tmp);
     dv = malloc((n > 0 ? n : 1) * sizeof *dv);
     lv = malloc((n > 0 ? n : 1) * sizeof *lv);
-    if (!dv || !lv) {
+    rows = malloc((n > 0 ? n : 1) * sizeof *rows);
+    if (!dv || !lv || !rows) {
         st = sf_fail(SF_ERR_NOMEM, "%s: malloc of %d rows failed", path, n);
         goto fail;
     }
+    for (int i = 0; i < n; i++)
+        rows[i] = sf_cat_row_of(&src[i], m);
     for (int k = 0; k < nc; k++) {
         ttype[k] = c[k].name;
         tform[k] = (char *)tf[c[k].type];
@@ -400,8 +342,16 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
         fits_write_key(fp, TDOUBLE, "BKGMED", &v, "clipped median of the background", &status);
         fits_write_key(fp, TDOUBLE, "BKGSIG", &sg, "clipped sigma of the background", &status);
     }
-    fits_write_comment(fp, "x, y, peak_x, peak_y are 1-based FITS pixel coordinates "
-                           "(SExtractor/ds9 convention: the first pixel's centre is 1,1).",
+    if (area > 0)
+        fits_write_key(fp, TDOUBLE, "BEAMAREA", &area, "[pix] beam area: flux_jy = flux_sum / BEAMAREA",
+                       &status);
+    fits_write_comment(fp, "flux_err = sqrt(sum rms_i^2); x_err = sqrt(sum rms_i^2 (x_i - x)^2) "
+                           "/ flux_sum, y_err alike: lower bounds for correlated noise.", &status);
+    fits_write_comment(fp, "flags: 1 edge, 2 NaN/blank in or next to the island, 4 peak on the "
+                           "border (truncated), 8 merged (several seed maxima).", &status);
+    fits_write_comment(fp, "x, y, peak_x, peak_y and the box xmin..ymax are 1-based FITS pixel "
+                           "coordinates (SExtractor/ds9 convention: the first pixel's centre is "
+                           "1,1).",
                        &status);
     if (m->wcs)
         fits_write_comment(fp, "World coordinates in degrees from the image WCS (WCSLIB).",
@@ -410,8 +360,7 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
         goto fits_fail;
     for (int k = 0; k < nc && n > 0; k++) {
         for (int i = 0; i < n; i++) {
-            sf_cat_row r = sf_cat_row_of(&src[i], m->wcs);
-            dv[i] = c[k].get(&r);
+            dv[i] = c[k].get(&rows[i]);
             lv[i] = (long long)dv[i];
         }
         if (c[k].type == SF_COL_REAL)
@@ -430,6 +379,7 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
         goto fail;
     free(dv);
     free(lv);
+    free(rows);
     return SF_OK;
 fits_fail:
     st = sf_fits_cat_fail(path, status, "writing the catalogue table");
@@ -441,6 +391,7 @@ fail:
     remove(tmp);
     free(dv);
     free(lv);
+    free(rows);
     return st;
 }
 

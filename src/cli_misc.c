@@ -66,7 +66,7 @@ int cmd_stages(int argc, char **argv)
             const sf_param_spec *p = &d->params[k];
             char range[96];
             const char *type = p->type == SF_PT_INT ? (p->choices ? (strcmp(p->choices, "auto") ? p->choices : "int|auto") : "int") : p->type == SF_PT_REAL ? "real"
-                               : p->type == SF_PT_BOOL ? "yes|no" : p->choices;
+                               : p->type == SF_PT_BOOL ? "yes|no" : p->type == SF_PT_STRING ? "text" : p->choices;
             if (p->type == SF_PT_INT || p->type == SF_PT_REAL)
                 snprintf(range, sizeof range, "[%g, %g]", p->min, p->max);
             else

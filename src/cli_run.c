@@ -49,7 +49,7 @@ static void run_usage(FILE *f, int compare)
                    "                            there is one, else the CPU with a note)\n"
                    "  -o, --output DIR          folder for the outputs (default .; created)\n"
                    "      --save LIST           also write check images: seg, mask, background,\n"
-                   "                            rms, png (previews), all (comma-separated)\n"
+                   "                            rms, filtered, png (previews), all (comma-separated)\n"
                    "      --stretch asinh|zscale  grey scale of the PNG previews (default asinh)\n"
                    "      --format LIST         catalogue formats: csv, fits, votable, reg\n"
                    "                            (comma-separated; default csv)\n");
@@ -80,8 +80,10 @@ static int parse_save(const char *list, unsigned *save)
             *save |= SAVE_RMS;
         else if (!strcmp(tok, "png"))
             *save |= SAVE_PNG;
+        else if (!strcmp(tok, "filtered") || !strcmp(tok, "filt"))
+            *save |= SAVE_FILT;
         else if (!strcmp(tok, "all"))
-            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS | SAVE_PNG;
+            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS | SAVE_PNG | SAVE_FILT;
         else
             return -1;
     }
@@ -112,7 +114,7 @@ int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
         case OPT_SET: a->sets[a->nsets++] = optarg; break;
         case OPT_SAVE:
             if (compare || parse_save(optarg, &a->save))
-                return cli_usage_error(cmd, "--save takes seg, mask, background, rms, png or all, not '%s'", optarg);
+                return cli_usage_error(cmd, "--save takes seg, mask, background, rms, filtered, png or all, not '%s'", optarg);
             break;
         case OPT_FORMAT: {
             char buf[256], *tok, *sv = NULL;
@@ -252,6 +254,8 @@ static void report_text(const char *file, const sf_run_result *r, const char *ba
             fprintf(stderr, "%d sources", r->nsources);
         else if (!strcmp(r->stage[i], "threshold") && r->nmask >= 0)
             fprintf(stderr, "%lld pixels", r->nmask);
+        else if (!strcmp(r->stage[i], "convolve"))
+            fprintf(stderr, "%s", r->filter_desc);
         fputc('\n', stderr);
     }
     if (!strcmp(backend, "gpu")) {
@@ -317,6 +321,15 @@ double beam_pixels(const sf_fits_info *info, int nx, int ny)
     return info->bmaj * 3600.0 / pix;
 }
 
+void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny)
+{
+    double lon, lat, pix;
+    o->beam_pix = beam_pixels(info, nx, ny);
+    o->beam_min_pix = o->beam_pix > 0 && info->bmin > 0 ? o->beam_pix * info->bmin / info->bmaj : 0;
+    o->beam_pa_deg = o->beam_pix > 0 ? info->bpa : 0;
+    o->pix_arcsec = sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) && pix > 0 ? pix : 0;
+}
+
 /* Read one plane of a file, with the cube note. */
 sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *img,
                             sf_fits_info *info)
@@ -337,6 +350,9 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
     sf_status st = SF_OK;
     sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
     sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg, w, r->box};
+    /* the beam in pixels for flux_jy (minor axis scaled like the major) */
+    meta.bmaj_pix = beam_pixels(info, r->nx, r->ny);
+    meta.bmin_pix = meta.bmaj_pix > 0 && info->bmin > 0 ? meta.bmaj_pix * info->bmin / info->bmaj : 0;
     file_stem(file, stem, sizeof stem);
     catalog[0] = '\0';
     for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {
@@ -380,6 +396,11 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
             if ((st = sf_preview_overlay(path, img, r->sources, r->nsources, a->stretch)))
                 return st;
         }
+    }
+    if ((a->save & SAVE_FILT) && r->filtered.data) {
+        snprintf(path, sizeof path, "%s/%s.filt.fits", a->outdir, stem);
+        if ((st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, r->filtered.data, r->nx, r->ny, 0, NULL)))
+            return st;
     }
     if ((a->save & SAVE_RMS) && r->rmsmap.data) {
         snprintf(path, sizeof path, "%s/%s.rms.fits", a->outdir, stem);
@@ -449,11 +470,13 @@ int cmd_run(int argc, char **argv)
             o.keep |= SF_KEEP_MASK;
         if (a.save & (SAVE_BKG | SAVE_RMS))
             o.keep |= SF_KEEP_BKG;
+        if (a.save & SAVE_FILT)
+            o.keep |= SF_KEEP_FILTERED;
         if (tty && nfiles > 1 && sf_verbosity >= 1)
             fprintf(stderr, "[%d/%d] %s\n", i - first + 1, nfiles, file);
         st = read_input(file, &a, gpu, &img, &info);
         if (st == SF_OK) {
-            o.beam_pix = beam_pixels(&info, img.nx, img.ny);
+            set_beam(&o, &info, img.nx, img.ny);
             st = sf_pipeline_run(&pl, &img, &o, &r);
             if (st)
                 sf_errcontext("%s", file);

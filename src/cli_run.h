@@ -6,7 +6,7 @@
 #include "skyfind/fits.h"
 #include "skyfind/pipeline.h"
 
-enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8, SAVE_PNG = 16 };
+enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8, SAVE_PNG = 16, SAVE_FILT = 32 };
 
 typedef struct {
     const char *pipe;
@@ -34,5 +34,8 @@ sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *i
                      sf_fits_info *info);
 /* The restoring beam's FWHM (major axis) in pixels, 0 when unknown. */
 double beam_pixels(const sf_fits_info *info, int nx, int ny);
+/* The beam (major and minor FWHM in pixels, position angle) and the pixel
+ * size of the header into the run options (zeros where unknown). */
+void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny);
 
 #endif

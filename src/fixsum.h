@@ -17,8 +17,10 @@
  * Scale: M = max |v| over the finite labelled pixels, frexp(M) = f*2^E with
  * f in [0.5, 1), e = 66 - E (e = 0 when M == 0). Then |v|*2^e < 2^66, a term
  * with a coordinate factor up to x*x (x < 2^16) is below 2^98 and 2^28 such
- * terms below 2^126: room for the second moments of issue #6 (sum v*x*x,
- * v*y*y, v*x*y) on images of up to 2^28 pixels per source. First moments
+ * terms below 2^126: room for second moments (sum v*dx*dx, v*dy*dy, v*dx*dy,
+ * taken relative to the peak by measure) on images of up to 2^28 pixels per
+ * source; larger images drop bits from e (ms_scale_shift in
+ * measure_calc.h). First moments
  * (|x| < 2^31) leave even more room (2^97 per term).
  *
  * Terms are formed by multiplications only: tv = (double)v * 2^e is exact

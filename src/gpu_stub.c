@@ -6,6 +6,7 @@
 #include "skyfind/threshold.h"
 #include "skyfind/segment.h"
 #include "skyfind/measure.h"
+#include "skyfind/convolve.h"
 
 #define NO_GPU sf_fail(SF_ERR_NO_GPU, "this skyfind was built without CUDA (no nvcc at configure time)")
 
@@ -34,6 +35,7 @@ sf_status sf_gpu_timer_create(sf_gpu *g, sf_gpu_timer **t) { *t = NULL; return N
 void sf_gpu_timer_destroy(sf_gpu_timer *t) { }
 sf_status sf_gpu_timer_start(sf_gpu_timer *t) { return NO_GPU; }
 sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms) { *ms = 0; return NO_GPU; }
+sf_status sf_gpu_copy_bandwidth(sf_gpu *g, size_t bytes, double *gbps) { *gbps = 0; return NO_GPU; }
 
 sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                             sf_bkg_stats *st, sf_image *bkg, sf_image *rms) { return NO_GPU; }
@@ -52,5 +54,9 @@ sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels) { return NO_GPU; }
 size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p) { return 0; }
 sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
-                         int nlabels, const sf_measure_params *p, sf_source *out) { return NO_GPU; }
+                         int nlabels, const sf_measure_aux *aux, const sf_measure_params *p,
+                         sf_source *out) { return NO_GPU; }
 size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels, const sf_measure_params *p) { return 0; }
+sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                          int edge, int nan, sf_image *out) { return NO_GPU; }
+size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method) { return 0; }

@@ -21,6 +21,26 @@ static const sf_param_spec *spec_find(const sf_stage_def *d, const char *key, in
     return NULL;
 }
 
+/* A relative file name given in a .pipe file that does not exist from the
+ * current folder but does beside the .pipe file is taken from there (so a
+ * shipped pipeline can name a kernel file shipped with it). */
+static void resolve_path(const sf_stage_def *d, void *params, const char *key, const char *source)
+{
+    int idx;
+    const sf_param_spec *sp = spec_find(d, key, &idx);
+    char *v, path[SF_PARAM_STRMAX + 1024];
+    const char *slash = source ? strrchr(source, '/') : NULL;
+    struct stat sb;
+    if (!sp || sp->type != SF_PT_STRING || !slash)
+        return;
+    v = (char *)params + sp->offset;
+    if (!v[0] || v[0] == '/' || stat(v, &sb) == 0)
+        return;
+    snprintf(path, sizeof path, "%.*s/%s", (int)(slash - source), source, v);
+    if (stat(path, &sb) == 0 && strlen(path) < SF_PARAM_STRMAX)
+        snprintf(v, SF_PARAM_STRMAX, "%s", path);
+}
+
 static int choice_index(const char *choices, const char *value)
 {
     int i = 0;
@@ -50,7 +70,7 @@ sf_status sf_param_set(const sf_stage_def *d, void *params, const char *key, con
         return sf_fail(SF_ERR_PARAM, "stage '%s' has no parameter '%s' (it has: %s)", d->name, key,
                        d->nparams ? names : "none");
     }
-    if (!*value)
+    if (!*value && sp->type != SF_PT_STRING)
         return sf_fail(SF_ERR_PARAM, "%s.%s needs a value", d->name, key);
     errno = 0;
     switch (sp->type) {
@@ -99,6 +119,12 @@ sf_status sf_param_set(const sf_stage_def *d, void *params, const char *key, con
         *(int *)((char *)params + sp->offset) = v;
         break;
     }
+    case SF_PT_STRING:
+        if (strlen(value) >= SF_PARAM_STRMAX)
+            return sf_fail(SF_ERR_PARAM, "%s.%s: value longer than %d characters", d->name, key,
+                           SF_PARAM_STRMAX - 1);
+        snprintf((char *)params + sp->offset, SF_PARAM_STRMAX, "%s", value);
+        break;
     }
     return SF_OK;
 }
@@ -116,6 +142,7 @@ void sf_param_format(const sf_stage_def *d, const void *params, int i, char *buf
         break;
     case SF_PT_REAL: snprintf(buf, n, "%g", *(const double *)base); break;
     case SF_PT_BOOL: snprintf(buf, n, "%s", *(const int *)base ? "yes" : "no"); break;
+    case SF_PT_STRING: snprintf(buf, n, "%s", base); break;
     case SF_PT_CHOICE: {
         int k = *(const int *)base;
         const char *p = sp->choices;
@@ -219,6 +246,7 @@ sf_status sf_pipeline_parse(const char *text, const char *source, sf_pipeline *p
             *eq = '\0';
             if (sf_param_set(d, s->params, tok, eq + 1))
                 PIPE_FAIL(lineno, "%s", sf_errdetail());
+            resolve_path(d, s->params, tok, source);
         }
         if (d->check && d->check(s->params))
             PIPE_FAIL(lineno, "%s", sf_errdetail());

@@ -1,5 +1,5 @@
 /* PNG previews (libpng): the image with an asinh or zscale stretch, the label
- * map in hashed colours, and the image with a circle and an id per source.
+ * map in hashed colours, and the image with an ellipse and an id per source.
  * FITS orientation (row 0 at the bottom); written atomically; host only. */
 #include <math.h>
 #include <png.h>
@@ -306,22 +306,52 @@ static void put_px(uint8_t *out, int W, int H, int X, int Y, uint8_t r, uint8_t 
     p[2] = b;
 }
 
-static void draw_circle(uint8_t *out, int W, int H, double cx, double cy, double r)
+/* A ring about 2 PNG pixels wide along the ellipse of semi-axes A, B (PNG
+ * pixels) centred on (cx, cy), its A axis at t degrees counter-clockwise
+ * from +x as displayed (image y up, PNG rows down). The distance to the
+ * ellipse is taken along the ray from the centre: r (1 - 1/rho), rho the
+ * ellipse's normalised radius of the point. */
+static void draw_ellipse(uint8_t *out, int W, int H, double cx, double cy, double A, double B,
+                         double t)
 {
     const double hw = 1.0; /* half width of the ring in PNG pixels */
-    int x0 = (int)floor(cx - r - 2), x1 = (int)ceil(cx + r + 2);
-    int y0 = (int)floor(cy - r - 2), y1 = (int)ceil(cy + r + 2);
+    double c = cos(t * M_PI / 180.0), sn = sin(t * M_PI / 180.0);
+    double ex = sqrt(A * A * c * c + B * B * sn * sn), ey = sqrt(A * A * sn * sn + B * B * c * c);
+    int x0 = (int)floor(cx - ex - 2), x1 = (int)ceil(cx + ex + 2);
+    int y0 = (int)floor(cy - ey - 2), y1 = (int)ceil(cy + ey + 2);
     if (x0 < 0) x0 = 0;
     if (y0 < 0) y0 = 0;
     if (x1 > W - 1) x1 = W - 1;
     if (y1 > H - 1) y1 = H - 1;
     for (int Y = y0; Y <= y1; Y++)
         for (int X = x0; X <= x1; X++) {
-            double d = hypot(X - cx, Y - cy);
-            if (fabs(d - r) <= hw)
+            double dx = X - cx, dy = cy - Y; /* y up */
+            double u = dx * c + dy * sn, v = -dx * sn + dy * c;
+            double rho = sqrt((u / A) * (u / A) + (v / B) * (v / B)), r = hypot(u, v);
+            double d = rho > 0 ? r * (1.0 - 1.0 / rho) : -hypot(A, B);
+            if (fabs(d) <= hw)
                 put_px(out, W, H, X, Y, SF_PREVIEW_CIRCLE_R, SF_PREVIEW_CIRCLE_G,
                        SF_PREVIEW_CIRCLE_B);
         }
+}
+
+void sf_preview_ellipse(const sf_source *o, double *A, double *B, double *theta)
+{
+    if (isfinite(o->a) && isfinite(o->b) && isfinite(o->theta) && o->a > 0) {
+        double k;
+        *A = 1.1774100225154747 * o->a; /* sqrt(2 ln 2): half width at half maximum */
+        *B = 1.1774100225154747 * o->b;
+        *theta = o->theta;
+        k = *A < 3.0 ? 3.0 / *A : 1.0;
+        *A *= k;
+        *B *= k;
+        if (*B < 1.0)
+            *B = 1.0;
+    } else {
+        double r = sqrt((double)o->npix / M_PI);
+        *A = *B = r > 3.0 ? r : 3.0;
+        *theta = 0.0;
+    }
 }
 
 /* 3x5 digit glyphs, one row per entry, bit 2 = left column. */
@@ -508,18 +538,23 @@ sf_status sf_preview_overlay(const char *path, const sf_image *img, const sf_sou
         goto fail;
     }
     render_image(img, &L, s, 3, buf);
-    for (int pass = 0; pass < 2; pass++) /* all circles first, then all ids on top */
+    for (int pass = 0; pass < 2; pass++) /* all ellipses first, then all ids on top */
         for (int i = 0; i < n; i++) {
             const sf_source *o = &src[i];
             double cx = (o->x + 0.5) * s - 0.5, cy = (img->ny - o->y - 0.5) * s - 0.5;
-            double r = sqrt((double)o->npix / M_PI);
+            double A, B, t, c, sn, ex;
             if (!isfinite(cx) || !isfinite(cy))
                 continue;
-            r = (r > 3.0 ? r : 3.0) * s;
+            sf_preview_ellipse(o, &A, &B, &t);
+            A *= s;
+            B *= s;
+            c = cos(t * M_PI / 180.0);
+            sn = sin(t * M_PI / 180.0);
+            ex = sqrt(A * A * c * c + B * B * sn * sn); /* half extent in x */
             if (pass == 0)
-                draw_circle(buf, W, H, cx, cy, r);
+                draw_ellipse(buf, W, H, cx, cy, A, B, t);
             else
-                draw_id(buf, W, H, (int)lround(cx + r + 3), (int)lround(cy - 2.5 * SF_PV_FONT),
+                draw_id(buf, W, H, (int)lround(cx + ex + 3), (int)lround(cy - 2.5 * SF_PV_FONT),
                         o->id);
         }
     st = write_png(path, buf, W, H, 3);

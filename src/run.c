@@ -23,6 +23,7 @@ static void state_free(sf_state *s)
         sf_image_free(&s->img, g);
     sf_image_free(&s->bkgmap, g);
     sf_image_free(&s->rmsmap, g);
+    sf_image_free(&s->filt, g);
     sf_mask_free(&s->mask, g);
     sf_labels_free(&s->labels, g);
     if (g)
@@ -39,6 +40,7 @@ void sf_run_result_free(sf_run_result *r)
     sf_labels_free(&r->labels, NULL);
     sf_image_free(&r->bkgmap, NULL);
     sf_image_free(&r->rmsmap, NULL);
+    sf_image_free(&r->filtered, NULL);
     memset(r, 0, sizeof *r);
 }
 
@@ -50,7 +52,10 @@ static unsigned pipeline_gives(const sf_pipeline *pl)
     return g;
 }
 
-/* Scratch the GPU steps need, reserved once before the run. */
+/* Scratch the GPU steps need, reserved once before the run. Two needs are
+ * known only when their stage runs, and grow the scratch then: convolve's
+ * FFT buffers (its kernel comes from the header's beam) and measure's
+ * per-source accumulators (the number of islands). */
 static size_t gpu_scratch_need(const sf_pipeline *pl, int nx, int ny)
 {
     size_t need = 0, b;
@@ -61,8 +66,6 @@ static size_t gpu_scratch_need(const sf_pipeline *pl, int nx, int ny)
             b = sf_background_gpu_scratch(nx, ny, pl->steps[i].params);
         else if (!strcmp(n, "segment"))
             b = sf_segment_gpu_scratch(nx, ny, pl->steps[i].params);
-        else if (!strcmp(n, "measure")) /* the number of labels is not known yet: bound it */
-            b = sf_measure_gpu_scratch(nx, ny, (int)(sf_npix(nx, ny) / 2 + 1), pl->steps[i].params);
         if (b > need)
             need = b;
     }
@@ -82,6 +85,9 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
             return st;
     if (gives & SF_DATA_LABELS)
         if ((st = sf_labels_alloc(&s->labels, nx, ny, loc, g)))
+            return st;
+    if (gives & SF_DATA_FILTERED)
+        if ((st = sf_image_alloc(&s->filt, nx, ny, loc, g)))
             return st;
     int mesh = 0;
     for (int i = 0; i < pl->nsteps; i++)
@@ -108,6 +114,10 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     r->bkg = s->bkg;
     r->nlabels = s->nlabels;
     r->box = s->box;
+    r->have_filtered = s->have_filt;
+    r->filter_sum = s->filt_sum;
+    r->filter_gain = s->filt_gain;
+    snprintf(r->filter_desc, sizeof r->filter_desc, "%s", s->filt_desc);
     r->nsources = (s->have & SF_DATA_SOURCES) ? s->nsources : -1;
     if (r->nsources >= 0) {
         r->sources = malloc(((size_t)r->nsources + 1) * sizeof(sf_source));
@@ -133,6 +143,16 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     }
     KEEP(SF_KEEP_MASK, SF_DATA_MASK, mask, mask)
     KEEP(SF_KEEP_LABELS, SF_DATA_LABELS, labels, labels)
+    if ((o->keep & SF_KEEP_FILTERED) && s->have_filt) {
+        if ((st = sf_image_alloc(&r->filtered, s->img.nx, s->img.ny, SF_HOST, NULL)))
+            return st;
+        if (gpu)
+            st = sf_image_download(o->gpu, &s->filt, &r->filtered);
+        else
+            memcpy(r->filtered.data, s->filt.data, sf_npix(s->img.nx, s->img.ny) * sizeof(float));
+        if (st)
+            return st;
+    }
     if (s->bkgmap.data) {
         KEEP(SF_KEEP_BKG, SF_DATA_BKG, bkgmap, image)
         KEEP(SF_KEEP_BKG, SF_DATA_BKG, rmsmap, image)
@@ -163,6 +183,9 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     s.backend = o->backend;
     s.g = o->gpu;
     s.beam_pix = o->beam_pix;
+    s.beam_min_pix = o->beam_min_pix;
+    s.beam_pa_deg = o->beam_pa_deg;
+    s.pix_arcsec = o->pix_arcsec;
     if (gpu) {
         if (!o->gpu)
             return sf_fail(SF_ERR_NO_GPU, "GPU backend without a GPU context");

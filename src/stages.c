@@ -2,9 +2,12 @@
  * wrappers that call its CPU twin or GPU version on the run's buffers. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "state.h"
+#include "skyfind/convolve.h"
 #include "skyfind/gpu.h"
 
 /* ---- background ---------------------------------------------------------- */
@@ -64,10 +67,150 @@ static sf_status bkg_check(const void *pp)
 }
 static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); }
 
+/* ---- convolve ------------------------------------------------------------ */
+static const sf_param_spec conv_params[] = {
+    {"kernel", SF_PT_CHOICE, "beam", 0, 0, "beam|gauss|tophat|file", "",
+     "beam: the header's restoring beam, the matched filter (no filtering without a beam); "
+     "gauss: fwhm, fwhm_min, pa; tophat: radius; file: a SExtractor .conv file or FITS image",
+     offsetof(sf_conv_params, kernel)},
+    {"fwhm", SF_PT_REAL, "3", 0.01, 10000, NULL, "unit", "gauss: FWHM of the major axis",
+     offsetof(sf_conv_params, fwhm)},
+    {"fwhm_min", SF_PT_REAL, "0", 0, 10000, NULL, "unit", "gauss: FWHM of the minor axis (0: round)",
+     offsetof(sf_conv_params, fwhm_min)},
+    {"pa", SF_PT_REAL, "0", -360, 360, NULL, "deg",
+     "gauss: position angle of the major axis, from +y (north) towards -x (east)",
+     offsetof(sf_conv_params, pa)},
+    {"unit", SF_PT_CHOICE, "pixels", 0, 0, "pixels|arcsec", "",
+     "unit of fwhm, fwhm_min and radius (arcsec needs a celestial WCS)",
+     offsetof(sf_conv_params, unit)},
+    {"radius", SF_PT_REAL, "2", 0.01, 10000, NULL, "unit", "tophat: radius of the disc",
+     offsetof(sf_conv_params, radius)},
+    {"size", SF_PT_INT, "auto", 1, 4095, "auto", "pixels",
+     "gauss, beam: kernel side (auto: odd, +-3 sigma of the major axis)",
+     offsetof(sf_conv_params, size)},
+    {"file", SF_PT_STRING, "", 0, 0, NULL, "", "file: path of the kernel (.conv, else FITS)",
+     offsetof(sf_conv_params, file)},
+    {"normalise", SF_PT_BOOL, "yes", 0, 1, NULL, "", "file (FITS): divide the kernel by its sum",
+     offsetof(sf_conv_params, normalise)},
+    {"method", SF_PT_CHOICE, "auto", 0, 0, "auto|direct|fft", "",
+     "direct (tiled; separable kernels in two passes), fft, or auto (the faster for the kernel)",
+     offsetof(sf_conv_params, method)},
+    {"edge", SF_PT_CHOICE, "reflect", 0, 0, "zero|nearest|reflect|wrap", "",
+     "pixels beyond the border, as scipy.ndimage's modes (zero = constant 0)",
+     offsetof(sf_conv_params, edge)},
+    {"noise", SF_PT_CHOICE, "white", 0, 0, "white|measured|none", "",
+     "noise of the filtered image: white: rms*sqrt(sum k^2); measured: rms times the ratio of "
+     "clipped sigmas of the filtered and unfiltered images (correlated radio noise); none: the "
+     "unfiltered rms, as SExtractor",
+     offsetof(sf_conv_params, noise)},
+};
+
+/* noise=measured: the ratio of the kappa-sigma clipped sigmas of the
+ * filtered and the unfiltered image (3 sigma, to convergence). */
+static sf_status conv_noise_ratio(sf_state *s, int gpu, double *ratio)
+{
+    sf_bkg_params bp;
+    sf_bkg_stats a, b;
+    sf_status st;
+    sf_bkg_params_default(&bp);
+    bp.method = SF_BKG_GLOBAL;
+    if (gpu && (st = sf_gpu_reserve(s->g, sf_background_gpu_scratch(s->img.nx, s->img.ny, &bp))))
+        return st;
+    st = gpu ? sf_background_gpu(s->g, &s->img, &bp, &a, NULL, NULL)
+             : sf_background_cpu(&s->img, &bp, &a, NULL, NULL);
+    if (st == SF_OK)
+        st = gpu ? sf_background_gpu(s->g, &s->filt, &bp, &b, NULL, NULL)
+                 : sf_background_cpu(&s->filt, &bp, &b, NULL, NULL);
+    if (st)
+        return st;
+    if (!(a.sigma > 0) || !(b.sigma > 0))
+        return sf_fail(SF_ERR_PARAM, "convolve noise=measured: the clipped sigma is %g before and %g "
+                       "after filtering", a.sigma, b.sigma);
+    *ratio = b.sigma / a.sigma;
+    return SF_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcasecmp(s + n - m, suffix);
+}
+
+/* The kernel of a run; *none when kernel=beam and the header has no beam. */
+static sf_status conv_kernel(const sf_state *s, const sf_conv_params *p, sf_kernel *k, int *none)
+{
+    double scale = 1;
+    *none = 0;
+    if (p->unit == 1 && p->kernel != SF_KER_BEAM && p->kernel != SF_KER_FILE) {
+        if (!(s->pix_arcsec > 0))
+            return sf_fail(SF_ERR_PARAM, "convolve unit=arcsec needs the pixel size from a celestial WCS");
+        scale = 1.0 / s->pix_arcsec;
+    }
+    switch (p->kernel) {
+    case SF_KER_BEAM:
+        if (!(s->beam_pix > 0)) {
+            *none = 1;
+            return SF_OK;
+        }
+        return sf_kernel_gauss(k, s->beam_pix, s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix,
+                               s->beam_pa_deg, p->size);
+    case SF_KER_GAUSS:
+        return sf_kernel_gauss(k, p->fwhm * scale, (p->fwhm_min > 0 ? p->fwhm_min : p->fwhm) * scale,
+                               p->pa, p->size);
+    case SF_KER_TOPHAT:
+        return sf_kernel_tophat(k, p->radius * scale);
+    default:
+        if (!p->file[0])
+            return sf_fail(SF_ERR_PARAM, "convolve kernel=file needs file=PATH (.conv or FITS)");
+        return ends_with(p->file, ".conv") ? sf_kernel_read_conv(k, p->file)
+                                           : sf_kernel_read_fits(k, p->file, p->normalise);
+    }
+}
+
+static sf_status conv_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_conv_params *p = pp;
+    sf_kernel k;
+    int none, nan = -1;
+    sf_status st;
+    memset(&k, 0, sizeof k);
+    s->have_filt = 0;
+    if ((st = conv_kernel(s, p, &k, &none)))
+        return st;
+    if (none) {
+        snprintf(s->filt_desc, sizeof s->filt_desc, "none (kernel=beam but the header has no beam)");
+        return SF_OK;
+    }
+    if (s->have & SF_DATA_BKG) /* the background stage counted the finite pixels */
+        nan = s->bkg.nvalid < (long long)sf_npix(s->img.nx, s->img.ny);
+    st = gpu ? sf_convolve_gpu(s->g, &s->img, &k, p->method, p->edge, nan, &s->filt)
+             : sf_convolve_cpu(&s->img, &k, p->method, p->edge, nan, &s->filt);
+    if (st == SF_OK) {
+        s->filt_gain = p->noise == 2 ? 1.0 : sqrt(k.sum2);
+        if (p->noise == 1)
+            st = conv_noise_ratio(s, gpu, &s->filt_gain);
+    }
+    if (st == SF_OK) {
+        int m = p->method ? p->method : sf_convolve_pick(&k, s->img.nx, s->img.ny, gpu);
+        s->have_filt = 1;
+        s->have |= SF_DATA_FILTERED;
+        s->filt_sum = k.sum;
+        snprintf(s->filt_desc, sizeof s->filt_desc, "%.120s, %s%s", k.desc,
+                 m == SF_CONV_FFT ? "fft" : "direct", k.row && m != SF_CONV_FFT ? " separable" : "");
+    }
+    sf_kernel_free(&k);
+    return st;
+}
+static sf_status conv_cpu(sf_state *s, const void *p) { return conv_run(s, p, 0); }
+static sf_status conv_gpu(sf_state *s, const void *p) { return conv_run(s, p, 1); }
+
 /* ---- threshold ----------------------------------------------------------- */
 static const sf_param_spec thr_params[] = {
     {"nsigma", SF_PT_REAL, "5", -1e6, 1e6, NULL, "sigma",
-     "detection threshold in units of the background sigma", offsetof(sf_thresh_params, nsigma)},
+     "detection (seed) threshold in units of the background sigma", offsetof(sf_thresh_params, nsigma)},
+    {"flood", SF_PT_REAL, "0", 0, 1e6, NULL, "sigma",
+     "0: one level; else the analysis (flood) level: islands grow down to it from seeds above nsigma",
+     offsetof(sf_thresh_params, flood)},
     {"subtract", SF_PT_BOOL, "yes", 0, 1, NULL, "",
      "subtract the background level first (no: v > nsigma*sigma, as the lesson)",
      offsetof(sf_thresh_params, subtract)},
@@ -75,10 +218,19 @@ static const sf_param_spec thr_params[] = {
 
 static sf_status thr_run(sf_state *s, const void *pp, int gpu)
 {
-    const sf_thresh_params *p = pp;
+    sf_thresh_params q = *(const sf_thresh_params *)pp;
     const sf_image *b = s->have_maps ? &s->bkgmap : NULL, *r = s->have_maps ? &s->rmsmap : NULL;
-    sf_status st = gpu ? sf_threshold_gpu(s->g, &s->img, p, &s->bkg, b, r, &s->mask)
-                       : sf_threshold_cpu(&s->img, p, &s->bkg, b, r, &s->mask);
+    const sf_image *img = &s->img;
+    sf_status st;
+    q.filtered = 0;
+    if (s->have_filt) { /* detect on the filtered image: its level and white-noise rms */
+        img = &s->filt;
+        q.filtered = 1;
+        q.level_scale = s->filt_sum;
+        q.noise_scale = s->filt_gain;
+    }
+    st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
+             : sf_threshold_cpu(img, &q, &s->bkg, b, r, &s->mask);
     if (st == SF_OK)
         s->have |= SF_DATA_MASK;
     return st;
@@ -90,18 +242,24 @@ static sf_status thr_gpu(sf_state *s, const void *p) { return thr_run(s, p, 1); 
 static const sf_param_spec seg_params[] = {
     {"connectivity", SF_PT_INT, "8", 4, 8, "4|8", "",
      "4: pixels sharing an edge; 8: an edge or a corner", offsetof(sf_seg_params, connectivity)},
-    {"min_area", SF_PT_INT, "1", 1, 1e9, NULL, "pixels",
-     "islands with fewer pixels are dropped", offsetof(sf_seg_params, min_area)},
+    {"min_area", SF_PT_INT, "1", 1, 1e9, "auto", "pixels",
+     "islands with fewer pixels are dropped (auto: a quarter of the beam area, at least 3; "
+     "3 without a beam)", offsetof(sf_seg_params, min_area)},
 };
 
 static sf_status seg_run(sf_state *s, const void *pp, int gpu)
 {
-    const sf_seg_params *p = pp;
+    sf_seg_params q = *(const sf_seg_params *)pp;
     sf_status st;
-    if (p->connectivity != 4 && p->connectivity != 8)
-        return sf_fail(SF_ERR_PARAM, "segment connectivity must be 4 or 8, not %d", p->connectivity);
-    st = gpu ? sf_segment_gpu(s->g, &s->mask, p, &s->labels, &s->nlabels)
-             : sf_segment_cpu(&s->mask, p, &s->labels, &s->nlabels);
+    if (q.connectivity != 4 && q.connectivity != 8)
+        return sf_fail(SF_ERR_PARAM, "segment connectivity must be 4 or 8, not %d", q.connectivity);
+    if (q.min_area == 0) { /* auto: a quarter of the beam area (pi/(4 ln 2) bmaj bmin) */
+        double bmin = s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix;
+        double area = 1.1330900354567985 * s->beam_pix * bmin;
+        q.min_area = area / 4 > 3 ? (int)floor(area / 4) : 3;
+    }
+    st = gpu ? sf_segment_gpu(s->g, &s->mask, &q, &s->labels, &s->nlabels)
+             : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
     if (st == SF_OK)
         s->have |= SF_DATA_LABELS;
     return st;
@@ -110,10 +268,21 @@ static sf_status seg_cpu(sf_state *s, const void *p) { return seg_run(s, p, 0); 
 static sf_status seg_gpu(sf_state *s, const void *p) { return seg_run(s, p, 1); }
 
 /* ---- measure ------------------------------------------------------------- */
+static const sf_param_spec meas_params[] = {
+    {"subtract", SF_PT_BOOL, "yes", 0, 1, NULL, "",
+     "measure image - background (the local map, else the global level); no: the image as "
+     "it is (the lesson)",
+     offsetof(sf_measure_params, subtract)},
+};
+
 static sf_status meas_run(sf_state *s, const void *pp, int gpu)
 {
     const sf_measure_params *p = pp;
     sf_status st = SF_OK;
+    /* the background (when a stage made it), its maps, the mask's seeds */
+    sf_measure_aux aux = {(s->have & SF_DATA_BKG) ? &s->bkg : NULL,
+                          s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
+                          (s->have & SF_DATA_MASK) ? &s->mask : NULL};
     /* the catalogue's buffer: its size is known only now */
     if (gpu) {
         sf_gpu_free(s->g, s->sources);
@@ -127,8 +296,8 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
     }
     if (st)
         return st;
-    st = gpu ? sf_measure_gpu(s->g, &s->img, &s->labels, s->nlabels, p, s->sources)
-             : sf_measure_cpu(&s->img, &s->labels, s->nlabels, p, s->sources);
+    st = gpu ? sf_measure_gpu(s->g, &s->img, &s->labels, s->nlabels, &aux, p, s->sources)
+             : sf_measure_cpu(&s->img, &s->labels, s->nlabels, &aux, p, s->sources);
     if (st == SF_OK) {
         s->nsources = s->nlabels;
         s->have |= SF_DATA_SOURCES;
@@ -145,14 +314,18 @@ static const sf_stage_def stages[] = {
     {"background", "sky level and noise: clipped global statistics, or local maps from a mesh grid", bkg_params,
      NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu,
      bkg_check},
-    {"threshold", "detection mask: pixels above nsigma times the background sigma", thr_params,
+    {"convolve", "filter the image for detection (the restoring beam: the matched filter)",
+     conv_params, NP(conv_params), sizeof(sf_conv_params), SF_DATA_IMAGE, SF_DATA_FILTERED,
+     conv_cpu, conv_gpu, NULL},
+    {"threshold", "detection mask: seeds above nsigma times the background sigma, grown down to flood",
+     thr_params,
      NP(thr_params), sizeof(sf_thresh_params), SF_DATA_IMAGE | SF_DATA_BKG, SF_DATA_MASK,
      thr_cpu, thr_gpu, NULL},
     {"segment", "connected islands of the mask, labelled 1..N in raster order", seg_params,
      NP(seg_params), sizeof(sf_seg_params), SF_DATA_MASK, SF_DATA_LABELS, seg_cpu, seg_gpu,
      NULL},
-    {"measure", "per source: pixels, flux sum, peak, flux-weighted centroid", NULL, 0,
-     sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
+    {"measure", "per source: flux, peak, centroid, moments and shape, box, noise, errors, flags",
+     meas_params, NP(meas_params), sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
      meas_gpu, NULL},
 };
 

@@ -23,6 +23,12 @@ struct sf_state {
     int nsources;
     long long nmask;
     double beam_pix;        /* restoring-beam FWHM (major) in pixels, 0 if unknown */
+    double beam_min_pix, beam_pa_deg, pix_arcsec; /* see sf_run_opts */
+    sf_image filt;          /* the convolved image (allocated when a convolve stage exists) */
+    int have_filt;          /* filt holds the detection image */
+    double filt_sum;        /* the kernel's sum: the filtered level is level * filt_sum */
+    double filt_gain;       /* the filtered noise is rms * filt_gain */
+    char filt_desc[160];
     int box;                /* the mesh size used, 0 for method=global */
 };
 

@@ -1,243 +1,9 @@
 /* Check suite of the measure stage: the 128-bit fixed-point sums, the CPU
- * twin against a long-double reference written here, and the GPU version
- * against the CPU twin byte for byte (memcmp of the sf_source arrays). */
-#include <float.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "sftest.h"
-#include "skyfind/measure.h"
-#include "fixsum.h"
-
-/* ---- inputs ------------------------------------------------------------- */
-
-enum { K_THRESH, K_BLOCKY, K_TIES, K_WHOLE, K_NKINDS };
-static const char *kind_name[] = {"thresh", "blocky", "ties", "whole"};
-
-/* Canonical 4-connected labels of finite pixels above thr (raster order of
- * each island's first pixel). */
-static int flood_labels(const sf_image *im, float thr, sf_labels *lab)
-{
-    int nx = im->nx, ny = im->ny, n = 0;
-    size_t np = sf_npix(nx, ny), *stack = malloc(np * sizeof *stack);
-    ck_assert_ptr_nonnull(stack);
-    ck_assert_int_eq(sf_labels_alloc(lab, nx, ny, SF_HOST, NULL), SF_OK);
-    memset(lab->data, 0, np * sizeof *lab->data);
-    for (size_t i = 0; i < np; i++) {
-        size_t top = 0;
-        if (lab->data[i] || !(im->data[i] > thr))
-            continue;
-        lab->data[i] = ++n;
-        stack[top++] = i;
-        while (top) {
-            size_t j = stack[--top];
-            int x = (int)(j % nx), y = (int)(j / nx);
-            size_t nb[4];
-            int k = 0;
-            if (x > 0) nb[k++] = j - 1;
-            if (x < nx - 1) nb[k++] = j + 1;
-            if (y > 0) nb[k++] = j - nx;
-            if (y < ny - 1) nb[k++] = j + nx;
-            while (k--)
-                if (!lab->data[nb[k]] && im->data[nb[k]] > thr) {
-                    lab->data[nb[k]] = n;
-                    stack[top++] = nb[k];
-                }
-        }
-    }
-    free(stack);
-    return n;
-}
-
-/* Blank some labelled pixels (NaN, +-inf): measure must skip them. */
-static void blank_inside(sf_image *im, const sf_labels *lab, uint64_t seed)
-{
-    sftest_rng r = {seed};
-    for (size_t i = 0; i < sf_npix(im->nx, im->ny); i++) {
-        double u;
-        if (!lab->data[i])
-            continue;
-        u = sftest_uniform(&r);
-        if (u < 0.05)
-            im->data[i] = NAN;
-        else if (u < 0.06)
-            im->data[i] = INFINITY;
-        else if (u < 0.07)
-            im->data[i] = -INFINITY;
-    }
-}
-
-/* One input of the given kind. Returns nlabels. */
-static int make_case(int kind, int nx, int ny, uint64_t seed, sf_image *im, sf_labels *lab)
-{
-    size_t np = sf_npix(nx, ny);
-    int n = 0;
-    sftest_noise_image(im, nx, ny, seed, 1 + (int)(np / 2000), 0.02);
-    switch (kind) {
-    case K_THRESH: /* islands of noise peaks and sources, NaN/inf inside */
-        n = flood_labels(im, 1.0f, lab);
-        blank_inside(im, lab, seed + 1);
-        break;
-    case K_BLOCKY: { /* blocks over noise: negative and near-zero fluxes */
-        int bw = 1 + nx / 7, bh = 1 + ny / 5, nbx = (nx + bw - 1) / bw;
-        sftest_rng r = {seed + 2};
-        ck_assert_int_eq(sf_labels_alloc(lab, nx, ny, SF_HOST, NULL), SF_OK);
-        for (int y = 0; y < ny; y++)
-            for (int x = 0; x < nx; x++) {
-                int b = (y / bh) * nbx + x / bw;
-                lab->data[(size_t)y * nx + x] = (b % 3 == 2) ? 0 : b + 1; /* some empty labels */
-            }
-        n = ((ny + bh - 1) / bh) * nbx;
-        for (size_t i = 0; i < np; i++) /* fill the NaN block: blocks are all-NaN or mixed */
-            if (isnan(im->data[i]) && sftest_uniform(&r) < 0.5)
-                im->data[i] = (float)sftest_normal(&r);
-        /* a label of exactly zero flux: +1.5 and -1.5 */
-        if (np >= 2) {
-            n++;
-            lab->data[0] = n;
-            lab->data[np - 1] = n;
-            im->data[0] = 1.5f;
-            im->data[np - 1] = -1.5f;
-        }
-        break;
-    }
-    case K_TIES: /* integer values: many equal peaks; -0 and +0 */
-        for (size_t i = 0; i < np; i++)
-            if (isfinite(im->data[i]))
-                im->data[i] = rintf(im->data[i]);
-        n = flood_labels(im, 0.5f, lab);
-        if (np >= 4) { /* label of zeros with -0 before +0: peak is +0 at index 3 */
-            n++;
-            for (size_t i = 0; i < 4; i++)
-                lab->data[i] = n;
-            im->data[0] = -0.0f;
-            im->data[1] = -1.0f;
-            im->data[2] = -0.0f;
-            im->data[3] = 0.0f;
-        }
-        break;
-    case K_WHOLE: /* a single island covering the whole image */
-        ck_assert_int_eq(sf_labels_alloc(lab, nx, ny, SF_HOST, NULL), SF_OK);
-        for (size_t i = 0; i < np; i++)
-            lab->data[i] = 1;
-        n = 1;
-        break;
-    }
-    return n;
-}
-
-/* ---- reference ----------------------------------------------------------- */
-
-typedef struct {
-    long long npix;
-    long double s, sx, sy;     /* sums of v, v*x, v*y */
-    long double as, asx, asy;  /* sums of |.|, for the tolerances */
-    float peak;
-    int px, py;
-} ref_src;
-
-static int peak_better(float v, float best)
-{
-    return v > best || (v == 0 && best == 0 && signbit(best) && !signbit(v));
-}
-
-static ref_src *reference(const sf_image *im, const sf_labels *lab, int n, double *M)
-{
-    ref_src *r = calloc(n ? n : 1, sizeof *r);
-    ck_assert_ptr_nonnull(r);
-    *M = 0;
-    for (int y = 0; y < im->ny; y++)
-        for (int x = 0; x < im->nx; x++) {
-            int l = lab->data[(size_t)y * lab->stride + x];
-            float v = im->data[(size_t)y * im->stride + x];
-            ref_src *s;
-            if (!l || !isfinite(v))
-                continue;
-            s = &r[l - 1];
-            if (fabs(v) > *M)
-                *M = fabs(v);
-            if (s->npix == 0 || peak_better(v, s->peak)) {
-                s->peak = v;
-                s->px = x;
-                s->py = y;
-            }
-            s->npix++;
-            s->s += v;
-            s->sx += (long double)v * x;
-            s->sy += (long double)v * y;
-            s->as += fabsl(v);
-            s->asx += fabsl((long double)v * x);
-            s->asy += fabsl((long double)v * y);
-        }
-    return r;
-}
-
-static int near(double got, long double ref, double tol)
-{
-    return fabsl((long double)got - ref) <= tol;
-}
-
-/* CPU results against the reference; returns the number of bad sources. */
-static int check_ref(const char *what, const sf_source *o, const ref_src *r, int n, double M)
-{
-    int bad = 0;
-    for (int i = 0; i < n; i++) {
-        const sf_source *g = &o[i];
-        const ref_src *q = &r[i];
-        /* quantum of the fixed-point sums: 2^-e <= M*2^-65, per term */
-        double qa = (double)q->npix * M * 0x1p-65;
-        double ts = 1e-12 * fabsl(q->s) + 1e-15 * q->as + qa;
-        int ok = g->id == i + 1 && g->npix == q->npix;
-        if (ok && q->npix == 0) {
-            ok = g->flux_sum == 0 && isnan(g->x) && isnan(g->y) && isnan(g->peak) &&
-                 g->peak_x == -1 && g->peak_y == -1;
-        } else if (ok) {
-            ok = near(g->flux_sum, q->s, ts) && memcmp(&g->peak, &q->peak, sizeof(float)) == 0 &&
-                 g->peak_x == q->px && g->peak_y == q->py;
-            if (ok && g->flux_sum == 0) {
-                ok = isnan(g->x) && isnan(g->y);
-            } else if (ok) {
-                long double rx = q->sx / q->s, ry = q->sy / q->s;
-                double tx = 1e-12 * fabsl(rx) +
-                            (1e-15 * q->asx + qa * q->npix + fabsl(rx) * ts) / fabsl(q->s);
-                double ty = 1e-12 * fabsl(ry) +
-                            (1e-15 * q->asy + qa * q->npix + fabsl(ry) * ts) / fabsl(q->s);
-                ok = near(g->x, rx, tx) && near(g->y, ry, ty);
-            }
-        }
-        if (!ok && bad++ < 3)
-            fprintf(stderr,
-                    "%s: source %d: got id %d npix %lld flux %.17g x %.17g y %.17g peak %.9g "
-                    "at (%d,%d); want npix %lld flux %.17Lg x %.17Lg y %.17Lg peak %.9g at "
-                    "(%d,%d)\n",
-                    what, i + 1, g->id, g->npix, g->flux_sum, g->x, g->y, g->peak, g->peak_x,
-                    g->peak_y, q->npix, q->s, q->sx / q->s, q->sy / q->s, q->peak, q->px,
-                    q->py);
-    }
-    return bad;
-}
-
-static sf_source *run_cpu(const sf_image *im, const sf_labels *lab, int n)
-{
-    sf_measure_params p;
-    sf_source *o = malloc((n ? n : 1) * sizeof *o);
-    ck_assert_ptr_nonnull(o);
-    sf_measure_params_default(&p);
-    ck_assert_msg(sf_measure_cpu(im, lab, n, &p, o) == SF_OK, "%s", sf_errdetail());
-    return o;
-}
-
-static void cpu_vs_ref(const char *what, const sf_image *im, const sf_labels *lab, int n)
-{
-    double M;
-    ref_src *r = reference(im, lab, n, &M);
-    sf_source *o = run_cpu(im, lab, n);
-    int bad = check_ref(what, o, r, n, M);
-    ck_assert_msg(bad == 0, "%s: %d of %d sources differ from the reference", what, bad, n);
-    free(r);
-    free(o);
-}
+ * twin against the long-double reference of measure_cases.h (sums,
+ * centroids, second moments, boxes, flags, a/b/theta against libm), and the
+ * GPU version against the CPU twin byte for byte (memcmp of the sf_source
+ * arrays), with and without background maps, global levels and masks. */
+#include "measure_cases.h"
 
 /* ---- fixsum -------------------------------------------------------------- */
 
@@ -336,13 +102,23 @@ START_TEST(test_cpu_exact)
     memcpy(im.data, v, sizeof v);
     memcpy(lab.data, l, sizeof l);
     o = run_cpu(&im, &lab, 3);
-    /* M = 0.75, e = 66: 0.75 * 2^66 = 3 * 2^64, sums cross 2^64 both ways */
-    ck_assert(o[0].flux_sum == 1.25 && o[0].x == (0.0 * 0.75 + 0.75 - 0.5) / 1.25);
-    ck_assert(o[0].y == 0.0 && o[0].peak == 0.75f && o[0].peak_x == 0 && o[0].npix == 3);
-    ck_assert(o[1].flux_sum == -0.75 && o[1].x == (-1.5 - 2.0 + 1.25) / -0.75);
+    /* M = 0.75, e = 66: 0.75 * 2^66 = 3 * 2^64, sums cross 2^64 both ways. Label 1:
+     * peak at x = 0, sum m dx = 0.75 - 0.5 = 0.25, sum m dx^2 = 0.75 - 1 = -0.25 */
+    ck_assert(o[0].flux_sum == 1.25 && o[0].x == 0.25 / 1.25 && o[0].y == 0.0);
+    ck_assert(o[0].x2 == -0.25 / 1.25 - (0.25 / 1.25) * (0.25 / 1.25) && o[0].y2 == 0 &&
+              o[0].xy == 0);
+    ck_assert(o[0].peak == 0.75f && o[0].peak_x == 0 && o[0].npix == 3);
+    ck_assert(o[0].xmin == 0 && o[0].xmax == 2 && o[0].ymin == 0 && o[0].ymax == 0);
+    /* label 2: peak 0.25 at x = 5; dx = -2, -1, 0: sum m dx = 1.5, x = 5 - 2 = 3 */
+    ck_assert(o[1].flux_sum == -0.75 && o[1].x == 3.0);
+    ck_assert(o[1].x2 == (-0.5 * 4 - 0.5) / -0.75 - 4.0);
     ck_assert(o[1].peak == 0.25f && o[1].peak_x == 5);
     ck_assert(o[2].flux_sum == 0.0 && !signbit(o[2].flux_sum) && isnan(o[2].x) && isnan(o[2].y));
+    ck_assert(isnan(o[2].x2) && isnan(o[2].a) && isnan(o[2].theta));
     ck_assert(o[2].peak == 0.75f && o[2].peak_x == 7 && o[2].peak_y == 0);
+    /* a 1-row image: every island and every peak lies on the border */
+    ck_assert_int_eq(o[0].flags, SF_SRC_EDGE | SF_SRC_TRUNCATED);
+    ck_assert_int_eq(o[1].flags, SF_SRC_EDGE | SF_SRC_TRUNCATED);
     free(o);
     sf_image_free(&im, NULL);
     sf_labels_free(&lab, NULL);
@@ -365,15 +141,13 @@ START_TEST(test_cpu_range)
     }
     o = run_cpu(&im, &lab, 2);
     ck_assert(fabs(o[0].flux_sum - 6 * (double)1e30f) <= 1e-15 * 6e30 && fabs(o[0].x - 1) < 1e-15);
+    ck_assert(fabs(o[0].x2 - 2.0 / 3.0) < 1e-15 && fabs(o[0].y2 - 0.25) < 1e-15);
     ck_assert(o[1].flux_sum == 0 && isnan(o[1].x) && o[1].npix == 6);
     ck_assert(o[1].peak == 1e-30f * 12 && o[1].peak_x == 5 && o[1].peak_y == 1);
     free(o);
     /* the tiny source alone: full precision */
     for (int i = 0; i < 12; i++)
-        if (lab.data[i] == 1)
-            lab.data[i] = 0;
-    for (int i = 0; i < 12; i++)
-        lab.data[i] = lab.data[i] ? 1 : 0;
+        lab.data[i] = lab.data[i] == 2 ? 1 : 0;
     cpu_vs_ref("range tiny", &im, &lab, 1);
     o = run_cpu(&im, &lab, 1);
     ck_assert(o[0].npix == 6 && fabs(o[0].flux_sum / (48 * (double)1e-30f) - 1) < 1e-6);
@@ -385,31 +159,51 @@ END_TEST
 
 START_TEST(test_cpu_zero_and_errors)
 {
-    sf_image im = {0}, im2 = {0};
+    sf_image im = {0}, im2 = {0}, map = {0};
     sf_labels lab = {0};
+    sf_mask mk = {0};
     sf_source o[2];
+    sf_measure_aux aux = {0};
     sftest_noise_image(&im, 5, 4, 7, 0, 0);
     ck_assert_int_eq(sf_labels_alloc(&lab, 5, 4, SF_HOST, NULL), SF_OK);
     memset(lab.data, 0, 20 * sizeof *lab.data);
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 0, NULL, NULL), SF_OK); /* nlabels = 0 */
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, -1, NULL, o), SF_ERR_PARAM);
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 0, NULL, NULL, NULL), SF_OK); /* nlabels = 0 */
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, -1, NULL, NULL, o), SF_ERR_PARAM);
     lab.data[7] = 3;
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, o), SF_ERR_INTERNAL);
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, NULL, o), SF_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(sf_errdetail(), "(2, 1)"));
     lab.data[7] = -1;
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, o), SF_ERR_INTERNAL);
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, NULL, o), SF_ERR_INTERNAL);
     lab.data[7] = 1;
     sftest_noise_image(&im2, 4, 5, 7, 0, 0);
-    ck_assert_int_eq(sf_measure_cpu(&im2, &lab, 2, NULL, o), SF_ERR_PARAM);
+    ck_assert_int_eq(sf_measure_cpu(&im2, &lab, 2, NULL, NULL, o), SF_ERR_PARAM);
     im.loc = SF_DEVICE;
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, o), SF_ERR_PARAM);
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, NULL, o), SF_ERR_PARAM);
     im.loc = SF_HOST;
-    /* a label with no pixels: npix 0, NaN centroid and peak, position -1 */
-    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, o), SF_OK);
+    /* maps: both or neither, the image's shape; the mask: the image's shape */
+    sftest_noise_image(&map, 5, 4, 8, 0, 0);
+    aux.bkg = &map;
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, &aux, NULL, o), SF_ERR_PARAM);
+    aux.rms = &im2;
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, &aux, NULL, o), SF_ERR_PARAM);
+    aux.rms = &map;
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, &aux, NULL, o), SF_OK);
+    sftest_random_mask(&mk, 4, 5, 1, 0.5);
+    aux.mask = &mk;
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, &aux, NULL, o), SF_ERR_PARAM);
+    /* a label with no pixels: npix 0, NaN centroid and peak, positions -1 */
+    ck_assert_int_eq(sf_measure_cpu(&im, &lab, 2, NULL, NULL, o), SF_OK);
     ck_assert(o[0].npix == 1 && o[0].peak_x == 2 && o[0].peak_y == 1);
+    ck_assert(o[0].xmin == 2 && o[0].xmax == 2 && o[0].ymin == 1 && o[0].ymax == 1);
+    /* one pixel: SExtractor's singular case, a = b = sqrt(1/12), theta 45 */
+    ck_assert(o[0].x2 == 0 && o[0].y2 == 0 && o[0].xy == 0);
+    ck_assert(fabs(o[0].a - sqrt(0.0833333)) < 1e-15 && o[0].a == o[0].b && o[0].theta == 45.0);
     ck_assert(o[1].id == 2 && o[1].npix == 0 && isnan(o[1].peak) && o[1].peak_x == -1);
+    ck_assert(o[1].xmin == -1 && o[1].ymax == -1 && o[1].flags == 0 && isnan(o[1].a));
     sf_image_free(&im, NULL);
     sf_image_free(&im2, NULL);
+    sf_image_free(&map, NULL);
+    sf_mask_free(&mk, NULL);
     sf_labels_free(&lab, NULL);
 }
 END_TEST
@@ -418,49 +212,70 @@ END_TEST
 
 static const char *field_at(size_t off)
 {
+#define F(name) {offsetof(sf_source, name), #name}
     static const struct { size_t off; const char *name; } f[] = {
-        {offsetof(sf_source, id), "id"},         {offsetof(sf_source, npix), "npix"},
-        {offsetof(sf_source, flux_sum), "flux_sum"}, {offsetof(sf_source, x), "x"},
-        {offsetof(sf_source, y), "y"},           {offsetof(sf_source, peak), "peak"},
-        {offsetof(sf_source, peak_x), "peak_x"}, {offsetof(sf_source, peak_y), "peak_y"}};
-    const char *name = "padding";
+        F(id), F(flags), F(npix), F(flux_sum), F(x), F(y), F(peak), F(peak_x), F(peak_y),
+        F(xmin), F(xmax), F(ymin), F(ymax), F(bkg), F(rms), F(npeaks), F(x2), F(y2), F(xy),
+        F(a), F(b), F(theta), F(snr), F(flux_err), F(x_err), F(y_err)};
+#undef F
+    const char *name = "?";
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (off >= f[i].off)
             name = f[i].name;
     return name;
 }
 
-/* Upload, poison the output, run, download, memcmp against the CPU twin.
- * Device buffers get row strides istride >= nx, lstride >= nx. */
+/* A device copy of a host buffer of nx x ny elements of size es with row
+ * stride `stride` elements (>= nx; the padding poisoned). */
+static void *upload(sf_gpu *g, const void *host, int nx, int ny, size_t es, size_t stride)
+{
+    void *d = NULL;
+    ck_assert_int_eq(sf_gpu_malloc(g, &d, stride * ny * es), SF_OK);
+    sftest_poison(g, d, stride * ny * es);
+    for (int y = 0; y < ny; y++)
+        ck_assert_int_eq(sf_gpu_to_device(g, (char *)d + (size_t)y * stride * es,
+                                          (const char *)host + (size_t)y * nx * es, nx * es),
+                         SF_OK);
+    return d;
+}
+
+/* Upload (image, labels and, with a, the maps and the mask, with row strides
+ * istride and lstride), poison the output, run, download and memcmp every
+ * source against the CPU twin. */
 static void gpu_vs_cpu(const char *what, const sf_image *im, const sf_labels *lab, int n,
-                       size_t istride, size_t lstride)
+                       size_t istride, size_t lstride, const aux_host *a, int subtract)
 {
     sf_gpu *g = sftest_gpu();
     int nx = im->nx, ny = im->ny;
-    sf_image di = {nx, ny, istride, NULL, SF_DEVICE};
+    sf_image di = {nx, ny, istride, NULL, SF_DEVICE}, db = {nx, ny, lstride, NULL, SF_DEVICE};
+    sf_image dr = {nx, ny, istride, NULL, SF_DEVICE};
     sf_labels dl = {nx, ny, lstride, NULL, SF_DEVICE};
-    sf_source *c = run_cpu(im, lab, n), *h = malloc((n ? n : 1) * sizeof *h), *d = NULL;
+    sf_mask dm = {nx, ny, istride + 1, NULL, SF_DEVICE};
+    sf_measure_aux ha = {0}, da = {0};
+    sf_measure_params p;
+    sf_source *c, *h = malloc((n ? n : 1) * sizeof *h), *d = NULL;
     ck_assert_ptr_nonnull(h);
-    ck_assert_int_eq(sf_gpu_malloc(g, (void **)&di.data, istride * ny * sizeof(float)), SF_OK);
-    ck_assert_int_eq(sf_gpu_malloc(g, (void **)&dl.data, lstride * ny * sizeof(int32_t)), SF_OK);
-    ck_assert_int_eq(sf_gpu_malloc(g, (void **)&d, (n ? n : 1) * sizeof *d), SF_OK);
-    sftest_poison(g, di.data, istride * ny * sizeof(float));    /* NaN padding */
-    sftest_poison(g, dl.data, lstride * ny * sizeof(int32_t)); /* label -1 padding */
-    if (istride == (size_t)nx && lstride == (size_t)nx) {
-        ck_assert_int_eq(sf_gpu_to_device(g, di.data, im->data, sf_npix(nx, ny) * 4), SF_OK);
-        ck_assert_int_eq(sf_gpu_to_device(g, dl.data, lab->data, sf_npix(nx, ny) * 4), SF_OK);
-    } else {
-        for (int y = 0; y < ny; y++) {
-            ck_assert_int_eq(sf_gpu_to_device(g, di.data + (size_t)y * istride,
-                                              im->data + (size_t)y * nx, nx * sizeof(float)),
-                             SF_OK);
-            ck_assert_int_eq(sf_gpu_to_device(g, dl.data + (size_t)y * lstride,
-                                              lab->data + (size_t)y * nx, nx * sizeof(int32_t)),
-                             SF_OK);
-        }
+    sf_measure_params_default(&p);
+    p.subtract = subtract;
+    if (a) {
+        ha.stats = da.stats = &a->st;
+        ha.bkg = &a->bkg;
+        ha.rms = &a->rms;
+        ha.mask = &a->mask;
+        db.data = upload(g, a->bkg.data, nx, ny, sizeof(float), lstride);
+        dr.data = upload(g, a->rms.data, nx, ny, sizeof(float), istride);
+        dm.data = upload(g, a->mask.data, nx, ny, 1, istride + 1);
+        da.bkg = &db;
+        da.rms = &dr;
+        da.mask = &dm;
     }
+    c = run_cpu_aux(im, lab, n, a ? &ha : NULL, &p);
+    di.data = upload(g, im->data, nx, ny, sizeof(float), istride);  /* NaN padding */
+    dl.data = upload(g, lab->data, nx, ny, sizeof(int32_t), lstride); /* label -1 padding */
+    ck_assert_int_eq(sf_gpu_malloc(g, (void **)&d, (n ? n : 1) * sizeof *d), SF_OK);
     sftest_poison(g, d, (n ? n : 1) * sizeof *d);
-    ck_assert_msg(sf_measure_gpu(g, &di, &dl, n, NULL, d) == SF_OK, "%s: %s", what, sf_errdetail());
+    ck_assert_msg(sf_measure_gpu(g, &di, &dl, n, a ? &da : NULL, &p, d) == SF_OK, "%s: %s", what,
+                  sf_errdetail());
     ck_assert_int_eq(sf_gpu_to_host(g, h, d, n * sizeof *h), SF_OK);
     for (int i = 0; i < n; i++)
         if (memcmp(&c[i], &h[i], sizeof *h)) {
@@ -468,14 +283,21 @@ static void gpu_vs_cpu(const char *what, const sf_image *im, const sf_labels *la
             while (((unsigned char *)&c[i])[off] == ((unsigned char *)&h[i])[off])
                 off++;
             ck_abort_msg("%s: source %d differs first in %s: cpu npix %lld flux %.17g x %.17g "
-                         "y %.17g peak %.9g (%d,%d); gpu npix %lld flux %.17g x %.17g y %.17g "
-                         "peak %.9g (%d,%d)",
+                         "y %.17g peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d "
+                         "npeaks %d x_err %.17g; gpu npix %lld flux %.17g x %.17g y %.17g "
+                         "peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d npeaks %d "
+                         "x_err %.17g",
                          what, i + 1, field_at(off), c[i].npix, c[i].flux_sum, c[i].x, c[i].y,
-                         c[i].peak, c[i].peak_x, c[i].peak_y, h[i].npix, h[i].flux_sum, h[i].x,
-                         h[i].y, h[i].peak, h[i].peak_x, h[i].peak_y);
+                         c[i].peak, c[i].peak_x, c[i].peak_y, c[i].x2, c[i].a, c[i].theta,
+                         c[i].flags, c[i].npeaks, c[i].x_err, h[i].npix, h[i].flux_sum, h[i].x,
+                         h[i].y, h[i].peak, h[i].peak_x, h[i].peak_y, h[i].x2, h[i].a,
+                         h[i].theta, h[i].flags, h[i].npeaks, h[i].x_err);
         }
     sf_gpu_free(g, di.data);
     sf_gpu_free(g, dl.data);
+    sf_gpu_free(g, db.data);
+    sf_gpu_free(g, dr.data);
+    sf_gpu_free(g, dm.data);
     sf_gpu_free(g, d);
     free(c);
     free(h);
@@ -487,13 +309,48 @@ START_TEST(test_gpu_sizes)
         for (int s = 0; sftest_sizes[s][0]; s++) {
             sf_image im = {0};
             sf_labels lab = {0};
+            aux_host a;
             char what[64];
             int nx = sftest_sizes[s][0], ny = sftest_sizes[s][1];
             int n = make_case(k, nx, ny, 1000 + 17 * s + k, &im, &lab);
+            make_aux(&im, &lab, 500 + s, &a);
             snprintf(what, sizeof what, "gpu %s %dx%d", kind_name[k], nx, ny);
-            gpu_vs_cpu(what, &im, &lab, n, nx, nx);
+            gpu_vs_cpu(what, &im, &lab, n, nx, nx, NULL, 1);
             snprintf(what, sizeof what, "gpu %s %dx%d strided", kind_name[k], nx, ny);
-            gpu_vs_cpu(what, &im, &lab, n, nx + 3, nx + 5);
+            gpu_vs_cpu(what, &im, &lab, n, nx + 3, nx + 5, NULL, 0);
+            snprintf(what, sizeof what, "gpu %s %dx%d maps+mask subtract", kind_name[k], nx, ny);
+            gpu_vs_cpu(what, &im, &lab, n, nx + 1, nx, &a, 1);
+            snprintf(what, sizeof what, "gpu %s %dx%d maps+mask raw", kind_name[k], nx, ny);
+            gpu_vs_cpu(what, &im, &lab, n, nx, nx + 2, &a, 0);
+            /* global level and sigma only (no maps), with the mask */
+            sf_image_free(&a.bkg, NULL);
+            sf_image_free(&a.rms, NULL);
+            {
+                sf_gpu *g = sftest_gpu();
+                sf_measure_aux ha = {&a.st, NULL, NULL, &a.mask}, da = ha;
+                sf_mask dm = {nx, ny, nx, NULL, SF_DEVICE};
+                sf_image di = {nx, ny, nx, NULL, SF_DEVICE};
+                sf_labels dl = {nx, ny, nx, NULL, SF_DEVICE};
+                sf_source *c = run_cpu_aux(&im, &lab, n, &ha, NULL),
+                          *h = malloc((n ? n : 1) * sizeof *h), *d = NULL;
+                dm.data = upload(g, a.mask.data, nx, ny, 1, nx);
+                di.data = upload(g, im.data, nx, ny, sizeof(float), nx);
+                dl.data = upload(g, lab.data, nx, ny, sizeof(int32_t), nx);
+                da.mask = &dm;
+                ck_assert_int_eq(sf_gpu_malloc(g, (void **)&d, (n ? n : 1) * sizeof *d), SF_OK);
+                sftest_poison(g, d, (n ? n : 1) * sizeof *d);
+                ck_assert_int_eq(sf_measure_gpu(g, &di, &dl, n, &da, NULL, d), SF_OK);
+                ck_assert_int_eq(sf_gpu_to_host(g, h, d, n * sizeof *h), SF_OK);
+                ck_assert_msg(n == 0 || memcmp(c, h, n * sizeof *h) == 0,
+                              "gpu %s %dx%d global level: catalogues differ", kind_name[k], nx, ny);
+                sf_gpu_free(g, dm.data);
+                sf_gpu_free(g, di.data);
+                sf_gpu_free(g, dl.data);
+                sf_gpu_free(g, d);
+                free(c);
+                free(h);
+            }
+            free_aux(&a);
             sf_image_free(&im, NULL);
             sf_labels_free(&lab, NULL);
         }
@@ -510,13 +367,13 @@ START_TEST(test_gpu_special)
     ck_assert_int_eq(sf_labels_alloc(&lab, 8, 1, SF_HOST, NULL), SF_OK);
     memcpy(im.data, v, sizeof v);
     memcpy(lab.data, l, sizeof l);
-    gpu_vs_cpu("gpu exact", &im, &lab, 4, 8, 8); /* label 4 is empty */
+    gpu_vs_cpu("gpu exact", &im, &lab, 4, 8, 8, NULL, 1); /* label 4 is empty */
     for (int i = 0; i < 8; i++)
         im.data[i] = i < 4 ? 1e30f : 1e-30f * (i + 1);
-    gpu_vs_cpu("gpu range", &im, &lab, 3, 8, 8);
+    gpu_vs_cpu("gpu range", &im, &lab, 3, 8, 8, NULL, 1);
     memset(lab.data, 0, sizeof l);
-    gpu_vs_cpu("gpu no labels", &im, &lab, 0, 8, 8);
-    ck_assert_int_eq(sf_measure_gpu(sftest_gpu(), &im, &lab, 1, NULL, NULL), SF_ERR_PARAM);
+    gpu_vs_cpu("gpu no labels", &im, &lab, 0, 8, 8, NULL, 1);
+    ck_assert_int_eq(sf_measure_gpu(sftest_gpu(), &im, &lab, 1, NULL, NULL, NULL), SF_ERR_PARAM);
     sf_image_free(&im, NULL);
     sf_labels_free(&lab, NULL);
 }
@@ -526,15 +383,19 @@ START_TEST(test_gpu_large)
 {
     sf_image im = {0};
     sf_labels lab = {0};
+    aux_host a;
     if (sftest_quick())
         return; /* under compute-sanitizer: the small cases only */
     int n = make_case(K_THRESH, 2048, 2048, 77, &im, &lab);
-    gpu_vs_cpu("gpu thresh 2048x2048", &im, &lab, n, 2048, 2048);
+    make_aux(&im, &lab, 79, &a);
+    gpu_vs_cpu("gpu thresh 2048x2048", &im, &lab, n, 2048, 2048, NULL, 1);
+    gpu_vs_cpu("gpu thresh 2048x2048 maps+mask", &im, &lab, n, 2048, 2048, &a, 1);
+    free_aux(&a);
     sf_image_free(&im, NULL);
     sf_labels_free(&lab, NULL);
     n = make_case(K_WHOLE, 4096, 4096, 78, &im, &lab);
     cpu_vs_ref("cpu whole 4096x4096", &im, &lab, n);
-    gpu_vs_cpu("gpu whole 4096x4096", &im, &lab, n, 4096, 4096);
+    gpu_vs_cpu("gpu whole 4096x4096", &im, &lab, n, 4096, 4096, NULL, 1);
     sf_image_free(&im, NULL);
     sf_labels_free(&lab, NULL);
 }

@@ -331,6 +331,58 @@ START_TEST(cpu_bad_params)
 }
 END_TEST
 
+/* A two-level mask: random pixels set to 2 (flood only), a fraction of
+ * them promoted to 1 (seed). */
+static void two_level_mask(sf_mask *m, int nx, int ny, uint64_t seed, double p, double pseed)
+{
+    sftest_rng r = {seed};
+    sftest_random_mask(m, nx, ny, seed, p);
+    for (size_t i = 0; i < sf_npix(nx, ny); i++)
+        if (m->data[i])
+            m->data[i] = sftest_uniform(&r) < pseed ? 1 : 2;
+}
+
+/* Two-level masks: an island is kept only when it holds a seed (1); the
+ * labels equal the one-level labels of the union with seedless islands
+ * removed and the rest renumbered in raster order. */
+START_TEST(cpu_seed_and_flood)
+{
+    for (int s = 0; sftest_sizes[s][0]; s++)
+        for (int conn = 4; conn <= 8; conn += 4) {
+            int nx = sftest_sizes[s][0], ny = sftest_sizes[s][1], n2 = -1, n1 = -1;
+            size_t np = sf_npix(nx, ny);
+            sf_mask m = {0}, one = {0};
+            sf_labels l2 = {0}, l1 = {0};
+            sf_seg_params p = {conn, 2};
+            two_level_mask(&m, nx, ny, 900 + s, 0.45, 0.05);
+            ck_assert_int_eq(sf_mask_alloc(&one, nx, ny, SF_HOST, NULL), SF_OK);
+            for (size_t i = 0; i < np; i++)
+                one.data[i] = m.data[i] != 0;
+            ck_assert_int_eq(sf_labels_alloc(&l2, nx, ny, SF_HOST, NULL), SF_OK);
+            ck_assert_int_eq(sf_labels_alloc(&l1, nx, ny, SF_HOST, NULL), SF_OK);
+            ck_assert_int_eq(sf_segment_cpu(&m, &p, &l2, &n2), SF_OK);
+            ck_assert_int_eq(sf_segment_cpu(&one, &p, &l1, &n1), SF_OK);
+            /* keep[l] for one-level labels: has a seed; then the expected numbering */
+            int32_t *map = calloc((size_t)n1 + 1, sizeof *map), k = 0;
+            for (size_t i = 0; i < np; i++)
+                if (m.data[i] == 1 && l1.data[i])
+                    map[l1.data[i]] = 1;
+            for (int l = 1; l <= n1; l++)
+                map[l] = map[l] ? ++k : 0;
+            ck_assert_int_eq(n2, k);
+            for (size_t i = 0; i < np; i++)
+                ck_assert_int_eq(l2.data[i], map[l1.data[i]]);
+            if (np > 1000)
+                ck_assert_msg(k < n1, "%dx%d: some islands should lack a seed", nx, ny);
+            free(map);
+            sf_mask_free(&m, NULL);
+            sf_mask_free(&one, NULL);
+            sf_labels_free(&l1, NULL);
+            sf_labels_free(&l2, NULL);
+        }
+}
+END_TEST
+
 /* ---- GPU against the CPU twin --------------------------------------------- */
 
 static void check_gpu(const sf_mask *m, int conn, int min_area, const char *what)
@@ -380,6 +432,19 @@ START_TEST(gpu_random)
                 check_gpu_all(&m, what);
                 sf_mask_free(&m, NULL);
             }
+}
+END_TEST
+
+START_TEST(gpu_seed_and_flood)
+{
+    for (int s = 0; sftest_sizes[s][0]; s++)
+        for (int d = 0; d < NDENS; d++) {
+            sf_mask m = {0};
+            two_level_mask(&m, sftest_sizes[s][0], sftest_sizes[s][1], 4400 + 17 * s + d,
+                           densities[d], 0.05);
+            check_gpu_all(&m, "two-level");
+            sf_mask_free(&m, NULL);
+        }
 }
 END_TEST
 
@@ -544,10 +609,12 @@ int main(void)
     tcase_add_test(cpu, cpu_all_ones_and_single_pixel);
     tcase_add_test(cpu, cpu_diagonal_and_order);
     tcase_add_test(cpu, cpu_bad_params);
+    tcase_add_test(cpu, cpu_seed_and_flood);
     tcase_add_test(cpu, cpu_real_images);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, gpu_random);
     tcase_add_test(gpu, gpu_shapes);
+    tcase_add_test(gpu, gpu_seed_and_flood);
     tcase_add_test(gpu, gpu_large);
     tcase_add_test(gpu, gpu_real_images);
     return sftest_main(s, &gpu, 1);

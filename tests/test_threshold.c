@@ -50,6 +50,47 @@ static void make_maps(sf_image *b, sf_image *r, int nx, int ny)
         }
 }
 
+/* Two levels: 1 above nsigma, 2 above only flood, both on the scaled level
+ * and noise of a filtered image. */
+START_TEST(test_cpu_two_level)
+{
+    sf_bkg_stats bs = {.median = 0.25, .sigma = 0.5};
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        sf_image im;
+        sf_mask m;
+        sf_thresh_params p = {4.0, 1, 2.0, 1, 2.0, 0.5};
+        long long n1 = 0, n2 = 0;
+        make_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 31 + k);
+        ck_assert_int_eq(sf_mask_alloc(&m, im.nx, im.ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &m), SF_OK);
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) {
+            float v = im.data[i], d = v - 0.5f; /* level 0.25 * 2 */
+            int want = !isfinite(v) ? 0 : d > 1.0f ? 1 : d > 0.5f ? 2 : 0; /* sigma 0.5 * 0.5 */
+            ck_assert_msg(m.data[i] == want, "%dx%d pixel %zu v=%g: %d, want %d", im.nx, im.ny, i,
+                          v, m.data[i], want);
+            n1 += want == 1;
+            n2 += want == 2;
+        }
+        if (im.nx * im.ny > 1000)
+            ck_assert_msg(n1 > 0 && n2 > 0, "both levels should occur (%lld, %lld)", n1, n2);
+        sf_mask_free(&m, NULL);
+        sf_image_free(&im, NULL);
+    }
+    /* flood above nsigma is a parameter error */
+    {
+        sf_image im;
+        sf_mask m;
+        sf_thresh_params p = {3.0, 1, 4.0};
+        make_image(&im, 8, 8, 1);
+        ck_assert_int_eq(sf_mask_alloc(&m, 8, 8, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, NULL, NULL, &m), SF_ERR_PARAM);
+        ck_assert_ptr_nonnull(strstr(sf_errdetail(), "flood"));
+        sf_mask_free(&m, NULL);
+        sf_image_free(&im, NULL);
+    }
+}
+END_TEST
+
 START_TEST(test_cpu_maps)
 {
     for (int k = 0; sftest_sizes[k][0]; k++)
@@ -111,7 +152,9 @@ START_TEST(test_gpu_vs_cpu)
                 int ny = pass ? extra[k][1] : sftest_sizes[k][1];
                 sf_image im, d = {0};
                 sf_mask mc, md = {0}, mh;
-                sf_thresh_params p = {5.0, sub};
+                /* sub=1 also with a flood level and filtered-image scales */
+                sf_thresh_params p = sub ? (sf_thresh_params){5.0, 1, 2.0, 1, 1.1, 0.35}
+                                         : (sf_thresh_params){5.0, 0};
                 size_t n = sf_npix(nx, ny);
                 make_image(&im, nx, ny, 17 + k);
                 ck_assert_int_eq(sf_mask_alloc(&mc, nx, ny, SF_HOST, NULL), SF_OK);
@@ -139,12 +182,15 @@ START_TEST(test_gpu_maps)
 {
     sf_gpu *g = sftest_gpu();
     sf_bkg_stats bs = {.median = 0, .sigma = 1};
-    for (int k = 0; sftest_sizes[k][0]; k++) {
+    for (int k = 0; sftest_sizes[k][0]; k++)
+      for (int lev = 0; lev < 2; lev++) {
         int nx = sftest_sizes[k][0], ny = sftest_sizes[k][1];
         size_t n = sf_npix(nx, ny);
         sf_image im, b, r, di = {0}, db = {0}, dr = {0};
         sf_mask mc, md = {0}, mh;
-        sf_thresh_params p = {3.0, 1};
+        /* one level; two levels on a "filtered" image (level and noise scaled) */
+        sf_thresh_params p = lev ? (sf_thresh_params){3.0, 1, 1.5, 1, 0.9, 0.4}
+                                 : (sf_thresh_params){3.0, 1};
         make_image(&im, nx, ny, 50 + k);
         make_maps(&b, &r, nx, ny);
         ck_assert_int_eq(sf_mask_alloc(&mc, nx, ny, SF_HOST, NULL), SF_OK);
@@ -160,7 +206,8 @@ START_TEST(test_gpu_maps)
         ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, &r, &mc), SF_OK);
         ck_assert_int_eq(sf_threshold_gpu(g, &di, &p, &bs, &db, &dr, &md), SF_OK);
         ck_assert_int_eq(sf_mask_download(g, &md, &mh), SF_OK);
-        ck_assert_msg(memcmp(mh.data, mc.data, n) == 0, "maps %dx%d: GPU mask differs", nx, ny);
+        ck_assert_msg(memcmp(mh.data, mc.data, n) == 0, "maps %dx%d levels %d: GPU mask differs", nx,
+                      ny, lev + 1);
         sf_image_free(&di, g);
         sf_image_free(&db, g);
         sf_image_free(&dr, g);
@@ -181,6 +228,7 @@ int main(void)
     tcase_add_test(cpu, test_cpu_rule);
     tcase_add_test(cpu, test_cpu_params);
     tcase_add_test(cpu, test_cpu_maps);
+    tcase_add_test(cpu, test_cpu_two_level);
     suite_add_tcase(s, cpu);
     tcase_set_timeout(gpu, 300);
     tcase_add_test(gpu, test_gpu_vs_cpu);

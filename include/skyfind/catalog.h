@@ -1,8 +1,12 @@
 /* Catalogue writers: CSV, FITS binary table, VOTable 1.4 and ds9 regions,
  * all from one column table (name, unit, UCD, format), so names agree across
- * formats. x, y, peak_x, peak_y are 1-based FITS pixel coordinates (the
- * SExtractor / ds9 convention); with a WCS, world coordinates in degrees
- * follow. Every file is written atomically (temporary name, then rename). */
+ * formats (man/skyfind.1, CATALOGUE, lists them). x, y, peak_x, peak_y and
+ * the box are 1-based FITS pixel coordinates (the SExtractor / ds9
+ * convention); with a WCS, world coordinates in degrees and the sky shape
+ * follow. The region file draws each source as an ellipse of semi-axes
+ * sqrt(2 ln 2) a, sqrt(2 ln 2) b (the half widths at half maximum of a
+ * Gaussian with those second moments). Every file is written atomically
+ * (temporary name, then rename). */
 #ifndef SKYFIND_CATALOG_H
 #define SKYFIND_CATALOG_H
 
@@ -24,13 +28,21 @@ typedef struct {
     const sf_wcs *wcs;     /* NULL: pixel columns only; else also ra, dec,
                               peak_ra, peak_dec (or glon/glat ...) in deg */
     int box;               /* mesh size of a method=mesh background, 0: global */
+    double bmaj_pix, bmin_pix; /* restoring-beam FWHM axes in pixels, 0: unknown; with
+                              BUNIT Jy/beam they give flux_jy = flux_sum / beam area,
+                              area = pi / (4 ln 2) * bmaj_pix * bmin_pix */
 } sf_catalog_meta;
+
+/* The beam area in pixels for flux_jy, or 0 when bunit is not Jy/beam
+ * (case-insensitive, blanks ignored; also Jy.beam-1) or the beam is
+ * unknown. */
+double sf_catalog_beam_area(const sf_catalog_meta *meta);
 
 typedef enum {
     SF_CAT_CSV = 0,     /* comment lines, header row, one source per row */
     SF_CAT_FITS,        /* binary table in HDU 2, EXTNAME 'CATALOG', TUCDn */
     SF_CAT_VOTABLE,     /* VOTable 1.4, TABLEDATA */
-    SF_CAT_REGION       /* ds9 region file: one circle of area npix per source */
+    SF_CAT_REGION       /* ds9 region file: one ellipse per source */
 } sf_catalog_format;
 
 /* Write the catalogue of n sources in format fmt to path (atomically).

@@ -48,6 +48,12 @@ void sf_gpu_timer_destroy(sf_gpu_timer *t);
 sf_status sf_gpu_timer_start(sf_gpu_timer *t);
 sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms); /* waits for the stream */
 
+/* The device's copy bandwidth: times cudaMemcpyAsync device-to-device of
+ * `bytes` between two fresh buffers with events (a warm-up, then the median
+ * of 7) and returns GB/s counting the bytes read plus the bytes written
+ * (2*bytes per copy), the floor a memory-bound stage can reach. */
+sf_status sf_gpu_copy_bandwidth(sf_gpu *g, size_t bytes, double *gbps);
+
 #ifdef __cplusplus
 }
 #endif

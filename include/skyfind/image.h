@@ -26,7 +26,7 @@ typedef struct {
 typedef struct {
     int nx, ny;
     size_t stride;
-    uint8_t *data;  /* 0 or 1 */
+    uint8_t *data;  /* 0, or 1 (seed) or 2 (flood only): see threshold.h */
     sf_loc loc;
 } sf_mask;
 

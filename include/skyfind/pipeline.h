@@ -14,11 +14,15 @@
 extern "C" {
 #endif
 
-typedef enum { SF_PT_INT, SF_PT_REAL, SF_PT_CHOICE, SF_PT_BOOL } sf_ptype;
+typedef enum { SF_PT_INT, SF_PT_REAL, SF_PT_CHOICE, SF_PT_BOOL, SF_PT_STRING } sf_ptype;
+
+/* SF_PT_STRING values live in char[SF_PARAM_STRMAX] fields. */
+#define SF_PARAM_STRMAX 512
 
 typedef struct {
     const char *name;
-    sf_ptype type;       /* INT and CHOICE and BOOL are stored as int, REAL as double */
+    sf_ptype type;       /* INT and CHOICE and BOOL are stored as int, REAL as double,
+                            STRING as char[SF_PARAM_STRMAX] */
     const char *def;     /* default, as written in a .pipe file */
     double min, max;     /* allowed range for INT and REAL */
     const char *choices; /* "a|b|c" for CHOICE: stored as the index */
@@ -33,7 +37,8 @@ enum {
     SF_DATA_BKG = 2,
     SF_DATA_MASK = 4,
     SF_DATA_LABELS = 8,
-    SF_DATA_SOURCES = 16
+    SF_DATA_SOURCES = 16,
+    SF_DATA_FILTERED = 32  /* the convolved (detection) image */
 };
 
 typedef struct sf_state sf_state;
@@ -88,6 +93,7 @@ enum {
     SF_KEEP_MASK = 1,    /* bring the mask back to the host */
     SF_KEEP_LABELS = 2,  /* bring the label map back */
     SF_KEEP_BKG = 4,     /* background and rms maps */
+    SF_KEEP_FILTERED = 8 /* the convolved image */
 };
 
 typedef struct {
@@ -95,6 +101,9 @@ typedef struct {
     sf_gpu *gpu;         /* required for SF_BACKEND_GPU */
     unsigned keep;       /* SF_KEEP_* */
     double beam_pix;     /* restoring-beam FWHM (major axis) in pixels, 0 if unknown */
+    double beam_min_pix; /* minor axis FWHM in pixels (0: as the major axis) */
+    double beam_pa_deg;  /* position angle of the major axis, degrees east of north */
+    double pix_arcsec;   /* pixel size in arcsec, 0 if unknown (convolve unit=arcsec) */
 } sf_run_opts;
 
 #define SF_RUN_MAXSTAGES SF_PIPE_MAXSTEPS
@@ -110,6 +119,10 @@ typedef struct {
     sf_mask mask;               /* host copies, when kept */
     sf_labels labels;
     sf_image bkgmap, rmsmap;
+    sf_image filtered;          /* host copy of the convolved image, when kept */
+    int have_filtered;          /* a convolve stage filtered the image */
+    char filter_desc[160];      /* the kernel used (or why the stage did nothing) */
+    double filter_sum, filter_gain; /* the filtered level is level * sum, its noise rms * gain */
     int nlabels;
     int box;                    /* mesh size used by method=mesh, 0 otherwise */
     int nstages;

@@ -61,14 +61,20 @@ void sf_preview_label_colour(int32_t id, uint8_t rgb[3]);
 /* The image stretched in grey (NaN in the NaN colour), scaled up by the
  * integer factor sf_preview_overlay_scale(nx, ny) (nearest neighbour: each
  * image pixel becomes an s x s block), so the PNG is s*nx x s*ny pixels,
- * 8-bit RGB. Per source with a finite centroid: a circle (about 2 PNG pixels
- * wide) in the circle colour, centred on the centroid, radius
- * max(3, sqrt(npix / pi)) image pixels; then its id in the text colour
- * (3x5 digit glyphs drawn 2x, black outline) just right of the circle.
+ * 8-bit RGB. Per source with a finite centroid: an ellipse (about 2 PNG
+ * pixels wide) in the circle colour, centred on the centroid, with the
+ * semi-axes and angle of sf_preview_ellipse; then its id in the text colour
+ * (3x5 digit glyphs drawn 2x, black outline) just right of the ellipse.
  * Everything is clipped at the edges. A PNG pixel (X, Y) from the top-left
  * shows image coordinates x = (X + 0.5) / s - 0.5, y = ny - (Y + 0.5) / s - 0.5. */
 sf_status sf_preview_overlay(const char *path, const sf_image *img, const sf_source *src,
                              int n, sf_stretch stretch);
+/* The overlay's ellipse of a source, in image pixels and degrees
+ * counter-clockwise from +x: semi-axes A = sqrt(2 ln 2) a, B = sqrt(2 ln 2) b
+ * (the half widths at half maximum), both scaled up so that A >= 3 and then
+ * B raised to at least 1, angle theta; a source without a shape (a, b or
+ * theta NaN) gets a circle of radius max(3, sqrt(npix / pi)). */
+void sf_preview_ellipse(const sf_source *o, double *A, double *B, double *theta);
 /* s = max(1, ceil(512 / max(nx, ny))). */
 int sf_preview_overlay_scale(int nx, int ny);
 

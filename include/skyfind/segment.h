@@ -1,6 +1,8 @@
 /* Stage `segment`: connected-component labelling of a mask.
  * Labels are canonical: 1..N in raster order of each island's first pixel
- * (scipy.ndimage.label's order); islands smaller than min_area are removed
+ * (scipy.ndimage.label's order); islands smaller than min_area, and
+ * islands of a two-level mask without a seed pixel (mask value 1: above the
+ * detection threshold; 2 is above only the flood threshold), are removed
  * before numbering. The GPU labels equal the CPU's pixel for pixel. */
 #ifndef SKYFIND_SEGMENT_H
 #define SKYFIND_SEGMENT_H

@@ -1,8 +1,14 @@
-/* Stage `threshold`: the detection mask. A pixel is set when
- * v > nsigma * sigma (subtract=0, the lesson) or
- * v - level > nsigma * sigma (subtract=1), with the level and sigma either
- * the global ones or, when background maps are given, those of the pixel.
- * Non-finite pixels are never set. */
+/* Stage `threshold`: the detection mask, with one or two levels (PyBDSF's
+ * thresh_pix / thresh_isl, Aegean's seedclip / floodclip, PySE's detection
+ * and analysis thresholds). A pixel with d = v - level (v when subtract=0)
+ *   d > nsigma * sigma           gets SF_MASK_SEED (1),
+ *   d > flood * sigma otherwise  gets SF_MASK_FLOOD (2) (flood > 0 only),
+ * with the level and sigma either the global ones or, when background maps
+ * are given, those of the pixel. `segment` then keeps the islands of
+ * non-zero pixels that hold at least one seed. Non-finite pixels are never
+ * set. On a filtered image (stage `convolve` before it) v is the filtered
+ * pixel, the level is scaled by the kernel's sum and sigma by its white-noise
+ * gain sqrt(sum k^2) (see sf_kernel_noise_gain). */
 #ifndef SKYFIND_THRESHOLD_H
 #define SKYFIND_THRESHOLD_H
 
@@ -14,13 +20,18 @@ extern "C" {
 #endif
 
 typedef struct {
-    double nsigma;    /* 5.0; detection threshold in units of the background sigma */
+    double nsigma;    /* 5.0; detection (seed) threshold in units of the background sigma */
     int subtract;     /* 1; subtract the background level before comparing (0: lesson) */
+    double flood;     /* 0: one level; else the analysis (flood) threshold in sigma, <= nsigma */
+    /* Set by the runner, not by users: thresholding a filtered image. */
+    int filtered;     /* 0: level_scale and noise_scale are taken as 1 */
+    double level_scale, noise_scale;
 } sf_thresh_params;
 
 void sf_thresh_params_default(sf_thresh_params *p);
 
-/* Comparisons are made in float32: thr = (float)nsigma * (float)sigma.
+/* Comparisons are made in float32 (cpu/threshold_pixel.h), identically on
+ * both backends.
  * bkg and rms: NULL for the global level and sigma of st, or the maps of
  * method=mesh (same shape and location as img). */
 sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,

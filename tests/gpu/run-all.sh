@@ -7,20 +7,34 @@
 # Build here with -DCMAKE_CUDA_ARCHITECTURES=90, bundle with
 #   ../shared/tools/gpu-bundle build .gpu-bundle ../shared/data
 # then on the GPU machine, from the repository root:
-#   . .gpu-bundle/env.sh && tests/gpu/run-all.sh OUTDIR [quick]
+#   . .gpu-bundle/env.sh && tests/gpu/run-all.sh OUTDIR [full|tests|bench|harness|quick]
 set -u
 OUTDIR=${1:-/tmp/skyfind-gpu}
 MODE=${2:-full}
+# full: everything; tests: suites, sanitizer, scipy, compare, bytes; bench: the
+# stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048
+case $MODE in
+    full) SECTIONS="suites sanitizer conv compare bench harness" ;;
+    tests) SECTIONS="suites sanitizer conv compare" ;;
+    bench) SECTIONS="bench" ;;
+    harness) SECTIONS="harness" ;;
+    quick) SECTIONS="suites sanitizer conv compare bench" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness or quick" >&2; exit 2 ;;
+esac
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
 BIN=$B/bin
 export SKYFIND_TEST_DATA=${SKYFIND_TEST_DATA:-$B/extra/data}
 export SKYFIND_PIPELINES=$PWD/pipelines CK_FORK=no
 mkdir -p "$OUTDIR" "$OUTDIR/work"
+sizes="2048 4096 8192"
+[ "$MODE" = quick ] && sizes="2048"
 W=$OUTDIR/work
 fail=0
 say() { printf '\n=== %s\n' "$*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 
+if want suites; then
 say "Check suites (GPU cases against the CPU twins)"
 for t in "$BIN"/tests/test_*; do
     "$t" >"$W/$(basename "$t").log" 2>&1; rc=$?
@@ -28,8 +42,10 @@ for t in "$BIN"/tests/test_*; do
     [ $rc = 0 ] || { fail=1; tail -20 "$W/$(basename "$t").log"; }
 done
 
+fi
+if want sanitizer; then
 say "compute-sanitizer memcheck and racecheck on the GPU cases (quick sizes)"
-for t in background background_mesh threshold segment measure; do
+for t in background background_mesh convolve threshold segment measure; do
     for tool in memcheck racecheck; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
@@ -38,6 +54,14 @@ for t in background background_mesh threshold segment measure; do
     done
 done
 
+fi
+if want conv; then
+say "convolution against scipy in float64 on both backends (tests/py/test_convolve_scipy.py)"
+SKYFIND_BUILD=$B/bin SKYFIND_CONV_BACKENDS="cpu gpu" python3 tests/py/test_convolve_scipy.py >"$W/conv_scipy.log" 2>&1; rc=$?
+tail -4 "$W/conv_scipy.log"; [ $rc = 0 ] || fail=1
+
+fi
+if want compare; then
 say "skyfind compare on the real images (lesson and radio pipelines)"
 real=$(ls "$SKYFIND_TEST_DATA"/*.fits "$SKYFIND_TEST_DATA"/*.fits.gz "$SKYFIND_TEST_DATA"/*.fz 2>/dev/null |
        grep -v -e REF_ -e TRUTH -e quirk_tilecomp_uint16)
@@ -48,8 +72,8 @@ for p in lesson radio; do
     [ $rc = 0 ] || fail=1
 done
 
-sizes="2048 4096 8192"
-[ "$MODE" = quick ] && sizes="2048"
+fi
+if want compare; then
 say "skyfind compare on simulated images: $sizes"
 for n in $sizes; do
     "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"
@@ -59,15 +83,37 @@ for n in $sizes; do
     done
 done
 
+fi
+if want compare; then
 say "bytes moved by a catalogue-only GPU run (lesson pipeline, 8192 if made)"
 n=${sizes##* }
 "$BIN/skyfind" run -b gpu -p lesson -o "$W/out" "$W/sim$n.fits" 2>&1 | tail -8
 echo "image bytes: $((n * n * 4)); catalogue rows: $(grep -vc '^#' "$W/out/sim$n.cat.csv") (header included)"
 
+fi
+if want bench; then
 say "benchmark: lesson pipeline, skyfind GPU stages against the lesson's CuPy and numpy code"
 "$BIN/tests/bench/bench_lesson" --sizes "${sizes// /,}" --repeat 20 --raw "$W" --json "$OUTDIR/bench_lesson.json" | tee "$OUTDIR/bench_lesson.txt"
 python3 tests/bench/peers/lesson_peers.py "$W" $sizes --repeat 3 --cpu-max 4096 | tee "$OUTDIR/bench_peers.txt"
 
+fi
+if want bench; then
+say "benchmark: convolve (direct, separable, fft) against cupyx.scipy.ndimage.convolve and cupyx.scipy.signal.fftconvolve"
+"$BIN/tests/bench/bench_convolve" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_convolve.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+python3 tests/bench/peers/convolve_cupy.py "$W" $sizes --repeat 10 | tee -a "$OUTDIR/bench_convolve.txt"
+rm -f "$W"/conv_*.f32
+
+fi
+if want bench; then
+say "benchmark: segment on hard masks (8- and 4-connectivity) against cupyx.scipy.ndimage.label"
+"$BIN/tests/bench/bench_segment" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_segment.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+python3 tests/bench/peers/label_cupy.py "$W" $sizes --repeat 5 | tee -a "$OUTDIR/bench_segment.txt"
+rm -f "$W"/seg_*.u8
+
+fi
+if want bench; then
 say "benchmark: mesh background (box 64, filter 3), GPU and CPU twin against sep.Background"
 "$BIN/tests/bench/bench_background" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_background.txt"
 if ls .whl/sep-*.whl >/dev/null 2>&1; then
@@ -75,6 +121,22 @@ if ls .whl/sep-*.whl >/dev/null 2>&1; then
         PYTHONPATH=/tmp/site OMP_NUM_THREADS=1 python3 tests/bench/peers/background_sep.py "$W" $sizes | tee -a "$OUTDIR/bench_background.txt"
 else
     echo "sep.Background not run: no sep wheel in .whl/ (see the device README: pip download sep)"
+fi
+fi
+if want harness; then
+say "benchmark harness: skyfind (every stage, CPU and GPU) against numpy, CuPy, SEP, photutils and SExtractor"
+# The wheels carried in .whl/ (sep, photutils, astropy, pyerfa, astropy-iers-data) go to
+# /tmp/site; a peer that still cannot import is listed as "not run: reason". SExtractor is
+# not on this machine: merge the rows of a CPU-only run made beside the repository with
+#   tests/bench/harness.py --plot-only OUTDIR/harness/results.json --merge HERE.json --out DIR
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/photutils ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl ||
+        echo "harness: installing the carried wheels failed; the peers that need them will say so"
+fi
+PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests/bench/harness.py \
+    --build "$BIN" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 3 --peer-repeat 3 --peer-budget 20 \
+    --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
+sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
 fi
 rm -f "$W"/*.f32 "$W"/*.fits
 echo

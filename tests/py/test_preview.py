@@ -2,7 +2,8 @@
 """Checks the PNG previews (src/preview.c) from outside: runs
 $SKYFIND_BUILD/tests/sf_preview_tool on a real radio image with NaNs and on a
 simulated image, decodes the PNGs by hand (zlib, no PNG library needed) and
-checks sizes, orientation, stretch, NaN colour, label colours and circles.
+checks sizes, orientation, stretch, NaN colour, label colours and the source
+ellipses.
 Prints `N passed, M failed`."""
 import csv
 import math
@@ -186,30 +187,42 @@ def check_case(tag, fits_path, tool, out):
     check(ok, "%s: a source peak is black in the segmap" % tag)
     check(int(sg.max(axis=2)[sg.max(axis=2) > 0].min()) >= 216, "%s: a label colour is dark" % tag)
 
-    # overlay: circle colour on each source's circle (>= half of the in-bounds points)
+    # overlay: the ellipse colour on each source's ellipse (>= half of the in-bounds
+    # points): semi-axes sqrt(2 ln 2) (a, b) scaled up to a >= 3 px, b >= 1 px, at theta
+    # counter-clockwise from +x (image y up); a circle for a source without a shape
     ov = pngs["overlay"]
     H, W = ov.shape[:2]
     circ = np.all(ov == CIRCLE_RGB, axis=2)
-    # ids are drawn last, over circles: points covered by a label's glyphs or their
+    # ids are drawn last, over ellipses: points covered by a label's glyphs or their
     # black outline do not count
     text = np.all(ov == (255, 230, 0), axis=2) | np.all(ov == 0, axis=2)
     bad = []
+    nell = 0
     for q in src:
         x0, y0 = q["x"] - 1, q["y"] - 1
         cx, cy = (x0 + 0.5) * s - 0.5, (ny - y0 - 0.5) * s - 0.5
-        rad = max(3.0, math.sqrt(q["npix"] / math.pi)) * s
+        if all(math.isfinite(q[k]) for k in ("a", "b", "theta")) and q["a"] > 0:
+            A, B, th = 1.1774100225154747 * q["a"], 1.1774100225154747 * q["b"], q["theta"]
+            k = 3.0 / A if A < 3.0 else 1.0
+            A, B = A * k, max(B * k, 1.0)
+            nell += A > B * 1.2
+        else:
+            A = B = max(3.0, math.sqrt(q["npix"] / math.pi))
+            th = 0.0
+        c, sn = math.cos(math.radians(th)), math.sin(math.radians(th))
         hit = tot = 0
         for k in range(24):
             t = 2 * math.pi * k / 24
-            X, Y = int(round(cx + rad * math.cos(t))), int(round(cy + rad * math.sin(t)))
+            u, v = A * s * math.cos(t), B * s * math.sin(t)
+            X, Y = int(round(cx + u * c - v * sn)), int(round(cy - (u * sn + v * c)))
             if 1 <= X < W - 1 and 1 <= Y < H - 1 and not text[Y - 1:Y + 2, X - 1:X + 2].any():
                 tot += 1
                 hit += bool(circ[Y - 1:Y + 2, X - 1:X + 2].any())
         if tot and hit < tot / 2:
             bad.append((int(q["id"]), hit, tot))
-    check(not bad, "%s: circles missing (id, hits, points): %r" % (tag, bad[:5]))
-    print("%s: %dx%d, %d labels, %d sources, overlay scale %d, %d segmap colours"
-          % (tag, nx, ny, nlab, nsrc, s, ncol))
+    check(not bad, "%s: ellipses missing (id, hits, points): %r" % (tag, bad[:5]))
+    print("%s: %dx%d, %d labels, %d sources (%d drawn elongated), overlay scale %d, %d segmap "
+          "colours" % (tag, nx, ny, nlab, nsrc, nell, s, ncol))
 
 
 def main():

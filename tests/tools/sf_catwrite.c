@@ -1,6 +1,7 @@
 /* Test helper: find sources in a FITS image with the CPU `radio` pipeline and
  * write the catalogue in every format (STEM.cat.csv, .cat.fits, .cat.vot, .reg)
- * with world coordinates when the image has a WCS. usage: sf_catwrite FILE STEM */
+ * with world coordinates when the image has a WCS and fluxes in Jy when it has
+ * a beam. usage: sf_catwrite FILE STEM */
 #include <stdio.h>
 #include "skyfind/catalog.h"
 #include "skyfind/fits.h"
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
     w = sf_wcs_open(&info, img.nx, img.ny);
     {
         sf_catalog_meta m = {argv[1], pl.name, "cpu", info.bunit, r.have_bkg, r.bkg, w, r.box};
+        m.bmaj_pix = o.beam_pix;
+        m.bmin_pix = o.beam_pix > 0 && info.bmin > 0 ? o.beam_pix * info.bmin / info.bmaj : 0;
         for (int k = 0; k < 4; k++) {
             snprintf(out, sizeof out, "%s%s", argv[2], sf_catalog_format_suffix(fmts[k]));
             if ((st = sf_catalog_write(out, fmts[k], r.sources, r.nsources, &m)))

@@ -1,0 +1,644 @@
+/* Stage `convolve`, CPU twin: direct (rank-one row+column passes or the
+ * general 2-D sum, OpenMP over rows, double accumulators) and FFT (FFTW
+ * single precision, cached plans and kernel spectra), with the edge modes
+ * and the NaN-normalised convolution that convolve.h defines. */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fftw3.h>
+#include "skyfind/convolve.h"
+
+enum { EXT_VALUE, EXT_CLEAN, EXT_VALID }; /* v; v with NaN as 0; 1 valid, 0 NaN */
+
+/* Index m of the extended line mapped into [0, n) by the edge mode; -1 for
+ * a zero-mode pixel outside (a valid zero). Periodic for any m. */
+static inline long edge_map(long m, long n, int edge)
+{
+    long r;
+    if (m >= 0 && m < n)
+        return m;
+    switch (edge) {
+    case SF_EDGE_NEAREST:
+        return m < 0 ? 0 : n - 1;
+    case SF_EDGE_REFLECT:
+        r = m % (2 * n);
+        r += r < 0 ? 2 * n : 0;
+        return r < n ? r : 2 * n - 1 - r;
+    case SF_EDGE_WRAP:
+        r = m % n;
+        return r < 0 ? r + n : r;
+    default:
+        return -1;
+    }
+}
+
+static inline float ext_val(float v, int what)
+{
+    if (what == EXT_CLEAN)
+        return isnan(v) ? 0.0f : v;
+    if (what == EXT_VALID)
+        return isnan(v) ? 0.0f : 1.0f;
+    return v;
+}
+
+/* Source row of extended row m (NULL: a zero-mode row outside the image). */
+static inline const float *src_row(const sf_image *in, long m, int edge)
+{
+    long sy = edge_map(m, in->ny, edge);
+    return sy < 0 ? NULL : in->data + (size_t)sy * in->stride;
+}
+
+/* dst[s] = extended row at x = s - lpad, for s in [0, n + lpad + rpad): the
+ * general edge path runs over the lpad + rpad border cells only. */
+#define DEFINE_EXT_ROW(NAME, T)                                                           \
+    static void NAME(T *dst, const float *src, int n, int lpad, int rpad, int edge,      \
+                     int what)                                                           \
+    {                                                                                    \
+        const T out = what == EXT_VALID ? 1 : 0; /* zero mode outside: a valid zero */  \
+        if (!src) {                                                                      \
+            for (int s = 0; s < n + lpad + rpad; s++)                                    \
+                dst[s] = out;                                                            \
+            return;                                                                      \
+        }                                                                                \
+        for (int s = 0; s < lpad; s++) {                                                 \
+            long i = edge_map(s - lpad, n, edge);                                        \
+            dst[s] = i < 0 ? out : ext_val(src[i], what);                                \
+        }                                                                                \
+        T *d = dst + lpad;                                                               \
+        if (what == EXT_VALUE)                                                           \
+            for (int x = 0; x < n; x++)                                                  \
+                d[x] = src[x];                                                           \
+        else if (what == EXT_CLEAN)                                                      \
+            for (int x = 0; x < n; x++)                                                  \
+                d[x] = isnan(src[x]) ? 0 : src[x];                                       \
+        else                                                                             \
+            for (int x = 0; x < n; x++)                                                  \
+                d[x] = isnan(src[x]) ? 0 : 1;                                            \
+        for (int s = 0; s < rpad; s++) {                                                 \
+            long i = edge_map(n + s, n, edge);                                           \
+            d[n + s] = i < 0 ? out : ext_val(src[i], what);                              \
+        }                                                                                \
+    }
+DEFINE_EXT_ROW(ext_row_d, double)
+DEFINE_EXT_ROW(ext_row_f, float)
+
+/* acc[x] += sum_t w[t] * e[x + t], x in [0, nx): the interior loop, blocked so
+ * that XB accumulators stay in registers across the taps. */
+#define XB 16
+static void row_taps(double *restrict acc, const double *restrict e, const double *restrict w,
+                     int nt, int nx)
+{
+    int x = 0;
+    for (; x + XB <= nx; x += XB) {
+        double a[XB];
+        for (int t = 0; t < XB; t++)
+            a[t] = acc[x + t];
+        for (int i = 0; i < nt; i++) {
+            const double wi = w[i], *p = e + x + i;
+            if (wi == 0)
+                continue;
+            for (int t = 0; t < XB; t++)
+                a[t] += wi * p[t];
+        }
+        for (int t = 0; t < XB; t++)
+            acc[x + t] = a[t];
+    }
+    for (; x < nx; x++) {
+        double a = acc[x];
+        for (int i = 0; i < nt; i++)
+            if (w[i] != 0)
+                a += w[i] * e[x + i];
+        acc[x] = a;
+    }
+}
+
+/* acc[x] += sum_j c[j] * r[j][x] (rows of float): row by row over chunks
+ * of XC pixels, so the accumulators stay in L1 and the loop vectorises. */
+#define XC 512
+static void col_taps(double *restrict acc, const float *const *r, const double *c, int nt, int nx)
+{
+    for (int x0 = 0; x0 < nx; x0 += XC) {
+        int n = nx - x0 < XC ? nx - x0 : XC;
+        double *restrict a = acc + x0;
+        for (int j = 0; j < nt; j++) {
+            const double cj = c[j];
+            const float *restrict p = r[j] + x0;
+            if (cj == 0)
+                continue;
+            for (int t = 0; t < n; t++)
+                a[t] += cj * p[t];
+        }
+    }
+}
+
+/* flag[y*nx+x] = 1 when a NaN lies in the kernel footprint of (x, y) (the
+ * extended image as the edge mode makes it): column counts slid down the
+ * rows, window sums slid along them. */
+static sf_status nan_footprint(const sf_image *in, int kx, int ky, int edge, uint8_t *flag)
+{
+    const int nx = in->nx, ny = in->ny, lx = kx - 1 - kx / 2, ly = ky - 1 - ky / 2;
+    const int ne = nx + kx - 1;
+    int bad = 0;
+#pragma omp parallel reduction(| : bad)
+    {
+        float *v = malloc((size_t)ne * sizeof *v);
+        int *cc = calloc((size_t)ne, sizeof *cc);
+        int nth = omp_get_num_threads(), id = omp_get_thread_num();
+        int y0 = (int)((long)ny * id / nth), y1 = (int)((long)ny * (id + 1) / nth);
+        if (!v || !cc)
+            bad = 1;
+        for (int y = y0; y < y1 && !bad; y++) {
+            if (y == y0) /* rows y0 - ly .. y0 + ky/2 */
+                for (long m = (long)y - ly; m <= (long)y + ky / 2; m++) {
+                    ext_row_f(v, src_row(in, m, edge), nx, lx, kx / 2, edge, EXT_VALID);
+                    for (int s = 0; s < ne; s++)
+                        cc[s] += v[s] == 0;
+                }
+            else {
+                ext_row_f(v, src_row(in, (long)y - 1 - ly, edge), nx, lx, kx / 2, edge, EXT_VALID);
+                for (int s = 0; s < ne; s++)
+                    cc[s] -= v[s] == 0;
+                ext_row_f(v, src_row(in, (long)y + ky / 2, edge), nx, lx, kx / 2, edge, EXT_VALID);
+                for (int s = 0; s < ne; s++)
+                    cc[s] += v[s] == 0;
+            }
+            long win = 0;
+            for (int s = 0; s < kx - 1; s++)
+                win += cc[s];
+            uint8_t *f = flag + (size_t)y * nx;
+            for (int x = 0; x < nx; x++) {
+                win += cc[x + kx - 1];
+                f[x] = win > 0;
+                win -= cc[x];
+            }
+        }
+        free(v);
+        free(cc);
+    }
+    return bad ? sf_fail(SF_ERR_NOMEM, "convolve: out of memory (NaN footprint)") : SF_OK;
+}
+
+/* One output pixel by the definition (general edge path, double sums). */
+static void pixel_direct(const sf_image *in, const sf_kernel *k, int edge, int x, int y,
+                         double *num, double *den)
+{
+    double n = 0, d = 0;
+    for (int j = 0; j < k->ny; j++) {
+        const float *r = src_row(in, (long)y - j + k->ny / 2, edge);
+        for (int i = 0; i < k->nx; i++) {
+            double w = k->w[(size_t)j * k->nx + i];
+            long sx = edge_map((long)x - i + k->nx / 2, in->nx, edge);
+            float v = r && sx >= 0 ? r[sx] : 0.0f; /* zero mode outside: a valid zero */
+            if (!isnan(v)) {
+                n += w * v;
+                d += w;
+            }
+        }
+    }
+    *num = n;
+    *den = d;
+}
+
+/* The output pixel from num and den (NaN-normalised when flagged). */
+static inline float finish(float v, double num, double den, int nanmode, const uint8_t *flag,
+                           size_t idx, double sum)
+{
+    if (!nanmode || !flag[idx])
+        return (float)num;
+    if (isnan(v) || den == 0)
+        return NAN;
+    return (float)(num / den * sum);
+}
+
+/* ---- direct, general 2-D ------------------------------------------------ */
+
+static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
+                           const uint8_t *flag, sf_image *out)
+{
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
+    const int lx = kx - 1 - kx / 2, ne = nx + kx - 1;
+    double *wf = malloc(sf_npix(kx, ky) * sizeof *wf);
+    int bad = 0;
+    if (!wf)
+        return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (kernel copy)");
+    /* out[x] = sum_i w[i] e[x + kx-1 - i]: the weights reversed in x */
+    for (int j = 0; j < ky; j++)
+        for (int i = 0; i < kx; i++)
+            wf[(size_t)j * kx + i] = k->w[(size_t)j * kx + kx - 1 - i];
+#pragma omp parallel reduction(| : bad)
+    {
+        double *e = malloc((size_t)ne * sizeof *e), *acc = malloc((size_t)nx * sizeof *acc);
+        double *m = NULL, *den = NULL;
+        if (nanmode) {
+            m = malloc((size_t)ne * sizeof *m);
+            den = malloc((size_t)nx * sizeof *den);
+        }
+        if (!e || !acc || (nanmode && (!m || !den)))
+            bad = 1;
+#pragma omp for schedule(dynamic, 4)
+        for (int y = 0; y < ny; y++) {
+            if (bad)
+                continue;
+            memset(acc, 0, (size_t)nx * sizeof *acc);
+            if (nanmode)
+                memset(den, 0, (size_t)nx * sizeof *den);
+            for (int j = 0; j < ky; j++) {
+                const float *r = src_row(in, (long)y - j + ky / 2, edge);
+                const double *wj = wf + (size_t)j * kx;
+                if (r) {
+                    ext_row_d(e, r, nx, lx, kx / 2, edge, nanmode ? EXT_CLEAN : EXT_VALUE);
+                    row_taps(acc, e, wj, kx, nx);
+                }
+                if (nanmode) {
+                    ext_row_d(m, r, nx, lx, kx / 2, edge, EXT_VALID);
+                    row_taps(den, m, wj, kx, nx);
+                }
+            }
+            const float *iv = in->data + (size_t)y * in->stride;
+            float *o = out->data + (size_t)y * out->stride;
+            for (int x = 0; x < nx; x++)
+                o[x] = finish(iv[x], acc[x], nanmode ? den[x] : 0, nanmode, flag,
+                              (size_t)y * nx + x, k->sum);
+        }
+        free(e);
+        free(acc);
+        free(m);
+        free(den);
+    }
+    free(wf);
+    return bad ? sf_fail(SF_ERR_NOMEM, "convolve: out of memory (direct row buffers)") : SF_OK;
+}
+
+/* ---- direct, rank one: a row pass into float rows, then a column pass ---- */
+
+static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
+                                  const uint8_t *flag, sf_image *out)
+{
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
+    const int lx = kx - 1 - kx / 2, ne = nx + kx - 1;
+    /* rows of the intermediate padded by 64 bytes past a multiple of 64, so
+     * that the column pass's ky rows do not all fall in the same cache sets */
+    const size_t ts = ((size_t)nx + 15) / 16 * 16 + 16, n = ts * (size_t)ny;
+    float *tv = malloc(n * sizeof *tv), *tm = nanmode ? malloc(n * sizeof *tm) : NULL;
+    double rf[SF_KERNEL_MAX], cf[SF_KERNEL_MAX], rowsum = 0;
+    float *ones = nanmode && edge == SF_EDGE_ZERO ? malloc((size_t)nx * sizeof *ones) : NULL;
+    int bad = 0;
+    if (!tv || (nanmode && !tm) || (nanmode && edge == SF_EDGE_ZERO && !ones)) {
+        free(tv);
+        free(tm);
+        free(ones);
+        return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (separable pass, %zu pixels)", n);
+    }
+    for (int i = 0; i < kx; i++) {
+        rf[i] = k->row[kx - 1 - i];
+        rowsum += k->row[i];
+    }
+    for (int j = 0; j < ky; j++)
+        cf[j] = k->col[j];
+    for (int x = 0; ones && x < nx; x++)
+        ones[x] = (float)rowsum; /* zero mode: the row pass of a row of valid zeros */
+#pragma omp parallel reduction(| : bad)
+    {
+        double *e = malloc((size_t)ne * sizeof *e), *acc = malloc((size_t)nx * sizeof *acc);
+        double *den = nanmode ? malloc((size_t)nx * sizeof *den) : NULL;
+        const float **rp = malloc((size_t)ky * sizeof *rp);
+        if (!e || !acc || !rp || (nanmode && !den))
+            bad = 1;
+        /* the row pass, on the image rows (the column pass extends in y) */
+#pragma omp for schedule(static)
+        for (int y = 0; y < ny; y++) {
+            const float *r = in->data + (size_t)y * in->stride;
+            if (bad)
+                continue;
+            for (int pass = 0; pass < 1 + nanmode; pass++) {
+                int what = pass ? EXT_VALID : nanmode ? EXT_CLEAN : EXT_VALUE;
+                float *t = (pass ? tm : tv) + (size_t)y * ts;
+                ext_row_d(e, r, nx, lx, kx / 2, edge, what);
+                memset(acc, 0, (size_t)nx * sizeof *acc);
+                row_taps(acc, e, rf, kx, nx);
+                for (int x = 0; x < nx; x++)
+                    t[x] = (float)acc[x];
+            }
+        }
+#pragma omp for schedule(static)
+        for (int y = 0; y < ny; y++) {
+            if (bad)
+                continue;
+            double cz[SF_KERNEL_MAX];
+            int nt = 0;
+            memset(acc, 0, (size_t)nx * sizeof *acc);
+            for (int pass = 0; pass < 1 + nanmode; pass++) {
+                const float *t = pass ? tm : tv;
+                nt = 0;
+                for (int j = 0; j < ky; j++) {
+                    long sy = edge_map((long)y - j + ky / 2, ny, edge);
+                    if (sy >= 0 || pass) {
+                        rp[nt] = sy >= 0 ? t + (size_t)sy * ts : ones;
+                        cz[nt++] = cf[j];
+                    }
+                }
+                if (pass) {
+                    memset(den, 0, (size_t)nx * sizeof *den);
+                    col_taps(den, rp, cz, nt, nx);
+                } else
+                    col_taps(acc, rp, cz, nt, nx);
+            }
+            const float *iv = in->data + (size_t)y * in->stride;
+            float *o = out->data + (size_t)y * out->stride;
+            for (int x = 0; x < nx; x++)
+                o[x] = finish(iv[x], acc[x], nanmode ? den[x] : 0, nanmode, flag,
+                              (size_t)y * nx + x, k->sum);
+        }
+        free(e);
+        free(acc);
+        free(den);
+        free(rp);
+    }
+    free(ones);
+    free(tv);
+    free(tm);
+    return bad ? sf_fail(SF_ERR_NOMEM, "convolve: out of memory (separable row buffers)") : SF_OK;
+}
+
+/* ---- FFT: plans and kernel spectra cached per padded size and kernel ---- */
+
+#define FFT_CACHE_MAX 8                     /* entries kept */
+#define FFT_CACHE_BYTES ((size_t)512 << 20) /* kernel spectra kept, in all */
+/* FFT den is recomputed directly where |den| < FFT_DEN_RECHECK * (its FFT
+ * rounding error, measured where den must equal the kernel sum): there the
+ * ratio num/den would lose more than ~1e-4 to rounding, and den == 0 must be
+ * exact. */
+#define FFT_DEN_RECHECK 1e4
+
+typedef struct {
+    int px, py, nthreads, kx, ky;
+    float *kw;             /* the kernel's weights: the key */
+    fftwf_complex *kspec;  /* its spectrum divided by px*py */
+    fftwf_plan fwd, inv;
+    size_t bytes;
+    int refs, cached;
+    unsigned long used;
+} fft_entry;
+
+static pthread_mutex_t fft_lock = PTHREAD_MUTEX_INITIALIZER;
+static fft_entry *fft_cache[FFT_CACHE_MAX];
+static unsigned long fft_tick;
+static int fft_threads_ok = -1;
+
+static void fft_entry_free(fft_entry *e) /* under fft_lock (the planner is not thread safe) */
+{
+    if (!e)
+        return;
+    if (e->fwd)
+        fftwf_destroy_plan(e->fwd);
+    if (e->inv)
+        fftwf_destroy_plan(e->inv);
+    fftwf_free(e->kspec);
+    free(e->kw);
+    free(e);
+}
+
+static fft_entry *fft_entry_new(const sf_kernel *k, int px, int py, int nthreads)
+{
+    size_t nr = sf_npix(px, py), nc = (size_t)py * (px / 2 + 1);
+    fft_entry *e = calloc(1, sizeof *e);
+    float *r = fftwf_alloc_real(nr);
+    if (!e || !r || !(e->kw = malloc(sf_npix(k->nx, k->ny) * sizeof(float))) ||
+        !(e->kspec = fftwf_alloc_complex(nc)))
+        goto fail;
+    e->px = px;
+    e->py = py;
+    e->nthreads = nthreads;
+    e->kx = k->nx;
+    e->ky = k->ny;
+    e->bytes = nc * sizeof(fftwf_complex);
+    memcpy(e->kw, k->w, sf_npix(k->nx, k->ny) * sizeof(float));
+    if (fft_threads_ok > 0)
+        fftwf_plan_with_nthreads(nthreads);
+    e->fwd = fftwf_plan_dft_r2c_2d(py, px, r, e->kspec, FFTW_ESTIMATE);
+    e->inv = fftwf_plan_dft_c2r_2d(py, px, e->kspec, r, FFTW_ESTIMATE);
+    if (!e->fwd || !e->inv)
+        goto fail;
+    memset(r, 0, nr * sizeof *r);
+    for (int j = 0; j < k->ny; j++)
+        memcpy(r + (size_t)j * px, k->w + (size_t)j * k->nx, (size_t)k->nx * sizeof *r);
+    fftwf_execute(e->fwd); /* r -> kspec */
+    const float scale = 1.0f / (float)nr;
+    for (size_t i = 0; i < nc; i++) {
+        e->kspec[i][0] *= scale;
+        e->kspec[i][1] *= scale;
+    }
+    fftwf_free(r);
+    return e;
+fail:
+    fftwf_free(r);
+    fft_entry_free(e);
+    return NULL;
+}
+
+/* The entry for (kernel, padded size, threads), made if needed; release it
+ * with fft_release. NULL when out of memory. */
+static fft_entry *fft_acquire(const sf_kernel *k, int px, int py)
+{
+    int nthreads = omp_get_max_threads();
+    size_t nk = sf_npix(k->nx, k->ny);
+    fft_entry *e = NULL;
+    pthread_mutex_lock(&fft_lock);
+    if (fft_threads_ok < 0)
+        fft_threads_ok = fftwf_init_threads() != 0;
+    for (int i = 0; i < FFT_CACHE_MAX && !e; i++) {
+        fft_entry *c = fft_cache[i];
+        if (c && c->px == px && c->py == py && c->nthreads == nthreads && c->kx == k->nx &&
+            c->ky == k->ny && memcmp(c->kw, k->w, nk * sizeof(float)) == 0)
+            e = c;
+    }
+    if (!e && (e = fft_entry_new(k, px, py, nthreads))) {
+        /* evict the least recently used idle entries while full or too big */
+        size_t total = e->bytes;
+        for (int i = 0; i < FFT_CACHE_MAX; i++)
+            total += fft_cache[i] ? fft_cache[i]->bytes : 0;
+        for (;;) {
+            int slot = -1, idle = -1, used = 0;
+            for (int i = 0; i < FFT_CACHE_MAX; i++) {
+                if (!fft_cache[i])
+                    slot = i;
+                else if (!fft_cache[i]->refs &&
+                         (idle < 0 || fft_cache[i]->used < fft_cache[idle]->used))
+                    idle = i;
+                used += fft_cache[i] != NULL;
+            }
+            if (slot >= 0 && (total <= FFT_CACHE_BYTES || used == 0)) {
+                fft_cache[slot] = e;
+                e->cached = 1;
+                break;
+            }
+            if (idle < 0)
+                break; /* everything in use: this entry lives for one call */
+            total -= fft_cache[idle]->bytes;
+            fft_entry_free(fft_cache[idle]);
+            fft_cache[idle] = NULL;
+        }
+    }
+    if (e) {
+        e->refs++;
+        e->used = ++fft_tick;
+    }
+    pthread_mutex_unlock(&fft_lock);
+    return e;
+}
+
+static void fft_release(fft_entry *e)
+{
+    pthread_mutex_lock(&fft_lock);
+    if (--e->refs == 0 && !e->cached)
+        fft_entry_free(e);
+    pthread_mutex_unlock(&fft_lock);
+}
+
+/* res = the padded edge-extended image (what) convolved with the kernel,
+ * circularly on px*py, which is linear for px >= nx+kx-1, py >= ny+ky-1:
+ * out(x, y) = res[(y + ky-1) * px + x + kx-1]. */
+static void fft_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
+                     const fft_entry *fe, float *res, fftwf_complex *spec)
+{
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny, px = fe->px, py = fe->py;
+    const int lx = kx - 1 - kx / 2, ly = ky - 1 - ky / 2, ne = nx + kx - 1;
+    const size_t nc = (size_t)py * (px / 2 + 1);
+#pragma omp parallel for schedule(static)
+    for (int yy = 0; yy < py; yy++) {
+        float *r = res + (size_t)yy * px;
+        if (yy < ny + ky - 1) {
+            ext_row_f(r, src_row(in, (long)yy - ly, edge), nx, lx, kx / 2, edge, what);
+            memset(r + ne, 0, (size_t)(px - ne) * sizeof *r);
+        } else
+            memset(r, 0, (size_t)px * sizeof *r);
+    }
+    fftwf_execute_dft_r2c(fe->fwd, res, spec);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < nc; i++) {
+        float a = spec[i][0], b = spec[i][1], c = fe->kspec[i][0], d = fe->kspec[i][1];
+        spec[i][0] = a * c - b * d;
+        spec[i][1] = a * d + b * c;
+    }
+    fftwf_execute_dft_c2r(fe->inv, spec, res);
+}
+
+static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
+                          const uint8_t *flag, sf_image *out)
+{
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
+    const int px = sf_fft_size(nx + kx - 1), py = sf_fft_size(ny + ky - 1);
+    fft_entry *fe = fft_acquire(k, px, py);
+    float *res = NULL;
+    fftwf_complex *spec = NULL;
+    double sumabs = 0;
+    if (!fe || !(res = fftwf_alloc_real(sf_npix(px, py))) ||
+        !(spec = fftwf_alloc_complex((size_t)py * (px / 2 + 1)))) {
+        if (fe)
+            fft_release(fe);
+        fftwf_free(res);
+        return sf_fail(SF_ERR_NOMEM, "convolve: out of memory for a %dx%d FFT (image %dx%d, "
+                       "kernel %dx%d)", px, py, nx, ny, kx, ky);
+    }
+    fft_pass(in, k, edge, nanmode ? EXT_CLEAN : EXT_VALUE, fe, res, spec);
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < ny; y++)
+        memcpy(out->data + (size_t)y * out->stride, res + (size_t)(y + ky - 1) * px + kx - 1,
+               (size_t)nx * sizeof(float));
+    if (nanmode) {
+        double err = 0;
+        for (size_t i = 0; i < sf_npix(kx, ky); i++)
+            sumabs += fabs(k->w[i]);
+        fft_pass(in, k, edge, EXT_VALID, fe, res, spec);
+        /* the rounding error of den, from the pixels without NaN under the
+         * kernel, where den is the kernel sum */
+#pragma omp parallel for reduction(max : err) schedule(static)
+        for (int y = 0; y < ny; y++) {
+            const float *dr = res + (size_t)(y + ky - 1) * px + kx - 1;
+            for (int x = 0; x < nx; x++)
+                if (!flag[(size_t)y * nx + x])
+                    err = fmax(err, fabs(dr[x] - k->sum));
+        }
+        const double thr = FFT_DEN_RECHECK * fmax(err, 1e-8 * sumabs);
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int y = 0; y < ny; y++) {
+            const float *iv = in->data + (size_t)y * in->stride;
+            const float *dr = res + (size_t)(y + ky - 1) * px + kx - 1;
+            float *o = out->data + (size_t)y * out->stride;
+            for (int x = 0; x < nx; x++) {
+                double num = o[x], den = dr[x];
+                if (!flag[(size_t)y * nx + x])
+                    continue; /* no NaN under the kernel: the plain sum */
+                if (!isnan(iv[x]) && fabs(den) < thr)
+                    pixel_direct(in, k, edge, x, y, &num, &den);
+                o[x] = finish(iv[x], num, den, 1, flag, (size_t)y * nx + x, k->sum);
+            }
+        }
+    }
+    fftwf_free(spec);
+    fftwf_free(res);
+    fft_release(fe);
+    return SF_OK;
+}
+
+/* ---- the stage ------------------------------------------------------------ */
+
+sf_status sf_convolve_cpu(const sf_image *in, const sf_kernel *k, int method, int edge, int nan,
+                          sf_image *out)
+{
+    uint8_t *flag = NULL;
+    int nanmode = 0;
+    sf_status s;
+    if (!in || !k || !out || !in->data || !out->data || !k->w)
+        return sf_fail(SF_ERR_PARAM, "convolve: missing image, kernel or output");
+    if (in->loc != SF_HOST || out->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_convolve_cpu needs host buffers");
+    if (in->nx < 1 || in->ny < 1 || out->nx != in->nx || out->ny != in->ny)
+        return sf_fail(SF_ERR_PARAM, "convolve: output %dx%d for image %dx%d", out->nx, out->ny,
+                       in->nx, in->ny);
+    if (in->stride < (size_t)in->nx || out->stride < (size_t)out->nx)
+        return sf_fail(SF_ERR_PARAM, "convolve: row stride smaller than the width");
+    if (out->data == in->data)
+        return sf_fail(SF_ERR_PARAM, "convolve: the output must not be the input buffer");
+    if (k->nx < 1 || k->ny < 1)
+        return sf_fail(SF_ERR_PARAM, "convolve: kernel size %dx%d", k->nx, k->ny);
+    if (edge < SF_EDGE_ZERO || edge > SF_EDGE_WRAP)
+        return sf_fail(SF_ERR_PARAM, "convolve: edge mode %d is not zero, nearest, reflect or wrap", edge);
+    if (nan < -1 || nan > 1)
+        return sf_fail(SF_ERR_PARAM, "convolve: nan %d must be -1 (unknown), 0 or 1", nan);
+    if (method == SF_CONV_AUTO)
+        method = sf_convolve_pick(k, in->nx, in->ny, 0);
+    if (method != SF_CONV_DIRECT && method != SF_CONV_FFT)
+        return sf_fail(SF_ERR_PARAM, "convolve: method %d is not auto, direct or fft", method);
+    if (method == SF_CONV_DIRECT && (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX))
+        return sf_fail(SF_ERR_PARAM, "convolve: kernel %dx%d is larger than %d, the most the "
+                       "direct method takes (use method fft or auto)", k->nx, k->ny, SF_KERNEL_MAX);
+    if (nan != 0) { /* NaN-normalised only when a NaN is there */
+        int any = 0;
+#pragma omp parallel for reduction(| : any) schedule(static)
+        for (int y = 0; y < in->ny; y++) {
+            const float *r = in->data + (size_t)y * in->stride;
+            for (int x = 0; x < in->nx; x++)
+                any |= isnan(r[x]);
+        }
+        nanmode = any;
+    }
+    if (nanmode) {
+        if (!(flag = malloc(sf_npix(in->nx, in->ny))))
+            return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (NaN flags of %dx%d)", in->nx, in->ny);
+        if ((s = nan_footprint(in, k->nx, k->ny, edge, flag)) != SF_OK)
+            goto done;
+    }
+    if (method == SF_CONV_FFT)
+        s = conv_fft(in, k, edge, nanmode, flag, out);
+    else if (k->row && k->col)
+        s = direct_separable(in, k, edge, nanmode, flag, out);
+    else
+        s = direct_2d(in, k, edge, nanmode, flag, out);
+done:
+    free(flag);
+    return s;
+}

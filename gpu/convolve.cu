@@ -1,0 +1,603 @@
+// Stage `convolve`, GPU version (CPU twin: cpu/convolve.c). Definitions,
+// edge modes and NaN handling in include/skyfind/convolve.h.
+//
+// direct: one block per 64 x 16 output tile; the tile and its halo (edge
+// mode applied, NaN replaced by 0) in shared memory, the flipped weights in
+// constant memory, each thread 4 adjacent outputs from float4 shared loads.
+// Separable kernels take a fused row-then-column path: the row pass writes
+// (tile + vertical halo) x 64 partial sums to shared memory and the column
+// pass finishes them, so the image is read once and written once.
+// A block whose tile holds a NaN also convolves the validity mask and
+// renormalises; other blocks run the plain sums.
+//
+// fft: the edge-extended image zero-padded to a fast size (>= n + k - 1 per
+// axis, so the cyclic product is the linear convolution), cuFFT R2C, a
+// point-wise product with the kernel's spectrum, C2R, then the valid window.
+// Plans and the spectrum are cached in the context (sf_gpu.conv) and reused
+// for images of the same size and the same kernel.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common.cuh"
+#include "skyfind/convolve.h"
+
+#define CW_MAX (SF_KERNEL_MAX * (SF_KERNEL_MAX + 1))
+__constant__ float c_w[CW_MAX];
+
+enum { DTW = 64, DTH = 16, STW = 64, NTHREADS = 256 };
+
+struct sf_conv_cache {
+    uint64_t cw_hash;          // what c_w holds (0: nothing)
+    int lx, ly;                // the plans' padded size (0: none)
+    cufftHandle r2c, c2r;
+    uint64_t spec_hash;        // kernel + padded size of spec
+    cufftComplex *spec;
+    size_t spec_bytes;
+};
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t kernel_hash(const sf_kernel *k, int tag, int a, int b)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int hdr[5] = {k->nx, k->ny, tag, a, b};
+    h = hash_bytes(h, hdr, sizeof hdr);
+    h = hash_bytes(h, k->w, (size_t)k->nx * k->ny * sizeof(float));
+    return h ? h : 1;
+}
+
+void sf_conv_cache_free(sf_gpu *g)
+{
+    sf_conv_cache *c = g ? g->conv : NULL;
+    if (!c)
+        return;
+    if (c->lx) {
+        cufftDestroy(c->r2c);
+        cufftDestroy(c->c2r);
+    }
+    cudaFree(c->spec);
+    free(c);
+    g->conv = NULL;
+}
+
+static sf_status cache_get(sf_gpu *g, sf_conv_cache **out)
+{
+    if (!g->conv && !(g->conv = (sf_conv_cache *)calloc(1, sizeof(sf_conv_cache))))
+        return sf_fail(SF_ERR_NOMEM, "allocating the convolution cache");
+    *out = g->conv;
+    return SF_OK;
+}
+
+// ---- device helpers --------------------------------------------------------
+
+// Index of pixel i of an axis of n pixels under an edge mode; -1: a zero.
+static __device__ __forceinline__ int edge_index(int i, int n, int edge)
+{
+    if ((unsigned)i < (unsigned)n)
+        return i;
+    switch (edge) {
+    case SF_EDGE_NEAREST:
+        return i < 0 ? 0 : n - 1;
+    case SF_EDGE_WRAP: {
+        int m = i % n;
+        return m < 0 ? m + n : m;
+    }
+    case SF_EDGE_REFLECT: {
+        int p = 2 * n, m = i % p;
+        if (m < 0)
+            m += p;
+        return m < n ? m : p - 1 - m;
+    }
+    default:
+        return -1;
+    }
+}
+
+// The extended image at (x, y): value (NaN replaced by 0) and validity.
+static __device__ __forceinline__ float ext_value(const float *__restrict__ in, size_t stride,
+                                                  int nx, int ny, int x, int y, int edge,
+                                                  bool *bad)
+{
+    int xi = edge_index(x, nx, edge), yi = edge_index(y, ny, edge);
+    float v = (xi < 0 || yi < 0) ? 0.f : __ldg(in + (size_t)yi * stride + xi);
+    *bad = isnan(v);
+    return *bad ? 0.f : v;
+}
+
+// Fill T (and M, the validity, when given) with rows x cols of the extended
+// image from (x_org, y_org); pitch `cols`. Returns, to every thread, whether
+// the tile holds a NaN.
+static __device__ int load_tile(float *T, float *M, int rows, int cols, const float *__restrict__ in,
+                                size_t stride, int nx, int ny, int x_org, int y_org, int edge)
+{
+    int nan = 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int r = warp; r < rows; r += nw)
+        for (int c = lane; c < cols; c += 32) {
+            bool bad;
+            float v = ext_value(in, stride, nx, ny, x_org + c, y_org + r, edge, &bad);
+            nan |= bad;
+            T[r * cols + c] = v;
+            if (M)
+                M[r * cols + c] = bad ? 0.f : 1.f;
+        }
+    return __syncthreads_or(nan);
+}
+
+// acc[o] += sum_i w[i] * R[o + i], o = 0..3, i < kxp (a multiple of 4);
+// R 16-byte aligned, w in constant memory.
+static __device__ __forceinline__ void row_dot4(const float *__restrict__ R, const float *w, int kxp,
+                                                float acc[4])
+{
+    float4 a = *reinterpret_cast<const float4 *>(R);
+    for (int i = 0; i < kxp; i += 4) {
+        const float4 b = *reinterpret_cast<const float4 *>(R + i + 4);
+        const float w0 = w[i], w1 = w[i + 1], w2 = w[i + 2], w3 = w[i + 3];
+        acc[0] = fmaf(w3, a.w, fmaf(w2, a.z, fmaf(w1, a.y, fmaf(w0, a.x, acc[0]))));
+        acc[1] = fmaf(w3, b.x, fmaf(w2, a.w, fmaf(w1, a.z, fmaf(w0, a.y, acc[1]))));
+        acc[2] = fmaf(w3, b.y, fmaf(w2, b.x, fmaf(w1, a.w, fmaf(w0, a.z, acc[2]))));
+        acc[3] = fmaf(w3, b.z, fmaf(w2, b.y, fmaf(w1, b.x, fmaf(w0, a.w, acc[3]))));
+        a = b;
+    }
+}
+
+// The output pixel from its sums: NaN where the input is NaN; renormalised
+// over valid pixels when the tile held a NaN.
+static __device__ __forceinline__ float finish(float num, float den, float v, bool renorm, float wsum)
+{
+    if (isnan(v))
+        return v;
+    if (!renorm)
+        return num;
+    return den != 0.f ? num / den * wsum : __int_as_float(0x7fc00000);
+}
+
+// ---- direct, general 2-D -----------------------------------------------------
+
+// Tile DTW x DTH outputs; shared: (DTH + ky - 1) x (DTW + kxp) floats, twice
+// with NANS. c_w: flipped weights, ky rows of kxp (zero-padded).
+template <bool NANS>
+static __global__ void __launch_bounds__(NTHREADS)
+direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
+                int nx, int ny, int kx, int ky, int kxp, int cx, int cy, int edge, float wsum)
+{
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    const int rows = DTH + ky - 1, cols = DTW + kxp;
+    float *M = NANS ? T + rows * cols : nullptr;
+    const int x0 = blockIdx.x * DTW, y0 = blockIdx.y * DTH;
+    const int renorm = load_tile(T, M, rows, cols, in, sin, nx, ny, x0 - (kx - 1 - cx),
+                                 y0 - (ky - 1 - cy), edge);
+    const int c0 = 4 * (threadIdx.x & 15), oy = threadIdx.x >> 4;
+    // each kernel row is summed in float, the rows in double: float sums over
+    // 63 x 63 taps would lose ~1e-6 of the result
+    double acc[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
+    for (int j = 0; j < ky; j++) {
+        float r[4] = {0.f, 0.f, 0.f, 0.f};
+        row_dot4(T + (oy + j) * cols + c0, c_w + j * kxp, kxp, r);
+#pragma unroll
+        for (int o = 0; o < 4; o++)
+            acc[o] += r[o];
+    }
+    if (NANS && renorm)
+        for (int j = 0; j < ky; j++) {
+            float r[4] = {0.f, 0.f, 0.f, 0.f};
+            row_dot4(M + (oy + j) * cols + c0, c_w + j * kxp, kxp, r);
+#pragma unroll
+            for (int o = 0; o < 4; o++)
+                den[o] += r[o];
+        }
+    const int y = y0 + oy;
+    if (y >= ny)
+        return;
+#pragma unroll
+    for (int o = 0; o < 4; o++) {
+        const int x = x0 + c0 + o;
+        if (x < nx)
+            out[(size_t)y * sout + x] =
+                NANS ? finish((float)acc[o], (float)den[o], __ldg(in + (size_t)y * sin + x), renorm, wsum)
+                     : (float)acc[o];
+    }
+}
+
+// ---- direct, separable --------------------------------------------------------
+
+// c_w: flipped row weights (kxp, zero-padded) then flipped column weights
+// at offset kxp (ky). Tile STW x th outputs; shared: T (th + ky - 1) x
+// (STW + kxp), H (th + ky - 1) x STW, and M, HM with NANS.
+template <bool NANS>
+static __device__ void sep_rows(const float *T, float *H, int rows, int cols, int kxp)
+{
+    for (int g = threadIdx.x; g < rows * (STW / 4); g += blockDim.x) {
+        const int r = g / (STW / 4), c0 = 4 * (g % (STW / 4));
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        row_dot4(T + r * cols + c0, c_w, kxp, acc);
+        *reinterpret_cast<float4 *>(H + r * STW + c0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    }
+}
+
+// acc[o] = sum_j wc[j] * H[(oy0 + o + j) * STW + x], o < 8.
+static __device__ __forceinline__ void col_dot8(const float *H, int x, int oy0, const float *wc,
+                                                int ky, float acc[8])
+{
+    float v[8];
+#pragma unroll
+    for (int o = 0; o < 8; o++) {
+        v[o] = H[(oy0 + o) * STW + x];
+        acc[o] = 0.f;
+    }
+    for (int j = 0; j < ky; j++) {
+        const float w = wc[j];
+#pragma unroll
+        for (int o = 0; o < 8; o++)
+            acc[o] = fmaf(w, v[o], acc[o]);
+#pragma unroll
+        for (int o = 0; o < 7; o++)
+            v[o] = v[o + 1];
+        if (j + 1 < ky)
+            v[7] = H[(oy0 + j + 8) * STW + x];
+    }
+}
+
+template <bool NANS>
+static __global__ void __launch_bounds__(NTHREADS)
+sep_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout, int nx,
+           int ny, int kx, int ky, int kxp, int cx, int cy, int th, int edge, float wsum)
+{
+    extern __shared__ float4 smem4[];
+    const int rows = th + ky - 1, cols = STW + kxp;
+    float *T = reinterpret_cast<float *>(smem4);
+    float *H = T + rows * cols;
+    float *M = H + rows * STW;
+    float *HM = NANS ? M + rows * cols : nullptr;
+    const int x0 = blockIdx.x * STW, y0 = blockIdx.y * th;
+    const int renorm = load_tile(T, NANS ? M : nullptr, rows, cols, in, sin, nx, ny,
+                                 x0 - (kx - 1 - cx), y0 - (ky - 1 - cy), edge);
+    sep_rows<NANS>(T, H, rows, cols, kxp);
+    if (NANS && renorm)
+        sep_rows<NANS>(M, HM, rows, cols, kxp);
+    __syncthreads();
+    const float *wc = c_w + kxp;
+    for (int g = threadIdx.x; g < STW * (th / 8); g += blockDim.x) {
+        const int x = g % STW, oy0 = 8 * (g / STW);
+        float acc[8], den[8];
+        col_dot8(H, x, oy0, wc, ky, acc);
+        if (NANS && renorm)
+            col_dot8(HM, x, oy0, wc, ky, den);
+        if (x0 + x >= nx)
+            continue;
+#pragma unroll
+        for (int o = 0; o < 8; o++) {
+            const int y = y0 + oy0 + o;
+            if (y < ny)
+                out[(size_t)y * sout + x0 + x] =
+                    NANS ? finish(acc[o], NANS && renorm ? den[o] : 0.f,
+                                  __ldg(in + (size_t)y * sin + x0 + x), renorm, wsum)
+                         : acc[o];
+        }
+    }
+}
+
+// ---- fft -----------------------------------------------------------------------
+
+// E (ly x lx): the extended image shifted by the kernel's reach, zero beyond
+// ny + ky - 1 rows and nx + kx - 1 columns; V: its validity (with NANS).
+static __global__ void fft_pad_kernel(const float *__restrict__ in, size_t sin, int nx, int ny,
+                                      int kx, int ky, int cx, int cy, int edge, int lx, int ly,
+                                      float *__restrict__ E, float *__restrict__ V)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (s >= lx)
+        return;
+    float v = 0.f, ok = 0.f;
+    if (t < ny + ky - 1 && s < nx + kx - 1) {
+        bool bad;
+        v = ext_value(in, sin, nx, ny, s - (kx - 1) + cx, t - (ky - 1) + cy, edge, &bad);
+        ok = bad ? 0.f : 1.f;
+    }
+    E[(size_t)t * lx + s] = v;
+    if (V)
+        V[(size_t)t * lx + s] = ok;
+}
+
+// The kernel on the padded grid, unflipped at the origin.
+static __global__ void fft_kernel_grid(const float *__restrict__ w, int kx, int ky, int lx,
+                                       float *__restrict__ K)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (s < lx)
+        K[(size_t)t * lx + s] = (s < kx && t < ky) ? w[t * kx + s] : 0.f;
+}
+
+static __global__ void fft_product(cufftComplex *__restrict__ a, const cufftComplex *__restrict__ k,
+                                   size_t n, float scale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const cufftComplex x = a[i], y = k[i];
+        a[i] = make_float2((x.x * y.x - x.y * y.y) * scale, (x.x * y.y + x.y * y.x) * scale);
+    }
+}
+
+static __global__ void fft_extract(const float *__restrict__ R, const float *__restrict__ RV,
+                                   const float *__restrict__ in, size_t sin, int nx, int ny, int kx,
+                                   int ky, int lx, float wsum, float tiny, float *__restrict__ out,
+                                   size_t sout)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= nx)
+        return;
+    const size_t q = (size_t)(y + ky - 1) * lx + x + kx - 1;
+    float r = R[q];
+    if (RV) {
+        const float v = __ldg(in + (size_t)y * sin + x), d = RV[q];
+        r = isnan(v) ? v : fabsf(d) > tiny ? r / d * wsum : __int_as_float(0x7fc00000);
+    }
+    out[(size_t)y * sout + x] = r;
+}
+
+static __global__ void any_nan_kernel(const float *__restrict__ in, size_t sin, int nx, int ny,
+                                      int *flag)
+{
+    int bad = 0;
+    const size_t n = (size_t)nx * ny;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        bad |= isnan(__ldg(in + (i / nx) * sin + i % nx));
+    if (__syncthreads_or(bad) && threadIdx.x == 0)
+        atomicOr(flag, 1);
+}
+
+// ---- launchers -------------------------------------------------------------------
+
+static int round4(int n) { return (n + 3) & ~3; }
+
+// Shared bytes of the separable kernel for tile height th.
+static size_t sep_smem(int th, int ky, int kxp, bool nans)
+{
+    size_t rows = th + ky - 1, cols = STW + kxp;
+    size_t b = rows * cols + rows * STW;
+    if (nans)
+        b += rows * cols + rows * STW;
+    return b * sizeof(float);
+}
+
+// Upload the flipped weights for `sep` (row then column) or the 2-D layout,
+// unless c_w already holds them.
+static sf_status upload_weights(sf_gpu *g, const sf_kernel *k, int sep, int kxp)
+{
+    sf_status st = SF_OK;
+    sf_conv_cache *c = NULL;
+    float *h = NULL;
+    size_t n = sep ? (size_t)kxp + k->ny : (size_t)k->ny * kxp;
+    uint64_t hash = kernel_hash(k, sep ? 1 : 2, kxp, 0);
+    SF_TRY(cache_get(g, &c));
+    if (c->cw_hash == hash)
+        return SF_OK;
+    if (!(h = (float *)calloc(n, sizeof(float))))
+        return sf_fail(SF_ERR_NOMEM, "convolution weights");
+    if (sep) {
+        for (int i = 0; i < k->nx; i++)
+            h[i] = k->row[k->nx - 1 - i];
+        for (int j = 0; j < k->ny; j++)
+            h[kxp + j] = k->col[k->ny - 1 - j];
+    } else {
+        for (int j = 0; j < k->ny; j++)
+            for (int i = 0; i < k->nx; i++)
+                h[(size_t)j * kxp + i] = k->w[(size_t)(k->ny - 1 - j) * k->nx + (k->nx - 1 - i)];
+    }
+    SF_CUDA(cudaMemcpyToSymbolAsync(c_w, h, n * sizeof(float), 0, cudaMemcpyHostToDevice, g->stream));
+    g->h2d += n * sizeof(float);
+    c->cw_hash = hash;
+fail:
+    free(h);
+    return st;
+}
+
+static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
+                             sf_image *out)
+{
+    sf_status st = SF_OK;
+    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
+    const float wsum = (float)k->sum;
+    if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
+        return sf_fail(SF_ERR_PARAM, "convolve: a %dx%d kernel is larger than the direct method's %d "
+                       "pixels: use method=fft", k->nx, k->ny, SF_KERNEL_MAX);
+    if (k->row && k->col) {
+        int th = 64;
+        while (th > 8 && sep_smem(th, k->ny, kxp, nans) > g->smem_optin)
+            th /= 2;
+        const size_t smem = sep_smem(th, k->ny, kxp, nans);
+        if (smem > g->smem_optin)
+            return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory",
+                           k->nx, k->ny, smem);
+        SF_TRY(upload_weights(g, k, 1, kxp));
+        dim3 grid((in->nx + STW - 1) / STW, (in->ny + th - 1) / th);
+        if (nans) {
+            SF_CUDA(cudaFuncSetAttribute(sep_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            sep_kernel<true><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
+                in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, th, edge, wsum);
+        } else {
+            SF_CUDA(cudaFuncSetAttribute(sep_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            sep_kernel<false><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
+                in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, th, edge, wsum);
+        }
+        SF_LAUNCHED();
+    } else {
+        const size_t smem = (size_t)(DTH + k->ny - 1) * (DTW + kxp) * sizeof(float) * (nans ? 2 : 1);
+        if (smem > g->smem_optin)
+            return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory",
+                           k->nx, k->ny, smem);
+        SF_TRY(upload_weights(g, k, 0, kxp));
+        dim3 grid((in->nx + DTW - 1) / DTW, (in->ny + DTH - 1) / DTH);
+        if (nans) {
+            SF_CUDA(cudaFuncSetAttribute(direct2d_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            direct2d_kernel<true><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data,
+                out->stride, in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum);
+        } else {
+            SF_CUDA(cudaFuncSetAttribute(direct2d_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            direct2d_kernel<false><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data,
+                out->stride, in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum);
+        }
+        SF_LAUNCHED();
+    }
+fail:
+    return st;
+}
+
+// Plans for an ly x lx padded grid (cached).
+static sf_status fft_plans(sf_gpu *g, sf_conv_cache *c, int lx, int ly)
+{
+    sf_status st = SF_OK;
+    if (c->lx == lx && c->ly == ly)
+        return SF_OK;
+    if (c->lx) {
+        cufftDestroy(c->r2c);
+        cufftDestroy(c->c2r);
+        c->lx = c->ly = 0;
+    }
+    SF_CUFFT(cufftPlan2d(&c->r2c, ly, lx, CUFFT_R2C));
+    if (cufftPlan2d(&c->c2r, ly, lx, CUFFT_C2R) != CUFFT_SUCCESS) {
+        cufftDestroy(c->r2c);
+        return sf_fail(SF_ERR_CUFFT, "cufftPlan2d(%d x %d, C2R) failed", ly, lx);
+    }
+    c->lx = lx;
+    c->ly = ly;
+    SF_CUFFT(cufftSetStream(c->r2c, g->stream));
+    SF_CUFFT(cufftSetStream(c->c2r, g->stream));
+fail:
+    return st;
+}
+
+// The kernel's spectrum on the ly x lx grid (cached); K: real scratch.
+static sf_status fft_spectrum(sf_gpu *g, sf_conv_cache *c, const sf_kernel *k, int lx, int ly,
+                              float *K)
+{
+    sf_status st = SF_OK;
+    const uint64_t hash = kernel_hash(k, 3, lx, ly);
+    const size_t nc = (size_t)ly * (lx / 2 + 1);
+    float *dw = NULL;
+    if (c->spec && c->spec_hash == hash)
+        return SF_OK;
+    if (c->spec_bytes < nc * sizeof(cufftComplex)) {
+        cudaFree(c->spec);
+        c->spec = NULL;
+        c->spec_bytes = 0;
+        SF_TRY(sf_gpu_malloc(g, (void **)&c->spec, nc * sizeof(cufftComplex)));
+        c->spec_bytes = nc * sizeof(cufftComplex);
+    }
+    c->spec_hash = 0;
+    SF_TRY(sf_gpu_malloc(g, (void **)&dw, (size_t)k->nx * k->ny * sizeof(float)));
+    SF_TRY(sf_gpu_to_device(g, dw, k->w, (size_t)k->nx * k->ny * sizeof(float)));
+    fft_kernel_grid<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(dw, k->nx, k->ny, lx, K);
+    SF_LAUNCHED();
+    SF_CUFFT(cufftExecR2C(c->r2c, K, c->spec));
+    SF_CUDA(cudaStreamSynchronize(g->stream)); // dw is freed next
+    c->spec_hash = hash;
+fail:
+    sf_gpu_free(g, dw);
+    return st;
+}
+
+static void fft_layout(int nx, int ny, const sf_kernel *k, int *lx, int *ly, size_t *real,
+                       size_t *cplx)
+{
+    *lx = sf_fft_size(nx + k->nx - 1);
+    *ly = sf_fft_size(ny + k->ny - 1);
+    *real = sf_align256((size_t)*lx * *ly * sizeof(float));
+    *cplx = sf_align256((size_t)*ly * (*lx / 2 + 1) * sizeof(cufftComplex));
+}
+
+static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
+                          sf_image *out)
+{
+    sf_status st = SF_OK;
+    sf_conv_cache *c = NULL;
+    int lx, ly;
+    size_t rb, cb;
+    char *base;
+    fft_layout(in->nx, in->ny, k, &lx, &ly, &rb, &cb);
+    const size_t nc = (size_t)ly * (lx / 2 + 1);
+    SF_TRY(cache_get(g, &c));
+    SF_TRY(sf_gpu_scratch(g, (rb + cb) * (nans ? 2 : 1), (void **)&base));
+    {
+        float *E = (float *)base, *V = nans ? (float *)(base + rb + cb) : NULL;
+        cufftComplex *C = (cufftComplex *)(base + rb), *CV = nans ? (cufftComplex *)(base + 2 * rb + cb) : NULL;
+        const float scale = 1.0f / ((float)lx * (float)ly);
+        double asum = 0;
+        for (size_t i = 0; i < (size_t)k->nx * k->ny; i++)
+            asum += fabs(k->w[i]);
+        SF_TRY(fft_plans(g, c, lx, ly));
+        SF_TRY(fft_spectrum(g, c, k, lx, ly, E));
+        fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
+            in->data, in->stride, in->nx, in->ny, k->nx, k->ny, k->nx / 2, k->ny / 2, edge, lx, ly, E, V);
+        SF_LAUNCHED();
+        SF_CUFFT(cufftExecR2C(c->r2c, E, C));
+        fft_product<<<sf_blocks(nc, 256) > 4096 ? 4096 : sf_blocks(nc, 256), 256, 0, g->stream>>>(C, c->spec, nc, scale);
+        SF_LAUNCHED();
+        SF_CUFFT(cufftExecC2R(c->c2r, C, E));
+        if (nans) {
+            SF_CUFFT(cufftExecR2C(c->r2c, V, CV));
+            fft_product<<<sf_blocks(nc, 256) > 4096 ? 4096 : sf_blocks(nc, 256), 256, 0, g->stream>>>(CV, c->spec, nc, scale);
+            SF_LAUNCHED();
+            SF_CUFFT(cufftExecC2R(c->c2r, CV, V));
+        }
+        fft_extract<<<dim3(sf_blocks(in->nx, 256), in->ny), 256, 0, g->stream>>>(
+            E, V, in->data, in->stride, in->nx, in->ny, k->nx, k->ny, lx, (float)k->sum,
+            (float)(1e-6 * asum), out->data, out->stride);
+        SF_LAUNCHED();
+    }
+fail:
+    return st;
+}
+
+extern "C" size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method)
+{
+    int lx, ly;
+    size_t rb, cb;
+    if (method == SF_CONV_AUTO)
+        method = sf_convolve_pick(k, nx, ny, 1);
+    if (method != SF_CONV_FFT)
+        return 256;
+    fft_layout(nx, ny, k, &lx, &ly, &rb, &cb);
+    return 2 * (rb + cb) + 256;
+}
+
+extern "C" sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                                     int edge, int nan, sf_image *out)
+{
+    sf_status st = SF_OK;
+    if (!g || in->loc != SF_DEVICE || out->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_INTERNAL, "sf_convolve_gpu takes device images and a GPU context");
+    if (in->nx != out->nx || in->ny != out->ny || in->data == out->data)
+        return sf_fail(SF_ERR_INTERNAL, "convolve: output must have the input's shape and not alias it");
+    if (!k || !k->w || k->nx < 1 || k->ny < 1)
+        return sf_fail(SF_ERR_PARAM, "convolve: no kernel");
+    if (edge < SF_EDGE_ZERO || edge > SF_EDGE_WRAP)
+        return sf_fail(SF_ERR_PARAM, "convolve: unknown edge mode %d", edge);
+    if (method == SF_CONV_AUTO)
+        method = sf_convolve_pick(k, in->nx, in->ny, 1);
+    if (method == SF_CONV_FFT && nan < 0) {
+        // is there a NaN? (a 4-byte answer; callers that know pass nan = 0 or 1)
+        int *flag, *h = (int *)g->pinned;
+        SF_TRY(sf_gpu_scratch(g, sf_convolve_gpu_scratch(in->nx, in->ny, k, method), (void **)&flag));
+        flag = (int *)((char *)flag + g->scratch_bytes - 256);
+        SF_CUDA(cudaMemsetAsync(flag, 0, sizeof(int), g->stream));
+        any_nan_kernel<<<g->sm_count * 8, 256, 0, g->stream>>>(in->data, in->stride, in->nx, in->ny, flag);
+        SF_LAUNCHED();
+        SF_TRY(sf_gpu_to_host(g, h, flag, sizeof(int)));
+        nan = *h;
+    }
+    if (method == SF_CONV_FFT)
+        st = conv_fft(g, in, k, edge, nan != 0, out);
+    else
+        st = conv_direct(g, in, k, edge, nan != 0, out);
+fail:
+    return st;
+}

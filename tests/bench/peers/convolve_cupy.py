@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The CuPy calls a GPU-lesson user would write for skyfind's `convolve`:
+cupyx.scipy.ndimage.convolve (direct, mode='reflect', as skyfind's default
+edge) and cupyx.scipy.signal.fftconvolve (mode='same'), on the images and
+kernels that tests/bench/bench_convolve wrote with --raw DIR. Device time by
+CUDA events, 3 warm-ups, median of --repeat runs; the cupyx FFT plan cache is
+on (CuPy's default), so repeats reuse plans as skyfind reuses its own.
+Usage: convolve_cupy.py DIR SIZE... [--repeat N]"""
+import glob
+import os
+import re
+import sys
+
+import numpy as np
+
+
+def main():
+    args = sys.argv[1:]
+    repeat = 10
+    if "--repeat" in args:
+        i = args.index("--repeat")
+        repeat = int(args[i + 1])
+        del args[i:i + 2]
+    d, sizes = args[0], [int(s) for s in args[1:]]
+    try:
+        import cupy as cp
+        import cupyx.scipy.ndimage as cnd
+        import cupyx.scipy.signal as csig
+    except Exception as e:  # noqa: BLE001
+        print(f"# CuPy peer not run: {e}")
+        return 0
+    kernels = []
+    for path in sorted(glob.glob(os.path.join(d, "conv_k*_*.f32"))):
+        m = re.search(r"conv_k(\d+)_(sep|2d)\.f32$", path)
+        side = int(m.group(1))
+        kernels.append((side, m.group(2), np.fromfile(path, np.float32).reshape(side, side)))
+    kernels.sort(key=lambda t: (t[0], t[1] != "sep"))
+    print(f"# CuPy {cp.__version__} on {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}: "
+          f"device time by CUDA events, median of {repeat} after 3 warm-ups")
+    print(f"{'size':<6} {'kernel':<7} {'call':<34} {'ms':>10} {'GB/s':>8}")
+
+    def timed(fn):
+        for _ in range(3):
+            fn()
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        ts = []
+        for _ in range(repeat):
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(a, b))
+        return float(np.median(ts))
+
+    for n in sizes:
+        path = os.path.join(d, f"conv_img_{n}.f32")
+        if not os.path.exists(path):
+            continue
+        img = cp.asarray(np.fromfile(path, np.float32).reshape(n, n))
+        for side, kind, k in kernels:
+            kd = cp.asarray(k)
+            for name, fn in (("ndimage.convolve reflect", lambda: cnd.convolve(img, kd, mode="reflect")),
+                             ("signal.fftconvolve same", lambda: csig.fftconvolve(img, kd, mode="same"))):
+                if name.startswith("ndimage") and side > 21 and n > 4096 and kind == "2d":
+                    print(f"{n:<6} {side:>3}x{side:<3} {name + ' (' + kind + ')':<34} {'skipped: > 1 s per call':>19}")
+                    continue
+                ms = timed(fn)
+                print(f"{n:<6} {side:>3}x{side:<3} {name + ' (' + kind + ')':<34} {ms:10.4f} {8.0 * n * n / (ms * 1e6):8.0f}")
+                sys.stdout.flush()
+        del img
+        cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
