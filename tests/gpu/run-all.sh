@@ -19,7 +19,8 @@ case $MODE in
     bench) SECTIONS="bench" ;;
     harness) SECTIONS="harness" ;;
     quick) SECTIONS="suites sanitizer conv compare bench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness or quick" >&2; exit 2 ;;
+    compare) SECTIONS="conv compare" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
