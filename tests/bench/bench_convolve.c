@@ -17,6 +17,45 @@
 #include "skyfind/gpu.h"
 #include "skyfind/simulate.h"
 #include "bench_util.h"
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+/* Raw cuFFT: R2C + C2R of an l x l grid (device time, median), to choose the
+ * padded sizes: a 7-smooth size and the next 5-smooth and 3-smooth ones. */
+static void fft_probe(int l, int repeat, double *samples)
+{
+    cufftHandle a, b;
+    float *r;
+    cufftComplex *c;
+    cudaEvent_t e0, e1;
+    size_t nr = (size_t)l * l, nc = (size_t)l * (l / 2 + 1);
+    if (cudaMalloc((void **)&r, nr * sizeof(float)) || cudaMalloc((void **)&c, nc * sizeof(cufftComplex)) ||
+        cufftPlan2d(&a, l, l, CUFFT_R2C) || cufftPlan2d(&b, l, l, CUFFT_C2R)) {
+        printf("fft probe %d: no memory or plan\n", l);
+        return;
+    }
+    cudaMemset(r, 0, nr * sizeof(float));
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = 0; i < repeat + 3; i++) {
+        float ms;
+        cudaEventRecord(e0, 0);
+        cufftExecR2C(a, r, c);
+        cufftExecC2R(b, c, r);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (i >= 3)
+            samples[i - 3] = ms;
+    }
+    printf("# cuFFT R2C + C2R of %d x %d: %.4f ms\n", l, l, median(samples, repeat));
+    cufftDestroy(a);
+    cufftDestroy(b);
+    cudaFree(r);
+    cudaFree(c);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
 
 static int parse_list(char *p, int *v, int max)
 {
@@ -139,6 +178,11 @@ int main(int argc, char **argv)
     printf("# skyfind convolve on %s: device time by CUDA events, median of %d after 3 warm-ups, "
            "edge reflect, no NaN; GB/s = 8 bytes per pixel (read + write) / time; auto's pick\n",
            sf_gpu_name(g), repeat);
+    {
+        static const int probe[] = {2048, 2058, 2160, 4096, 4116, 4320, 8192, 8232, 8640, 8748, 0};
+        for (int i = 0; probe[i]; i++)
+            fft_probe(probe[i], repeat, samples);
+    }
     printf("%-6s %-7s %-10s %10s %8s   %-s\n", "size", "kernel", "method", "ms", "GB/s", "auto picks");
     for (int si = 0; si < nsizes; si++) {
         int n = sizes[si];
