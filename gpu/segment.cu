@@ -227,38 +227,66 @@ static __device__ __forceinline__ unsigned bke_bits(const uint8_t *mask, int nx,
            ((r && d && mask[i + nx + 1] != 0) << 3);
 }
 
-static __global__ void bke_init(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nb)
+// Adjacency of a block m with its left (l), upper (u), upper-left (ul) and
+// upper-right (ur) neighbours (4-bit pixel patterns).
+static __device__ __forceinline__ bool bke_left(unsigned m, unsigned l) { return (m & 5u) && (l & 10u); }
+static __device__ __forceinline__ bool bke_up(unsigned m, unsigned u) { return (m & 3u) && (u & 12u); }
+static __device__ __forceinline__ bool bke_upleft(unsigned m, unsigned ul) { return (m & 1u) && (ul & 8u); }
+static __device__ __forceinline__ bool bke_upright(unsigned m, unsigned ur) { return (m & 2u) && (ur & 4u); }
+
+// Warp w handles the 32 blocks of segment w % nseg of block row w / nseg;
+// sets *bx, *by (nbx, nby for spare warps) and returns the lane.
+static __device__ __forceinline__ int bke_pos(int nbx, int nby, int nseg, int *bx, int *by)
 {
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < nb)
-        B[b] = bke_bits(mask, nx, ny, b % nbx, b / nbx) ? b : -1;
+    return seg_pos(nbx, nby, nseg, bx, by);
 }
 
-static __global__ void bke_merge(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby)
+// Each block points at the first block of its run inside the warp's
+// segment (blocks joined to their left neighbour form a run): most unions
+// along rows are made here without atomics.
+static __global__ void bke_init(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby, int nseg)
 {
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nbx * nby)
+    int bx, by;
+    const int lane = bke_pos(nbx, nby, nseg, &bx, &by);
+    const bool in = bx < nbx && by < nby;
+    const unsigned m = in ? bke_bits(mask, nx, ny, bx, by) : 0u;
+    const bool link = m && lane > 0 && bx > 0 && bke_left(m, bke_bits(mask, nx, ny, bx - 1, by));
+    const unsigned breaks = __ballot_sync(SEG_FULL, !link) & ((2u << lane) - 1u);
+    if (!in)
         return;
-    int bx = b % nbx, by = b / nbx;
-    unsigned m = bke_bits(mask, nx, ny, bx, by);
+    const int b = by * nbx + bx;
+    B[b] = m ? b - (lane - (31 - __clz(breaks))) : -1;
+}
+
+// Unions with the left (at segment starts), upper, upper-left and
+// upper-right blocks, skipping those implied by the run: a block joined to
+// its left neighbour L needs no union with a block L is joined to.
+static __global__ void bke_merge(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby, int nseg)
+{
+    int bx, by;
+    const int lane = bke_pos(nbx, nby, nseg, &bx, &by);
+    if (bx >= nbx || by >= nby)
+        return;
+    const int b = by * nbx + bx;
+    const unsigned m = bke_bits(mask, nx, ny, bx, by);
     if (!m)
         return;
-    if (bx > 0 && (m & 5u)) { // left column touches the left block's right column
-        unsigned l = bke_bits(mask, nx, ny, bx - 1, by);
-        if (l & 10u)
-            seg_union(B, b, b - 1);
-    }
-    if (by > 0) {
-        if (m & 3u) { // top row touches the upper block's bottom row
-            unsigned u = bke_bits(mask, nx, ny, bx, by - 1);
-            if (u & 12u)
-                seg_union(B, b, b - nbx);
-        }
-        if (bx > 0 && (m & 1u) && (bke_bits(mask, nx, ny, bx - 1, by - 1) & 8u))
-            seg_union(B, b, b - nbx - 1);
-        if (bx + 1 < nbx && (m & 2u) && (bke_bits(mask, nx, ny, bx + 1, by - 1) & 4u))
-            seg_union(B, b, b - nbx + 1);
-    }
+    const unsigned l = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by) : 0u;
+    const bool cl = bke_left(m, l);
+    if (cl && lane == 0) // the run continues from the previous segment
+        seg_union(B, b, b - 1);
+    if (by == 0)
+        return;
+    const unsigned u = bke_bits(mask, nx, ny, bx, by - 1);
+    const unsigned ul = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by - 1) : 0u;
+    const unsigned ur = bx + 1 < nbx ? bke_bits(mask, nx, ny, bx + 1, by - 1) : 0u;
+    const bool cu = bke_up(m, u);
+    if (cu && !(cl && bke_upright(l, u)))
+        seg_union(B, b, b - nbx);
+    if (bke_upleft(m, ul) && !(cl && bke_up(l, ul)))
+        seg_union(B, b, b - nbx - 1);
+    if (bke_upright(m, ur) && !(cu && bke_left(ur, u)))
+        seg_union(B, b, b - nbx + 1);
 }
 
 static __global__ void bke_compress(int *B, int nb)
@@ -367,12 +395,14 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
         unsigned *area = (unsigned *)(s + o1);
         void *cub_tmp = s + 3 * o1 + 2 * o2;
         const unsigned bb = sf_blocks(nb, SEG_THREADS), pb = sf_blocks(npix, SEG_THREADS);
+        const int nseg = (nbx + 31) / 32;
+        const unsigned sb = sf_blocks((size_t)nseg * nby * 32, SEG_THREADS);
         SF_TRY(sf_gpu_memset(g, area, 0, (size_t)nb * sizeof(int)));
         SF_TRY(sf_gpu_memset(g, first, 0x7f, (size_t)nb * sizeof(int))); // 0x7f7f7f7f > npix
         SF_TRY(sf_gpu_memset(g, F, 0, (size_t)(nf + 1) * sizeof(int)));
-        bke_init<<<bb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nb);
+        bke_init<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
         SF_LAUNCHED();
-        bke_merge<<<bb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby);
+        bke_merge<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
         SF_LAUNCHED();
         bke_compress<<<bb, SEG_THREADS, 0, g->stream>>>(B, nb);
         SF_LAUNCHED();
