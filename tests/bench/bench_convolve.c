@@ -57,17 +57,6 @@ static void fft_probe(int l, int repeat, double *samples)
     cudaEventDestroy(e1);
 }
 
-static int parse_list(char *p, int *v, int max)
-{
-    int n = 0;
-    while (*p && n < max) {
-        v[n++] = (int)strtol(p, &p, 10);
-        if (*p == ',')
-            p++;
-    }
-    return n;
-}
-
 static double rel_l2(const float *a, const float *b, size_t n)
 {
     double num = 0, den = 0;
@@ -147,25 +136,21 @@ static int check_method(sf_gpu *g, const sf_image *sim, const sf_kernel *k, int 
 
 int main(int argc, char **argv)
 {
-    int sizes[16] = {2048, 4096, 8192}, nsizes = 3, ks[32] = {3, 5, 7, 9, 15, 21, 31, 41}, nk = 8;
-    int repeat = 20, allok = 1;
-    const char *rawdir = NULL;
+    int ks[32] = {3, 5, 7, 9, 15, 21, 31, 41}, nk = 8, allok = 1;
+    bench_opts o;
+    bench_opts_default(&o);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
-            nsizes = parse_list(argv[++i], sizes, 16);
-        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
-            nk = parse_list(argv[++i], ks, 32);
-        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
-            repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--raw") && i + 1 < argc)
-            rawdir = argv[++i];
-        else {
+        if (bench_opt(argc, argv, &i, &o))
+            continue;
+        if (!strcmp(argv[i], "--kernels") && i + 1 < argc) {
+            nk = bench_list(argv[++i], ks, 32);
+        } else {
             fprintf(stderr, "usage: bench_convolve [--sizes A,B] [--kernels 3,5,..] [--repeat N] [--raw DIR]\n");
             return 2;
         }
     }
-    if (repeat < 1)
-        repeat = 1;
+    int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
+    const char *rawdir = o.raw;
     if (sf_gpu_count() < 1) {
         printf("SKIP: no CUDA device: the convolution benchmark needs a GPU\n");
         return 0;

@@ -24,29 +24,22 @@ static const char *stname[ST_N] = {"upload", "background", "threshold", "segment
 
 int main(int argc, char **argv)
 {
-    int sizes[16] = {2048, 4096, 8192}, nsizes = 3, repeat = 20;
-    const char *rawdir = NULL, *jsonpath = NULL;
+    const char *jsonpath = NULL;
     FILE *json = NULL;
+    bench_opts o;
+    bench_opts_default(&o);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
-            char *p = argv[++i];
-            nsizes = 0;
-            while (*p && nsizes < 16) {
-                sizes[nsizes++] = (int)strtol(p, &p, 10);
-                if (*p == ',')
-                    p++;
-            }
-        } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--raw") && i + 1 < argc) {
-            rawdir = argv[++i];
-        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+        if (bench_opt(argc, argv, &i, &o))
+            continue;
+        if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             jsonpath = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_lesson [--sizes A,B,..] [--repeat N] [--raw DIR] [--json FILE]\n");
             return 2;
         }
     }
+    int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
+    const char *rawdir = o.raw;
     if (sf_gpu_count() < 1) {
         printf("SKIP: no CUDA device: the lesson benchmark needs a GPU\n");
         return 0;

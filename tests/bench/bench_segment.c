@@ -75,28 +75,16 @@ static void make_mask(int kind, int n, uint8_t *m)
 
 int main(int argc, char **argv)
 {
-    int sizes[16] = {2048, 4096, 8192}, nsizes = 3, repeat = 20, allok = 1;
-    const char *rawdir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
-            char *p = argv[++i];
-            nsizes = 0;
-            while (*p && nsizes < 16) {
-                sizes[nsizes++] = (int)strtol(p, &p, 10);
-                if (*p == ',')
-                    p++;
-            }
-        } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--raw") && i + 1 < argc) {
-            rawdir = argv[++i];
-        } else {
+    int allok = 1;
+    bench_opts o;
+    bench_opts_default(&o);
+    for (int i = 1; i < argc; i++)
+        if (!bench_opt(argc, argv, &i, &o)) {
             fprintf(stderr, "usage: bench_segment [--sizes A,B] [--repeat N] [--raw DIR]\n");
             return 2;
         }
-    }
-    if (repeat < 1)
-        repeat = 1;
+    int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
+    const char *rawdir = o.raw;
     if (sf_gpu_count() < 1) {
         printf("SKIP: no CUDA device: the segment benchmark needs a GPU\n");
         return 0;

@@ -13,15 +13,11 @@ import sys
 
 import numpy as np
 
+from cupy_timing import device_ms, parse_args
+
 
 def main():
-    args = sys.argv[1:]
-    repeat = 10
-    if "--repeat" in args:
-        i = args.index("--repeat")
-        repeat = int(args[i + 1])
-        del args[i:i + 2]
-    d, sizes = args[0], [int(s) for s in args[1:]]
+    d, sizes, repeat = parse_args()
     try:
         import cupy as cp
         import cupyx.scipy.ndimage as cnd
@@ -39,19 +35,6 @@ def main():
           f"device time by CUDA events, median of {repeat} after 3 warm-ups")
     print(f"{'size':<6} {'kernel':<7} {'call':<34} {'ms':>10} {'GB/s':>8}")
 
-    def timed(fn):
-        for _ in range(3):
-            fn()
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        ts = []
-        for _ in range(repeat):
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b))
-        return float(np.median(ts))
-
     for n in sizes:
         path = os.path.join(d, f"conv_img_{n}.f32")
         if not os.path.exists(path):
@@ -64,7 +47,7 @@ def main():
                 if name.startswith("ndimage") and side > 21 and n > 4096 and kind == "2d":
                     print(f"{n:<6} {side:>3}x{side:<3} {name + ' (' + kind + ')':<34} {'skipped: > 1 s per call':>19}")
                     continue
-                ms = timed(fn)
+                ms = device_ms(cp, fn, repeat)
                 print(f"{n:<6} {side:>3}x{side:<3} {name + ' (' + kind + ')':<34} {ms:10.4f} {8.0 * n * n / (ms * 1e6):8.0f}")
                 sys.stdout.flush()
         del img

@@ -9,17 +9,13 @@ import sys
 
 import numpy as np
 
+from cupy_timing import device_ms, parse_args
+
 MASKS = ["sim-5sigma", "disc", "checkerboard", "noise-50%", "serpentine"]
 
 
 def main():
-    args = sys.argv[1:]
-    repeat = 10
-    if "--repeat" in args:
-        i = args.index("--repeat")
-        repeat = int(args[i + 1])
-        del args[i:i + 2]
-    d, sizes = args[0], [int(s) for s in args[1:]]
+    d, sizes, repeat = parse_args()
     try:
         import cupy as cp
         import cupyx.scipy.ndimage as cnd
@@ -37,18 +33,8 @@ def main():
             m = cp.asarray(np.fromfile(path, np.uint8).reshape(n, n))
             for conn in (8, 4):
                 st = cp.ones((3, 3), dtype=bool) if conn == 8 else None
-                fn = (lambda: cnd.label(m, structure=st))
-                for _ in range(3):
-                    _, nl = fn()
-                a, b = cp.cuda.Event(), cp.cuda.Event()
-                ts = []
-                for _ in range(repeat):
-                    a.record()
-                    fn()
-                    b.record()
-                    b.synchronize()
-                    ts.append(cp.cuda.get_elapsed_time(a, b))
-                t = float(np.median(ts))
+                _, nl = cnd.label(m, structure=st)
+                t = device_ms(cp, lambda: cnd.label(m, structure=st), repeat)
                 print(f"{n:<6} {name:<13} {conn:<5} {int(nl):>10} {t:10.4f} {t * 1e6 / (n * n):8.3f}")
                 sys.stdout.flush()
             del m
