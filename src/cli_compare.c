@@ -44,20 +44,23 @@ typedef struct {
     int downstream_skipped;      /* masks differ (marginally): labels and catalogue not compared */
 } cmp_result;
 
+/* The background level and sigma of pixel i of run c: its map values for
+ * method=mesh, else the global ones. */
+static void pixel_background(const sf_run_result *c, size_t i, double *level, double *sig)
+{
+    int maps = c->bkgmap.data && c->box;
+    *level = maps ? c->bkgmap.data[i] : c->bkg.median;
+    *sig = maps ? c->rmsmap.data[i] : c->bkg.sigma;
+}
+
 /* Significance of filtered pixel i of run c in filtered sigmas (or NaN). */
 static double filt_signif(const sf_run_result *c, const sf_thresh_params *tp, size_t i)
 {
-    double f = c->filtered.data[i], level, sig;
-    if (c->bkgmap.data && c->box) {
-        level = c->bkgmap.data[i];
-        sig = c->rmsmap.data[i];
-    } else {
-        level = c->bkg.median;
-        sig = c->bkg.sigma;
-    }
+    double level, sig;
+    pixel_background(c, i, &level, &sig);
     if (!tp->subtract)
         level = 0;
-    return (f - level * c->filter_sum) / (sig * c->filter_gain);
+    return (c->filtered.data[i] - level * c->filter_sum) / (sig * c->filter_gain);
 }
 
 /* The measure columns beyond x, y, flux_sum, peak: relative differences
@@ -125,7 +128,9 @@ static void compare_runs(const sf_run_result *c, const sf_run_result *g, const s
         double num = 0, den = 0;
         m->have_filt = 1;
         for (size_t i = 0; i < n; i++) {
-            double sig = (c->bkgmap.data && c->box ? c->rmsmap.data[i] : c->bkg.sigma) * c->filter_gain;
+            double level, sig;
+            pixel_background(c, i, &level, &sig);
+            sig *= c->filter_gain;
             float a = c->filtered.data[i], b = g->filtered.data[i];
             double d = isnan(a) && isnan(b) ? 0 : fabs((double)a - b) / (sig > 0 ? sig : 1e-30);
             if (!(d <= m->dfilt))

@@ -310,24 +310,14 @@ static void report_json(FILE *f, const char *file, const sf_run_result *r, const
     fputs("}\n", f);
 }
 
-/* The restoring beam's FWHM (major axis) in pixels, 0 when the header has no
- * beam or no celestial WCS to give the pixel size. */
-double beam_pixels(const sf_fits_info *info, int nx, int ny)
-{
-    double lon, lat, pix;
-    if (!info->has_beam || !(info->bmaj > 0) || !sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) ||
-        !(pix > 0))
-        return 0;
-    return info->bmaj * 3600.0 / pix;
-}
-
 void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny)
 {
-    double lon, lat, pix;
-    o->beam_pix = beam_pixels(info, nx, ny);
-    o->beam_min_pix = o->beam_pix > 0 && info->bmin > 0 ? o->beam_pix * info->bmin / info->bmaj : 0;
-    o->beam_pa_deg = o->beam_pix > 0 ? info->bpa : 0;
-    o->pix_arcsec = sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) && pix > 0 ? pix : 0;
+    sf_beam_pixels b;
+    sf_fits_beam_pixels(info, nx, ny, &b);
+    o->beam_pix = b.bmaj_pix;
+    o->beam_min_pix = b.bmin_pix;
+    o->beam_pa_deg = b.bpa_deg;
+    o->pix_arcsec = b.pix_arcsec;
 }
 
 /* Read one plane of a file, with the cube note. */
@@ -350,9 +340,10 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
     sf_status st = SF_OK;
     sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
     sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg, w, r->box};
-    /* the beam in pixels for flux_jy (minor axis scaled like the major) */
-    meta.bmaj_pix = beam_pixels(info, r->nx, r->ny);
-    meta.bmin_pix = meta.bmaj_pix > 0 && info->bmin > 0 ? meta.bmaj_pix * info->bmin / info->bmaj : 0;
+    sf_beam_pixels beam; /* the beam in pixels for flux_jy */
+    sf_fits_beam_pixels(info, r->nx, r->ny, &beam);
+    meta.bmaj_pix = beam.bmaj_pix;
+    meta.bmin_pix = beam.bmin_pix;
     file_stem(file, stem, sizeof stem);
     catalog[0] = '\0';
     for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {

@@ -32,8 +32,6 @@ int load_pipeline(run_args *a, sf_pipeline *pl);
 /* Read one plane of a file, with the cube note. */
 sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *img,
                      sf_fits_info *info);
-/* The restoring beam's FWHM (major axis) in pixels, 0 when unknown. */
-double beam_pixels(const sf_fits_info *info, int nx, int ny);
 /* The beam (major and minor FWHM in pixels, position angle) and the pixel
  * size of the header into the run options (zeros where unknown). */
 void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny);

@@ -60,6 +60,20 @@ int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, doubl
     return 1;
 }
 
+void sf_fits_beam_pixels(const sf_fits_info *in, int nx, int ny, sf_beam_pixels *b)
+{
+    double lon, lat, pix;
+    memset(b, 0, sizeof *b);
+    if (!sf_fits_celestial(in, nx, ny, &lon, &lat, &pix) || !(pix > 0))
+        return;
+    b->pix_arcsec = pix;
+    if (!in->has_beam || !(in->bmaj > 0))
+        return;
+    b->bmaj_pix = in->bmaj * 3600.0 / pix;
+    b->bmin_pix = in->bmin > 0 ? b->bmaj_pix * in->bmin / in->bmaj : 0;
+    b->bpa_deg = in->bpa;
+}
+
 static void sf_fits_wcs(const sf_fits_info *in, int nx, int ny, sf_fits_summary *s)
 {
     sf_wcs *w = sf_wcs_open(in, nx, ny);

@@ -65,6 +65,15 @@ sf_status sf_fits_describe(const char *path, int plane, FILE *out, int json);
 int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, double *lat,
                       double *pix_arcsec);
 
+/* The restoring beam in pixels: FWHM of the major and minor axes (0 when the
+ * header has no beam or no celestial WCS for the pixel size), its position
+ * angle (degrees east of north, 0 without a beam), and the pixel size in
+ * arcsec (0 without a celestial WCS). */
+typedef struct {
+    double bmaj_pix, bmin_pix, bpa_deg, pix_arcsec;
+} sf_beam_pixels;
+void sf_fits_beam_pixels(const sf_fits_info *in, int nx, int ny, sf_beam_pixels *b);
+
 #ifdef __cplusplus
 }
 #endif

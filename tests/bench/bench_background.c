@@ -69,15 +69,12 @@ int main(int argc, char **argv)
         }
     int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
     const char *rawdir = o.raw;
-    if (sf_gpu_count() < 1) {
-        printf("SKIP: no CUDA device: the background benchmark needs a GPU\n");
+    sf_gpu *g = bench_gpu("background");
+    if (!g)
         return 0;
-    }
 #ifdef _OPENMP
     maxthr = omp_get_max_threads();
 #endif
-    sf_gpu *g;
-    CHECK(sf_gpu_create(&g, 0));
     printf("# skyfind background method=mesh (box 64, filter 3, bicubic) on %s: device time by "
            "CUDA events, median of %d runs after 3 warm-ups; CPU twin one run on 1 and %d "
            "threads; GB/s against the floor (read the image once, write two maps)\n",

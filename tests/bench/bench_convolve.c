@@ -151,14 +151,11 @@ int main(int argc, char **argv)
     }
     int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
     const char *rawdir = o.raw;
-    if (sf_gpu_count() < 1) {
-        printf("SKIP: no CUDA device: the convolution benchmark needs a GPU\n");
-        return 0;
-    }
-    sf_gpu *g;
+    sf_gpu *g = bench_gpu("convolution");
     sf_gpu_timer *tm;
+    if (!g)
+        return 0;
     double *samples = malloc(sizeof(double) * (size_t)repeat);
-    CHECK(sf_gpu_create(&g, 0));
     CHECK(sf_gpu_timer_create(g, &tm));
     printf("# skyfind convolve on %s: device time by CUDA events, median of %d after 3 warm-ups, "
            "edge reflect, no NaN; GB/s = 8 bytes per pixel (read + write) / time; auto's pick\n",

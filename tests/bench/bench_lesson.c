@@ -40,12 +40,9 @@ int main(int argc, char **argv)
     }
     int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
     const char *rawdir = o.raw;
-    if (sf_gpu_count() < 1) {
-        printf("SKIP: no CUDA device: the lesson benchmark needs a GPU\n");
+    sf_gpu *g = bench_gpu("lesson");
+    if (!g)
         return 0;
-    }
-    sf_gpu *g;
-    CHECK(sf_gpu_create(&g, 0));
     if (jsonpath && !(json = fopen(jsonpath, "w"))) {
         perror(jsonpath);
         return 1;

@@ -154,25 +154,16 @@ static double host_copy_bandwidth(void)
     return 2.0 * (double)bytes / (median(t, 7) * 1e6);
 }
 
-/* The restoring beam (major axis FWHM) in pixels, as `skyfind run` uses it. */
-static double beam_pixels(const sf_fits_info *info, int nx, int ny)
-{
-    double lon, lat, pix;
-    if (!info->has_beam || !(info->bmaj > 0) || !sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) ||
-        !(pix > 0))
-        return 0;
-    return info->bmaj * 3600.0 / pix;
-}
-
 /* The run options `skyfind run` derives from the header (src/cli_run.c). */
 static void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny)
 {
-    double lon, lat, pix;
+    sf_beam_pixels b;
     memset(o, 0, sizeof *o);
-    o->beam_pix = beam_pixels(info, nx, ny);
-    o->beam_min_pix = o->beam_pix > 0 && info->bmin > 0 ? o->beam_pix * info->bmin / info->bmaj : 0;
-    o->beam_pa_deg = o->beam_pix > 0 ? info->bpa : 0;
-    o->pix_arcsec = sf_fits_celestial(info, nx, ny, &lon, &lat, &pix) && pix > 0 ? pix : 0;
+    sf_fits_beam_pixels(info, nx, ny, &b);
+    o->beam_pix = b.bmaj_pix;
+    o->beam_min_pix = b.bmin_pix;
+    o->beam_pa_deg = b.bpa_deg;
+    o->pix_arcsec = b.pix_arcsec;
 }
 
 static void file_stem(const char *path, char *stem, size_t n)
@@ -501,7 +492,11 @@ int main(int argc, char **argv)
         }
         in->nx = img.nx;
         in->ny = img.ny;
-        in->beam_pix = beam_pixels(&info, img.nx, img.ny);
+        {
+            sf_beam_pixels b;
+            sf_fits_beam_pixels(&info, img.nx, img.ny, &b);
+            in->beam_pix = b.bmaj_pix;
+        }
         if (raw) { /* raw float32, rows of nx, for the Python peers */
             snprintf(in->raw, sizeof in->raw, "%s/%s.f32", wd, in->stem);
             FILE *f = fopen(in->raw, "wb");

@@ -85,14 +85,11 @@ int main(int argc, char **argv)
         }
     int *sizes = o.sizes, nsizes = o.nsizes, repeat = o.repeat;
     const char *rawdir = o.raw;
-    if (sf_gpu_count() < 1) {
-        printf("SKIP: no CUDA device: the segment benchmark needs a GPU\n");
-        return 0;
-    }
-    sf_gpu *g;
+    sf_gpu *g = bench_gpu("segment");
     sf_gpu_timer *tm;
+    if (!g)
+        return 0;
     double *samples = malloc(sizeof(double) * (size_t)repeat);
-    CHECK(sf_gpu_create(&g, 0));
     CHECK(sf_gpu_timer_create(g, &tm));
     printf("# skyfind segment on %s: device time by CUDA events, median of %d after 3 warm-ups; "
            "every GPU label map checked against the CPU twin first\n", sf_gpu_name(g), repeat);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "skyfind/gpu.h"
 #include "skyfind/status.h"
 
 #define CHECK(x)                                                                    \
@@ -37,6 +38,19 @@ static inline double wall_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The GPU context of a benchmark, or NULL after printing "SKIP: no CUDA
+ * device: the WHAT benchmark needs a GPU" (the benchmark then exits 0). */
+static inline sf_gpu *bench_gpu(const char *what)
+{
+    sf_gpu *g;
+    if (sf_gpu_count() < 1) {
+        printf("SKIP: no CUDA device: the %s benchmark needs a GPU\n", what);
+        return NULL;
+    }
+    CHECK(sf_gpu_create(&g, 0));
+    return g;
 }
 
 /* "2048,4096" into v[0..max); returns the count. */

@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     sf_run_opts o = {SF_BACKEND_CPU, NULL, 0, 0};
     sf_wcs *w = NULL;
     char pipe[4096], out[4200];
-    double lon, lat, pix;
+    sf_beam_pixels beam;
     sf_status st;
     int rc = 1, have_pl = 0;
     if (argc != 3) {
@@ -31,15 +31,15 @@ int main(int argc, char **argv)
         (st = sf_pipeline_load(pipe, &pl)))
         goto fail;
     have_pl = 1;
-    if (info.has_beam && sf_fits_celestial(&info, img.nx, img.ny, &lon, &lat, &pix) && pix > 0)
-        o.beam_pix = info.bmaj * 3600.0 / pix;
+    sf_fits_beam_pixels(&info, img.nx, img.ny, &beam);
+    o.beam_pix = beam.bmaj_pix;
     if ((st = sf_pipeline_run(&pl, &img, &o, &r)))
         goto fail;
     w = sf_wcs_open(&info, img.nx, img.ny);
     {
         sf_catalog_meta m = {argv[1], pl.name, "cpu", info.bunit, r.have_bkg, r.bkg, w, r.box};
-        m.bmaj_pix = o.beam_pix;
-        m.bmin_pix = o.beam_pix > 0 && info.bmin > 0 ? o.beam_pix * info.bmin / info.bmaj : 0;
+        m.bmaj_pix = beam.bmaj_pix;
+        m.bmin_pix = beam.bmin_pix;
         for (int k = 0; k < 4; k++) {
             snprintf(out, sizeof out, "%s%s", argv[2], sf_catalog_format_suffix(fmts[k]));
             if ((st = sf_catalog_write(out, fmts[k], r.sources, r.nsources, &m)))
