@@ -1,31 +1,32 @@
 // Stage `convolve`, GPU version (CPU twin: cpu/convolve.c). Definitions,
-// edge modes and NaN handling in include/skyfind/convolve.h.
+// edge modes and NaN handling in include/skyfind/convolve.h; the direct
+// kernels in convolve_kernels.cuh.
 //
-// direct: one block per 64 x 16 output tile; the tile and its halo (edge
-// mode applied, NaN replaced by 0) in shared memory, the flipped weights in
-// constant memory, each thread 4 adjacent outputs from float4 shared loads.
-// Separable kernels take a fused row-then-column path: the row pass writes
-// (tile + vertical halo) x 64 partial sums to shared memory and the column
-// pass finishes them, so the image is read once and written once.
-// A block whose tile holds a NaN also convolves the validity mask and
-// renormalises; other blocks run the plain sums.
+// direct: one block per 64 x (16 x RPT) output tile; the tile and its halo
+// (edge mode applied, NaN replaced by 0) in shared memory, the flipped
+// weights in constant memory (in shared memory above 225 taps, which
+// overflow the constant cache), each thread 4 adjacent outputs in RPT rows
+// from float4 shared loads. Separable kernels: short ones take a fused
+// row-then-column kernel (the image read once and written once); from
+// SEP2_MIN rows on, and without NaN, a row pass into scratch and a column
+// pass, which costs a second trip through memory but no row sums over the
+// tile's vertical halo. A block whose tile holds a NaN also convolves the
+// validity mask and renormalises; other blocks run the plain sums.
 //
-// fft: the edge-extended image zero-padded to a fast size (>= n + k - 1 per
-// axis, so the cyclic product is the linear convolution), cuFFT R2C, a
-// point-wise product with the kernel's spectrum, C2R, then the valid window.
-// Plans and the spectrum are cached in the context (sf_gpu.conv) and reused
-// for images of the same size and the same kernel.
+// fft: cyclic on the image's own fast size when the kernel fits the direct
+// method (the border bands the wrap-around spoils are redone by direct
+// tiles), else linear: the edge-extended image zero-padded to >= n + k - 1
+// per axis. The kernel's spectrum has its centre at the origin and 1/(lx ly)
+// folded in, so the product needs no shift; when the image is its own
+// padded grid (no NaN, rows contiguous) R2C reads it and C2R writes the
+// output directly. Plans and the spectrum are cached in the context
+// (sf_gpu.conv) and reused for images of the same size and the same kernel.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common.cuh"
 #include "skyfind/convolve.h"
-#include "convolve.cuh"
-
-#define CW_MAX (SF_KERNEL_MAX * (SF_KERNEL_MAX + 1))
-__constant__ float c_w[CW_MAX];
-
-enum { DTW = 64, DTH = 16, STW = 64, NTHREADS = 256 };
+#include "convolve_kernels.cuh"
 
 struct sf_conv_cache {
     uint64_t cw_hash;          // what c_w holds (0: nothing)
@@ -75,156 +76,6 @@ static sf_status cache_get(sf_gpu *g, sf_conv_cache **out)
     return SF_OK;
 }
 
-// ---- direct, general 2-D -----------------------------------------------------
-
-// Tile DTW x DTH outputs; shared: (DTH + ky - 1) x (DTW + kxp) floats, twice
-// with NANS. c_w: flipped weights, ky rows of kxp (zero-padded).
-template <bool NANS>
-static __global__ void __launch_bounds__(NTHREADS)
-direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
-                int nx, int ny, int kx, int ky, int kxp, int cx, int cy, int edge, float wsum,
-                int tx0, int ty0)
-{
-    extern __shared__ float4 smem4[];
-    float *T = reinterpret_cast<float *>(smem4);
-    const int rows = DTH + ky - 1, cols = DTW + kxp;
-    float *M = NANS ? T + rows * cols : nullptr;
-    const int x0 = (tx0 + blockIdx.x) * DTW, y0 = (ty0 + blockIdx.y) * DTH;
-    // the interior fast path, measured on the H100: faster for kernels up
-    // to 15 x 15, slower for larger 2-D kernels (21 x 21: 3.7 against 3.0 ms)
-    const int renorm = load_tile(T, M, rows, cols, in, sin, nx, ny, x0 - (kx - 1 - cx),
-                                 y0 - (ky - 1 - cy), edge, kx * ky <= 225);
-    const int c0 = 4 * (threadIdx.x & 15), oy = threadIdx.x >> 4;
-    // each kernel row is summed in float, the rows in double: float sums over
-    // 63 x 63 taps would lose ~1e-6 of the result
-    double acc[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
-    for (int j = 0; j < ky; j++) {
-        float r[4] = {0.f, 0.f, 0.f, 0.f};
-        row_dot4(T + (oy + j) * cols + c0, c_w + j * kxp, kxp, r);
-#pragma unroll
-        for (int o = 0; o < 4; o++)
-            acc[o] += r[o];
-    }
-    if (NANS && renorm)
-        for (int j = 0; j < ky; j++) {
-            float r[4] = {0.f, 0.f, 0.f, 0.f};
-            row_dot4(M + (oy + j) * cols + c0, c_w + j * kxp, kxp, r);
-#pragma unroll
-            for (int o = 0; o < 4; o++)
-                den[o] += r[o];
-        }
-    const int y = y0 + oy;
-    if (y >= ny)
-        return;
-    float r[4];
-#pragma unroll
-    for (int o = 0; o < 4; o++) {
-        const int x = x0 + c0 + o;
-        r[o] = NANS && x < nx ? finish((float)acc[o], (float)den[o], __ldg(in + (size_t)y * sin + x),
-                                       renorm, wsum)
-                              : (float)acc[o];
-    }
-    float *dst = out + (size_t)y * sout + x0 + c0;
-    if (x0 + c0 + 3 < nx && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
-        *reinterpret_cast<float4 *>(dst) = make_float4(r[0], r[1], r[2], r[3]);
-    } else {
-#pragma unroll
-        for (int o = 0; o < 4; o++)
-            if (x0 + c0 + o < nx)
-                dst[o] = r[o];
-    }
-}
-
-// ---- direct, separable --------------------------------------------------------
-
-// c_w: flipped row weights (kxp, zero-padded) then flipped column weights
-// at offset kxp (ky). Tile STW x th outputs; shared: T (th + ky - 1) x
-// (STW + kxp), H (th + ky - 1) x STW, and M, HM with NANS.
-template <bool NANS>
-static __device__ void sep_rows(const float *T, float *H, int rows, int cols, int kxp)
-{
-    for (int g = threadIdx.x; g < rows * (STW / 4); g += blockDim.x) {
-        const int r = g / (STW / 4), c0 = 4 * (g % (STW / 4));
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        row_dot4(T + r * cols + c0, c_w, kxp, acc);
-        *reinterpret_cast<float4 *>(H + r * STW + c0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    }
-}
-
-// acc[o] = sum_j wc[j] * H[(oy0 + o + j) * STW + x], o < 8; wc holds kyp
-// weights (ky rounded up to 8, zero-padded) and H kyp + 8 finite rows past
-// oy0, so the window of 16 values is indexed at compile time (registers).
-static __device__ __forceinline__ void col_dot8(const float *H, int x, int oy0, const float *wc,
-                                                int kyp, float acc[8])
-{
-    float v[16];
-#pragma unroll
-    for (int o = 0; o < 8; o++) {
-        v[o] = H[(oy0 + o) * STW + x];
-        acc[o] = 0.f;
-    }
-    for (int j0 = 0; j0 < kyp; j0 += 8) {
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            v[8 + t] = H[(oy0 + j0 + 8 + t) * STW + x];
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
-            const float w = wc[j0 + t];
-#pragma unroll
-            for (int o = 0; o < 8; o++)
-                acc[o] = fmaf(w, v[o + t], acc[o]);
-        }
-#pragma unroll
-        for (int t = 0; t < 8; t++)
-            v[t] = v[8 + t];
-    }
-}
-
-template <bool NANS>
-static __global__ void __launch_bounds__(NTHREADS)
-sep_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout, int nx,
-           int ny, int kx, int ky, int kxp, int cx, int cy, int th, int edge, float wsum)
-{
-    extern __shared__ float4 smem4[];
-    const int rows = th + ky - 1, cols = STW + kxp, kyp = (ky + 7) & ~7, hrows = th + kyp + 8;
-    float *T = reinterpret_cast<float *>(smem4);
-    float *H = T + rows * cols;
-    float *M = H + hrows * STW;
-    float *HM = NANS ? M + rows * cols : nullptr;
-    // rows of H past the row pass's: zeros, read by col_dot8 with zero weights
-    for (int i = rows * STW + threadIdx.x; i < hrows * STW; i += blockDim.x) {
-        H[i] = 0.f;
-        if (NANS)
-            HM[i] = 0.f;
-    }
-    const int x0 = blockIdx.x * STW, y0 = blockIdx.y * th;
-    const int renorm = load_tile(T, NANS ? M : nullptr, rows, cols, in, sin, nx, ny,
-                                 x0 - (kx - 1 - cx), y0 - (ky - 1 - cy), edge, true);
-    sep_rows<NANS>(T, H, rows, cols, kxp);
-    if (NANS && renorm)
-        sep_rows<NANS>(M, HM, rows, cols, kxp);
-    __syncthreads();
-    const float *wc = c_w + kxp;
-    for (int g = threadIdx.x; g < STW * (th / 8); g += blockDim.x) {
-        const int x = g % STW, oy0 = 8 * (g / STW);
-        float acc[8], den[8];
-        col_dot8(H, x, oy0, wc, kyp, acc);
-        if (NANS && renorm)
-            col_dot8(HM, x, oy0, wc, kyp, den);
-        if (x0 + x >= nx)
-            continue;
-#pragma unroll
-        for (int o = 0; o < 8; o++) {
-            const int y = y0 + oy0 + o;
-            if (y < ny)
-                out[(size_t)y * sout + x0 + x] =
-                    NANS ? finish(acc[o], NANS && renorm ? den[o] : 0.f,
-                                  __ldg(in + (size_t)y * sin + x0 + x), renorm, wsum)
-                         : acc[o];
-        }
-    }
-}
-
 // ---- fft -----------------------------------------------------------------------
 
 // E (ly x lx): the extended image shifted by the kernel's reach, zero beyond
@@ -248,22 +99,33 @@ static __global__ void fft_pad_kernel(const float *__restrict__ in, size_t sin, 
         V[(size_t)t * lx + s] = ok;
 }
 
-// The kernel on the padded grid, unflipped at the origin.
-static __global__ void fft_kernel_grid(const float *__restrict__ w, int kx, int ky, int lx,
-                                       float *__restrict__ K)
+// The kernel on the padded grid times `scale`, unflipped, its pixel (cx, cy)
+// at the origin: K[(j - cy) mod ly][(i - cx) mod lx] = scale * w[j][i].
+static __global__ void fft_kernel_grid(const float *__restrict__ w, int kx, int ky, int cx, int cy,
+                                       float scale, int lx, int ly, float *__restrict__ K)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-    if (s < lx)
-        K[(size_t)t * lx + s] = (s < kx && t < ky) ? w[t * kx + s] : 0.f;
+    if (s >= lx)
+        return;
+    const int i = s + cx < lx ? s + cx : s + cx - lx, j = t + cy < ly ? t + cy : t + cy - ly;
+    K[(size_t)t * lx + s] = (i < kx && j < ky) ? scale * w[j * kx + i] : 0.f;
 }
 
+// a[i] *= k[i] over n complex values, two per 16-byte load.
 static __global__ void fft_product(cufftComplex *__restrict__ a, const cufftComplex *__restrict__ k,
-                                   size_t n, float scale)
+                                   size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const cufftComplex x = a[i], y = k[i];
-        a[i] = make_float2((x.x * y.x - x.y * y.y) * scale, (x.x * y.y + x.y * y.x) * scale);
+    const size_t n2 = n / 2, step = (size_t)gridDim.x * blockDim.x;
+    float4 *a4 = reinterpret_cast<float4 *>(a);
+    const float4 *k4 = reinterpret_cast<const float4 *>(k);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n2; i += step) {
+        const float4 x = a4[i], y = __ldg(k4 + i);
+        a4[i] = make_float4(x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x, x.z * y.z - x.w * y.w,
+                            x.z * y.w + x.w * y.z);
+    }
+    if (n % 2 && blockIdx.x == 0 && threadIdx.x == 0) {
+        const cufftComplex x = a[n - 1], y = k[n - 1];
+        a[n - 1] = make_float2(x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x);
     }
 }
 
@@ -343,38 +205,117 @@ fail:
     return st;
 }
 
-static size_t direct2d_smem(const sf_kernel *k, int nans)
+// Shared bytes of the 2-D kernel: the tile (twice with NaN) and, with sw,
+// the weights.
+static size_t direct2d_smem(const sf_kernel *k, int nans, int rpt, int sw)
 {
-    return (size_t)(DTH + k->ny - 1) * (DTW + round4(k->nx)) * sizeof(float) * (nans ? 2 : 1);
+    size_t b = (size_t)(DTH * rpt + k->ny - 1) * (DTW + round4(k->nx)) * (nans ? 2 : 1);
+    if (sw)
+        b += (size_t)k->ny * round4(k->nx);
+    return b * sizeof(float);
 }
 
-// The general 2-D direct kernel on ntx x nty output tiles from tile (tx0, ty0).
+typedef void (*direct2d_fn)(const float *, size_t, float *, size_t, int, int, int, int, int, int,
+                            int, int, float, int, int, const float *);
+
+template <bool NANS, int RPT>
+static direct2d_fn direct2d_pick(int dbl, int sw)
+{
+    return sw ? direct2d_kernel<NANS, RPT, true, true>
+               : dbl ? direct2d_kernel<NANS, RPT, true, false> : direct2d_kernel<NANS, RPT, false, false>;
+}
+
+// Developer knobs for A/B runs of the benchmark (unset: the measured
+// defaults): SKYFIND_CONV_RPT=1|2|4 output rows per thread of the 2-D
+// kernel; SKYFIND_CONV_SEP=fused|two separable path; SKYFIND_CONV_TH2=32|64|128
+// output rows per block of the two-pass column kernel.
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+// Output rows per thread of the 2-D direct kernel over a whole image.
+static int direct2d_rpt(const sf_kernel *k)
+{
+    int r = env_int("SKYFIND_CONV_RPT", k->ny <= 9 ? 4 : 2);
+    return r == 4 || r == 2 ? r : 1;
+}
+
+// The general 2-D direct kernel on ntx x nty output tiles of DTW x DTH * rpt
+// from tile (tx0, ty0).
 static sf_status direct2d_tiles(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
-                                sf_image *out, int tx0, int ty0, int ntx, int nty)
+                                sf_image *out, int rpt, int tx0, int ty0, int ntx, int nty)
 {
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
     const float wsum = (float)k->sum;
-    const size_t smem = direct2d_smem(k, nans);
+    while (rpt > 1 && direct2d_smem(k, nans, rpt, 0) > g->smem_optin)
+        rpt /= 2;
+    const int sw = k->nx * k->ny > 225 && direct2d_smem(k, nans, rpt, 1) <= g->smem_optin;
+    const int dbl = sw || k->ny > 9;
+    const size_t smem = direct2d_smem(k, nans, rpt, sw);
+    const float *wg = NULL;
+    direct2d_fn fn;
     if (smem > g->smem_optin)
         return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
                        k->ny, smem);
     if (ntx < 1 || nty < 1)
         return SF_OK;
     SF_TRY(upload_weights(g, k, 0, kxp));
-    {
-        dim3 grid(ntx, nty);
-        if (nans) {
-            SF_CUDA(cudaFuncSetAttribute(direct2d_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            direct2d_kernel<true><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data,
-                out->stride, in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum, tx0, ty0);
-        } else {
-            SF_CUDA(cudaFuncSetAttribute(direct2d_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            direct2d_kernel<false><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data,
-                out->stride, in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum, tx0, ty0);
-        }
-        SF_LAUNCHED();
-    }
+    SF_CUDA(cudaGetSymbolAddress((void **)&wg, c_w));
+    if (rpt == 4)
+        fn = nans ? direct2d_pick<true, 4>(dbl, sw) : direct2d_pick<false, 4>(dbl, sw);
+    else if (rpt == 2)
+        fn = nans ? direct2d_pick<true, 2>(dbl, sw) : direct2d_pick<false, 2>(dbl, sw);
+    else
+        fn = nans ? direct2d_pick<true, 1>(dbl, sw) : direct2d_pick<false, 1>(dbl, sw);
+    SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fn<<<dim3(ntx, nty), NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
+                                                      in->nx, in->ny, k->nx, k->ny, kxp, cx, cy,
+                                                      edge, wsum, tx0, ty0, wg);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
+// The separable kernel in two passes (no NaN): rows into H (scratch), then
+// columns; for long kernels, where the fused kernel's row pass over the
+// tile's vertical halo costs more than a second trip through memory.
+static int sep_two_pass(const sf_kernel *k, int nans)
+{
+    const char *v = getenv("SKYFIND_CONV_SEP");
+    if (nans || !k->row)
+        return 0;
+    if (v && *v)
+        return !strcmp(v, "two");
+    return k->ny >= SEP2_MIN;
+}
+
+static size_t sep_h_bytes(int nx, int ny) { return sf_align256((size_t)round4(nx) * ny * sizeof(float)); }
+
+static sf_status conv_sep2(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, sf_image *out)
+{
+    sf_status st = SF_OK;
+    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
+    const int t2 = env_int("SKYFIND_CONV_TH2", 64), th = t2 == 128 || t2 == 32 ? t2 : 64;
+    const size_t sh = (size_t)round4(in->nx);
+    const size_t smr = (size_t)RH * (RW + kxp) * sizeof(float);
+    const size_t smc = (size_t)(th + ((k->ny + 7) & ~7) + 8) * STW * sizeof(float);
+    float *H;
+    if (smr > g->smem_optin || smc > g->smem_optin)
+        return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
+                       k->ny, smr > smc ? smr : smc);
+    SF_TRY(sf_gpu_scratch(g, sep_h_bytes(in->nx, in->ny), (void **)&H));
+    SF_TRY(upload_weights(g, k, 1, kxp));
+    SF_CUDA(cudaFuncSetAttribute(seprow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smr));
+    SF_CUDA(cudaFuncSetAttribute(sepcol_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc));
+    seprow_kernel<<<dim3((in->nx + RW - 1) / RW, (in->ny + RH - 1) / RH), NTHREADS, smr, g->stream>>>(
+        in->data, in->stride, H, sh, in->nx, in->ny, k->nx, kxp, cx, edge);
+    SF_LAUNCHED();
+    sepcol_kernel<<<dim3((in->nx + STW - 1) / STW, (in->ny + th - 1) / th), NTHREADS, smc, g->stream>>>(
+        H, sh, out->data, out->stride, in->nx, in->ny, k->ny, kxp, cy, th, edge);
+    SF_LAUNCHED();
 fail:
     return st;
 }
@@ -388,7 +329,9 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
     if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
         return sf_fail(SF_ERR_PARAM, "convolve: a %dx%d kernel is larger than the direct method's %d "
                        "pixels: use method=fft", k->nx, k->ny, SF_KERNEL_MAX);
-    if (k->row && k->col) {
+    if (sep_two_pass(k, nans)) {
+        SF_TRY(conv_sep2(g, in, k, edge, out));
+    } else if (k->row && k->col) {
         int th = 64;
         while (th > 8 && sep_smem(th, k->ny, kxp, nans) > g->smem_optin)
             th /= 2;
@@ -409,8 +352,9 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
         }
         SF_LAUNCHED();
     } else {
-        SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 0, 0, (in->nx + DTW - 1) / DTW,
-                              (in->ny + DTH - 1) / DTH));
+        const int rpt = direct2d_rpt(k);
+        SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, rpt, 0, 0, (in->nx + DTW - 1) / DTW,
+                              (in->ny + DTH * rpt - 1) / (DTH * rpt)));
     }
 fail:
     return st;
@@ -440,12 +384,13 @@ fail:
     return st;
 }
 
-// The kernel's spectrum on the ly x lx grid (cached); K: real scratch.
+// The kernel's spectrum on the ly x lx grid (cached), its pixel (cx, cy) at
+// the origin and 1 / (lx ly) folded in; K: real scratch.
 static sf_status fft_spectrum(sf_gpu *g, sf_conv_cache *c, const sf_kernel *k, int lx, int ly,
-                              float *K)
+                              int cx, int cy, float *K)
 {
     sf_status st = SF_OK;
-    const uint64_t hash = kernel_hash(k, 3, lx, ly);
+    const uint64_t hash = kernel_hash(k, 3, lx, ly) ^ ((uint64_t)(cx + 1) << 40) ^ ((uint64_t)(cy + 1) << 20);
     const size_t nc = (size_t)ly * (lx / 2 + 1);
     float *dw = NULL;
     if (c->spec && c->spec_hash == hash)
@@ -460,7 +405,8 @@ static sf_status fft_spectrum(sf_gpu *g, sf_conv_cache *c, const sf_kernel *k, i
     c->spec_hash = 0;
     SF_TRY(sf_gpu_malloc(g, (void **)&dw, (size_t)k->nx * k->ny * sizeof(float)));
     SF_TRY(sf_gpu_to_device(g, dw, k->w, (size_t)k->nx * k->ny * sizeof(float)));
-    fft_kernel_grid<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(dw, k->nx, k->ny, lx, K);
+    fft_kernel_grid<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
+        dw, k->nx, k->ny, cx, cy, 1.0f / ((float)lx * (float)ly), lx, ly, K);
     SF_LAUNCHED();
     SF_CUFFT(cufftExecR2C(c->r2c, K, c->spec));
     SF_CUDA(cudaStreamSynchronize(g->stream)); // dw is freed next
@@ -496,52 +442,66 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
     int lx, ly;
     size_t rb, cb;
     char *base;
-    const int cyclic = fft_cyclic(in->nx, in->ny, k) && direct2d_smem(k, nans) <= g->smem_optin;
+    const int cyclic = fft_cyclic(in->nx, in->ny, k) && direct2d_smem(k, nans, 1, 0) <= g->smem_optin;
     const int cx = k->nx / 2, cy = k->ny / 2;
     fft_layout(in->nx, in->ny, k, cyclic, &lx, &ly, &rb, &cb);
+    // the image is its own padded grid (cyclic, a fast size, no NaN, rows
+    // contiguous): R2C reads it and C2R writes the output, no copies
+    const int io = cyclic && !nans && lx == in->nx && ly == in->ny && in->stride == (size_t)lx &&
+                   out->stride == (size_t)lx;
     const size_t nc = (size_t)ly * (lx / 2 + 1);
+    const int pb = (int)sf_blocks(nc / 2 + 1, 256), pblocks = pb < 8 * g->sm_count ? pb : 8 * g->sm_count;
     SF_TRY(cache_get(g, &c));
     SF_TRY(sf_gpu_scratch(g, (rb + cb) * (nans ? 2 : 1), (void **)&base));
     {
         float *E = (float *)base, *V = nans ? (float *)(base + rb + cb) : NULL;
         cufftComplex *C = (cufftComplex *)(base + rb), *CV = nans ? (cufftComplex *)(base + 2 * rb + cb) : NULL;
-        const float scale = 1.0f / ((float)lx * (float)ly);
         double asum = 0;
         for (size_t i = 0; i < (size_t)k->nx * k->ny; i++)
             asum += fabs(k->w[i]);
         SF_TRY(fft_plans(g, c, lx, ly));
-        SF_TRY(fft_spectrum(g, c, k, lx, ly, E));
-        if (cyclic)
-            fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
-                in->data, in->stride, in->nx, in->ny, 0, 0, in->nx, in->ny, edge, lx, ly, E, V);
-        else
-            fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
-                in->data, in->stride, in->nx, in->ny, k->nx - 1 - cx, k->ny - 1 - cy,
-                in->nx + k->nx - 1, in->ny + k->ny - 1, edge, lx, ly, E, V);
-        SF_LAUNCHED();
-        SF_CUFFT(cufftExecR2C(c->r2c, E, C));
-        fft_product<<<sf_blocks(nc, 256) > 4096 ? 4096 : sf_blocks(nc, 256), 256, 0, g->stream>>>(C, c->spec, nc, scale);
-        SF_LAUNCHED();
-        SF_CUFFT(cufftExecC2R(c->c2r, C, E));
-        if (nans) {
-            SF_CUFFT(cufftExecR2C(c->r2c, V, CV));
-            fft_product<<<sf_blocks(nc, 256) > 4096 ? 4096 : sf_blocks(nc, 256), 256, 0, g->stream>>>(CV, c->spec, nc, scale);
+        // cyclic: the kernel's centre at the origin, so the product is the
+        // output with no shift; linear: the kernel's corner, shifted back by
+        // the extract
+        SF_TRY(fft_spectrum(g, c, k, lx, ly, cyclic ? cx : 0, cyclic ? cy : 0, E));
+        if (io) {
+            SF_CUFFT(cufftExecR2C(c->r2c, in->data, C)); // out of place: the input is kept
+            fft_product<<<pblocks, 256, 0, g->stream>>>(C, c->spec, nc);
             SF_LAUNCHED();
-            SF_CUFFT(cufftExecC2R(c->c2r, CV, V));
+            SF_CUFFT(cufftExecC2R(c->c2r, C, out->data));
+        } else {
+            if (cyclic)
+                fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
+                    in->data, in->stride, in->nx, in->ny, 0, 0, in->nx, in->ny, edge, lx, ly, E, V);
+            else
+                fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
+                    in->data, in->stride, in->nx, in->ny, k->nx - 1 - cx, k->ny - 1 - cy,
+                    in->nx + k->nx - 1, in->ny + k->ny - 1, edge, lx, ly, E, V);
+            SF_LAUNCHED();
+            SF_CUFFT(cufftExecR2C(c->r2c, E, C));
+            fft_product<<<pblocks, 256, 0, g->stream>>>(C, c->spec, nc);
+            SF_LAUNCHED();
+            SF_CUFFT(cufftExecC2R(c->c2r, C, E));
+            if (nans) {
+                SF_CUFFT(cufftExecR2C(c->r2c, V, CV));
+                fft_product<<<pblocks, 256, 0, g->stream>>>(CV, c->spec, nc);
+                SF_LAUNCHED();
+                SF_CUFFT(cufftExecC2R(c->c2r, CV, V));
+            }
+            fft_extract<<<dim3(sf_blocks(in->nx, 256), in->ny), 256, 0, g->stream>>>(
+                E, V, in->data, in->stride, in->nx, in->ny, cyclic ? 0 : k->nx - 1,
+                cyclic ? 0 : k->ny - 1, lx, ly, (float)k->sum, (float)(1e-6 * asum), out->data,
+                out->stride);
+            SF_LAUNCHED();
         }
-        fft_extract<<<dim3(sf_blocks(in->nx, 256), in->ny), 256, 0, g->stream>>>(
-            E, V, in->data, in->stride, in->nx, in->ny, cyclic ? cx : k->nx - 1,
-            cyclic ? cy : k->ny - 1, lx, ly, (float)k->sum, (float)(1e-6 * asum), out->data,
-            out->stride);
-        SF_LAUNCHED();
         if (cyclic) { // the bands the wrap-around spoils: direct tiles over them
             const int ntx = (in->nx + DTW - 1) / DTW, nty = (in->ny + DTH - 1) / DTH;
             const int top = (k->ny - 1 - cy + DTH - 1) / DTH, bot = (in->ny - cy) / DTH;
             const int left = (k->nx - 1 - cx + DTW - 1) / DTW, right = (in->nx - cx) / DTW;
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 0, 0, ntx, top));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 0, bot, ntx, nty - bot));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 0, top, left, bot - top));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, right, top, ntx - right, bot - top));
+            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, 0, ntx, top));
+            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, bot, ntx, nty - bot));
+            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, top, left, bot - top));
+            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, right, top, ntx - right, bot - top));
         }
     }
 fail:
@@ -555,7 +515,7 @@ extern "C" size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, in
     if (method == SF_CONV_AUTO)
         method = sf_convolve_pick(k, nx, ny, 1);
     if (method != SF_CONV_FFT)
-        return 256;
+        return sep_two_pass(k, 0) ? sep_h_bytes(nx, ny) + 256 : 256;
     fft_layout(nx, ny, k, 0, &lx, &ly, &rb, &cb); // the linear layout: the larger
     return 2 * (rb + cb) + 256;
 }

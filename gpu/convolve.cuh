@@ -120,6 +120,27 @@ static __device__ __forceinline__ void row_dot4(const float *__restrict__ R, con
     }
 }
 
+// acc[o] += sum_i w[i] * R[o + i], o = 0..7, i < kxp (a multiple of 4):
+// each weight loaded once for 8 outputs. R 16-byte aligned.
+static __device__ __forceinline__ void row_dot8(const float *__restrict__ R, const float *w, int kxp,
+                                                float acc[8])
+{
+    float4 a = *reinterpret_cast<const float4 *>(R), b = *reinterpret_cast<const float4 *>(R + 4);
+    for (int i = 0; i < kxp; i += 4) {
+        const float4 c = *reinterpret_cast<const float4 *>(R + i + 8);
+        const float v[12] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const float wt = w[i + t];
+#pragma unroll
+            for (int o = 0; o < 8; o++)
+                acc[o] = fmaf(wt, v[o + t], acc[o]);
+        }
+        a = b;
+        b = c;
+    }
+}
+
 // The output pixel from its sums: NaN where the input is NaN; renormalised
 // over valid pixels when the tile held a NaN.
 static __device__ __forceinline__ float finish(float num, float den, float v, bool renorm, float wsum)

@@ -559,6 +559,12 @@ static void gpu_check(const sf_image *h, const sf_kernel *k, int method, int edg
     ck_assert_int_eq(sf_image_download(g, &o, &gh), SF_OK);
     double e = rel_l2(&gh, &c, buf);
     ck_assert_msg(e < (method == SF_CONV_FFT ? 1e-5 : 1e-6), "%s: relative L2 %.3g", buf, e);
+    /* the input is kept (the FFT may read it in place) */
+    ck_assert_int_eq(sf_image_download(g, &d, &gh), SF_OK);
+    for (int y = 0; y < h->ny; y++)
+        ck_assert_msg(!memcmp(gh.data + (size_t)y * gh.stride, h->data + (size_t)y * h->stride,
+                              (size_t)h->nx * sizeof(float)),
+                      "%s: the input image changed (row %d)", buf, y);
     sf_image_free(&c, NULL);
     sf_image_free(&gh, NULL);
     sf_image_free(&d, g);

@@ -12,15 +12,17 @@ set -u
 OUTDIR=${1:-/tmp/skyfind-gpu}
 MODE=${2:-full}
 # full: everything; tests: suites, sanitizer, scipy, compare, bytes; bench: the
-# stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048
+# stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048;
+# convolve: the convolve benchmark with its CuPy peers, and its variants at 8192
 case $MODE in
-    full) SECTIONS="suites sanitizer conv compare bench harness" ;;
+    full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
-    bench) SECTIONS="bench" ;;
+    bench) SECTIONS="bench convbench" ;;
     harness) SECTIONS="harness" ;;
-    quick) SECTIONS="suites sanitizer conv compare bench" ;;
+    quick) SECTIONS="suites sanitizer conv compare bench convbench" ;;
     compare) SECTIONS="conv compare" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare or quick" >&2; exit 2 ;;
+    convolve) SECTIONS="convbench convtune" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -98,12 +100,21 @@ say "benchmark: lesson pipeline, skyfind GPU stages against the lesson's CuPy an
 python3 tests/bench/peers/lesson_peers.py "$W" $sizes --repeat 3 --cpu-max 4096 | tee "$OUTDIR/bench_peers.txt"
 
 fi
-if want bench; then
+if want convbench; then
 say "benchmark: convolve (direct, separable, fft) against cupyx.scipy.ndimage.convolve and cupyx.scipy.signal.fftconvolve"
 "$BIN/tests/bench/bench_convolve" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_convolve.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 python3 tests/bench/peers/convolve_cupy.py "$W" $sizes --repeat 10 | tee -a "$OUTDIR/bench_convolve.txt"
 rm -f "$W"/conv_*.f32
+
+fi
+if want convtune; then
+say "convolve variants at 8192 (developer knobs: output rows per thread of the 2-D kernel, separable path)"
+for v in SKYFIND_CONV_RPT=1 SKYFIND_CONV_RPT=2 SKYFIND_CONV_RPT=4 SKYFIND_CONV_SEP=fused SKYFIND_CONV_SEP=two; do
+    echo "--- $v"
+    env $v "$BIN/tests/bench/bench_convolve" --sizes 8192 --kernels 3,5,9,15,21,41 --repeat 20 |
+        grep -v -e '^#' -e '^fft probe' | tee -a "$OUTDIR/bench_convolve_variants.txt"
+done
 
 fi
 if want bench; then

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The CuPy calls a GPU-lesson user would write for skyfind's `convolve`:
 cupyx.scipy.ndimage.convolve (direct, mode='reflect', as skyfind's default
-edge) and cupyx.scipy.signal.fftconvolve (mode='same'), on the images and
-kernels that tests/bench/bench_convolve wrote with --raw DIR. Device time by
+edge), cupyx.scipy.ndimage.convolve1d twice (rows, then columns) for the
+separable kernels and cupyx.scipy.signal.fftconvolve (mode='same'), on the
+images and kernels that tests/bench/bench_convolve wrote with --raw DIR. Device time by
 CUDA events, 3 warm-ups, median of --repeat runs; the cupyx FFT plan cache is
 on (CuPy's default), so repeats reuse plans as skyfind reuses its own.
 Usage: convolve_cupy.py DIR SIZE... [--repeat N]"""
@@ -42,8 +43,15 @@ def main():
         img = cp.asarray(np.fromfile(path, np.float32).reshape(n, n))
         for side, kind, k in kernels:
             kd = cp.asarray(k)
-            for name, fn in (("ndimage.convolve reflect", lambda: cnd.convolve(img, kd, mode="reflect")),
-                             ("signal.fftconvolve same", lambda: csig.fftconvolve(img, kd, mode="same"))):
+            calls = [("ndimage.convolve reflect", lambda: cnd.convolve(img, kd, mode="reflect")),
+                     ("signal.fftconvolve same", lambda: csig.fftconvolve(img, kd, mode="same"))]
+            if kind == "sep":  # the same work as two 1-D passes: k = outer(col, row)
+                c = side // 2
+                col, row = cp.asarray(k[:, c].copy()), cp.asarray(k[c, :] / k[c, c])
+                calls.append(("ndimage.convolve1d x2 reflect",
+                              lambda: cnd.convolve1d(cnd.convolve1d(img, row, axis=1, mode="reflect"),
+                                                     col, axis=0, mode="reflect")))
+            for name, fn in calls:
                 if name.startswith("ndimage") and side > 21 and n > 4096 and kind == "2d":
                     print(f"{n:<6} {side:>3}x{side:<3} {name + ' (' + kind + ')':<34} {'skipped: > 1 s per call':>19}")
                     continue

@@ -1,0 +1,231 @@
+// Direct-method kernels of the convolve stage (gpu/convolve.cu, which
+// includes this once): the general 2-D tile kernel, the fused separable
+// kernel and the two-pass separable kernels, with the weights in constant
+// memory (c_w).
+#ifndef SKYFIND_GPU_CONVOLVE_KERNELS_CUH
+#define SKYFIND_GPU_CONVOLVE_KERNELS_CUH
+
+#include <type_traits>
+#include "convolve.cuh"
+
+#define CW_MAX (SF_KERNEL_MAX * (SF_KERNEL_MAX + 1))
+__constant__ float c_w[CW_MAX];
+
+enum { DTW = 64, DTH = 16, STW = 64, RW = 256, RH = 16, NTHREADS = 256 };
+// separable kernels of at least this many rows take the two-pass path
+#define SEP2_MIN 21
+
+// ---- direct, general 2-D -----------------------------------------------------
+
+// Tile DTW x (DTH * RPT) outputs, each thread 4 adjacent outputs in RPT rows
+// DTH apart; shared: (DTH * RPT + ky - 1) x (DTW + kxp) floats, twice with
+// NANS, then with SW the weights (ky x kxp, copied from wg). Weights: c_w or,
+// with SW, shared memory (kernels over 225 taps: their weights overflow the
+// constant cache). Each kernel row is summed in float, the rows in double
+// with DBL (float sums over 63 x 63 taps would lose ~1e-6 of the result).
+template <bool NANS, int RPT, bool DBL, bool SW>
+static __global__ void __launch_bounds__(NTHREADS)
+direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
+                int nx, int ny, int kx, int ky, int kxp, int cx, int cy, int edge, float wsum,
+                int tx0, int ty0, const float *__restrict__ wg)
+{
+    typedef typename std::conditional<DBL, double, float>::type acc_t;
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    const int th = DTH * RPT, rows = th + ky - 1, cols = DTW + kxp;
+    float *M = NANS ? T + rows * cols : nullptr;
+    float *Ws = T + (size_t)rows * cols * (NANS ? 2 : 1);
+    if (SW) // load_tile's closing barrier publishes them
+        for (int i = threadIdx.x; i < ky * kxp; i += blockDim.x)
+            Ws[i] = __ldg(wg + i);
+    const int x0 = (tx0 + blockIdx.x) * DTW, y0 = (ty0 + blockIdx.y) * th;
+    // the interior fast path, measured on the H100: faster for kernels up
+    // to 15 x 15, slower for larger 2-D kernels (21 x 21: 3.7 against 3.0 ms)
+    const int renorm = load_tile(T, M, rows, cols, in, sin, nx, ny, x0 - (kx - 1 - cx),
+                                 y0 - (ky - 1 - cy), edge, kx * ky <= 225);
+    const float *W = SW ? Ws : c_w;
+    const int c0 = 4 * (threadIdx.x & 15);
+#pragma unroll
+    for (int q = 0; q < RPT; q++) {
+        const int oy = (threadIdx.x >> 4) + DTH * q;
+        acc_t acc[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
+        for (int j = 0; j < ky; j++) {
+            float r[4] = {0.f, 0.f, 0.f, 0.f};
+            row_dot4(T + (oy + j) * cols + c0, W + j * kxp, kxp, r);
+#pragma unroll
+            for (int o = 0; o < 4; o++)
+                acc[o] += r[o];
+        }
+        if (NANS && renorm)
+            for (int j = 0; j < ky; j++) {
+                float r[4] = {0.f, 0.f, 0.f, 0.f};
+                row_dot4(M + (oy + j) * cols + c0, W + j * kxp, kxp, r);
+#pragma unroll
+                for (int o = 0; o < 4; o++)
+                    den[o] += r[o];
+            }
+        const int y = y0 + oy;
+        if (y >= ny)
+            break;
+        float r[4];
+#pragma unroll
+        for (int o = 0; o < 4; o++) {
+            const int x = x0 + c0 + o;
+            r[o] = NANS && x < nx ? finish((float)acc[o], (float)den[o],
+                                           __ldg(in + (size_t)y * sin + x), renorm, wsum)
+                                  : (float)acc[o];
+        }
+        float *dst = out + (size_t)y * sout + x0 + c0;
+        if (x0 + c0 + 3 < nx && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
+            *reinterpret_cast<float4 *>(dst) = make_float4(r[0], r[1], r[2], r[3]);
+        } else {
+#pragma unroll
+            for (int o = 0; o < 4; o++)
+                if (x0 + c0 + o < nx)
+                    dst[o] = r[o];
+        }
+    }
+}
+
+// ---- direct, separable --------------------------------------------------------
+
+// c_w: flipped row weights (kxp, zero-padded) then flipped column weights
+// at offset kxp (ky). Tile STW x th outputs; shared: T (th + ky - 1) x
+// (STW + kxp), H (th + ky - 1) x STW, and M, HM with NANS.
+template <bool NANS>
+static __device__ void sep_rows(const float *T, float *H, int rows, int cols, int kxp)
+{
+    for (int g = threadIdx.x; g < rows * (STW / 4); g += blockDim.x) {
+        const int r = g / (STW / 4), c0 = 4 * (g % (STW / 4));
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        row_dot4(T + r * cols + c0, c_w, kxp, acc);
+        *reinterpret_cast<float4 *>(H + r * STW + c0) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    }
+}
+
+// acc[o] = sum_j wc[j] * H[(oy0 + o + j) * STW + x], o < 8; wc holds kyp
+// weights (ky rounded up to 8, zero-padded) and H kyp + 8 finite rows past
+// oy0, so the window of 16 values is indexed at compile time (registers).
+static __device__ __forceinline__ void col_dot8(const float *H, int x, int oy0, const float *wc,
+                                                int kyp, float acc[8])
+{
+    float v[16];
+#pragma unroll
+    for (int o = 0; o < 8; o++) {
+        v[o] = H[(oy0 + o) * STW + x];
+        acc[o] = 0.f;
+    }
+    for (int j0 = 0; j0 < kyp; j0 += 8) {
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            v[8 + t] = H[(oy0 + j0 + 8 + t) * STW + x];
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const float w = wc[j0 + t];
+#pragma unroll
+            for (int o = 0; o < 8; o++)
+                acc[o] = fmaf(w, v[o + t], acc[o]);
+        }
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            v[t] = v[8 + t];
+    }
+}
+
+template <bool NANS>
+static __global__ void __launch_bounds__(NTHREADS)
+sep_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout, int nx,
+           int ny, int kx, int ky, int kxp, int cx, int cy, int th, int edge, float wsum)
+{
+    extern __shared__ float4 smem4[];
+    const int rows = th + ky - 1, cols = STW + kxp, kyp = (ky + 7) & ~7, hrows = th + kyp + 8;
+    float *T = reinterpret_cast<float *>(smem4);
+    float *H = T + rows * cols;
+    float *M = H + hrows * STW;
+    float *HM = NANS ? M + rows * cols : nullptr;
+    // rows of H past the row pass's: zeros, read by col_dot8 with zero weights
+    for (int i = rows * STW + threadIdx.x; i < hrows * STW; i += blockDim.x) {
+        H[i] = 0.f;
+        if (NANS)
+            HM[i] = 0.f;
+    }
+    const int x0 = blockIdx.x * STW, y0 = blockIdx.y * th;
+    const int renorm = load_tile(T, NANS ? M : nullptr, rows, cols, in, sin, nx, ny,
+                                 x0 - (kx - 1 - cx), y0 - (ky - 1 - cy), edge, true);
+    sep_rows<NANS>(T, H, rows, cols, kxp);
+    if (NANS && renorm)
+        sep_rows<NANS>(M, HM, rows, cols, kxp);
+    __syncthreads();
+    const float *wc = c_w + kxp;
+    for (int g = threadIdx.x; g < STW * (th / 8); g += blockDim.x) {
+        const int x = g % STW, oy0 = 8 * (g / STW);
+        float acc[8], den[8];
+        col_dot8(H, x, oy0, wc, kyp, acc);
+        if (NANS && renorm)
+            col_dot8(HM, x, oy0, wc, kyp, den);
+        if (x0 + x >= nx)
+            continue;
+#pragma unroll
+        for (int o = 0; o < 8; o++) {
+            const int y = y0 + oy0 + o;
+            if (y < ny)
+                out[(size_t)y * sout + x0 + x] =
+                    NANS ? finish(acc[o], NANS && renorm ? den[o] : 0.f,
+                                  __ldg(in + (size_t)y * sin + x0 + x), renorm, wsum)
+                         : acc[o];
+        }
+    }
+}
+
+// ---- direct, separable in two passes (no NaN) --------------------------------
+
+// Rows: H (pitch sh) = each image row convolved with the row weights c_w[0,
+// kxp), the edge mode along x; RH rows x RW columns per block.
+static __global__ void __launch_bounds__(NTHREADS)
+seprow_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ H, size_t sh, int nx,
+              int ny, int kx, int kxp, int cx, int edge)
+{
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    const int cols = RW + kxp, x0 = blockIdx.x * RW, y0 = blockIdx.y * RH;
+    load_tile(T, nullptr, RH, cols, in, sin, nx, ny, x0 - (kx - 1 - cx), y0, edge, true);
+    for (int g = threadIdx.x; g < RH * (RW / 8); g += blockDim.x) {
+        const int r = g / (RW / 8), c0 = 8 * (g % (RW / 8)), y = y0 + r, x = x0 + c0;
+        if (y >= ny || x >= nx)
+            continue;
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        row_dot8(T + r * cols + c0, c_w, kxp, acc);
+        float *dst = H + (size_t)y * sh + x; // sh and x multiples of 4: 16-byte aligned
+        *reinterpret_cast<float4 *>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        if (x + 4 < nx)
+            *reinterpret_cast<float4 *>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
+}
+
+// Columns: out = H convolved along y with the column weights c_w + kxp, the
+// edge mode along y (the row pass commutes with it); STW x th per block.
+static __global__ void __launch_bounds__(NTHREADS)
+sepcol_kernel(const float *__restrict__ H, size_t sh, float *__restrict__ out, size_t sout, int nx,
+              int ny, int ky, int kxp, int cy, int th, int edge)
+{
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    const int rows = th + ky - 1, kyp = (ky + 7) & ~7, hrows = th + kyp + 8;
+    for (int i = rows * STW + threadIdx.x; i < hrows * STW; i += blockDim.x)
+        T[i] = 0.f; // read by col_dot8 with zero weights
+    const int x0 = blockIdx.x * STW, y0 = blockIdx.y * th;
+    load_tile(T, nullptr, rows, STW, H, sh, nx, ny, x0, y0 - (ky - 1 - cy), edge, true);
+    for (int g = threadIdx.x; g < STW * (th / 8); g += blockDim.x) {
+        const int x = g % STW, oy0 = 8 * (g / STW);
+        float acc[8];
+        col_dot8(T, x, oy0, c_w + kxp, kyp, acc);
+        if (x0 + x >= nx)
+            continue;
+#pragma unroll
+        for (int o = 0; o < 8; o++)
+            if (y0 + oy0 + o < ny)
+                out[(size_t)(y0 + oy0 + o) * sout + x0 + x] = acc[o];
+    }
+}
+
+#endif
