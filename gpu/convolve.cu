@@ -205,24 +205,25 @@ fail:
     return st;
 }
 
-// Shared bytes of the 2-D kernel: the tile (twice with NaN) and, with sw,
-// the weights.
-static size_t direct2d_smem(const sf_kernel *k, int nans, int rpt, int sw)
+// Shared bytes of the 2-D kernel with tiles tw wide: the tile (twice with
+// NaN) and, with sw, the weights.
+static size_t direct2d_smem(const sf_kernel *k, int nans, int rpt, int sw, int tw)
 {
-    size_t b = (size_t)(DTH * rpt + k->ny - 1) * (DTW + round4(k->nx)) * (nans ? 2 : 1);
+    size_t b = (size_t)(4 * NTHREADS / tw * rpt + k->ny - 1) * (tw + round4(k->nx)) * (nans ? 2 : 1);
     if (sw)
         b += (size_t)k->ny * round4(k->nx);
     return b * sizeof(float);
 }
 
 typedef void (*direct2d_fn)(const float *, size_t, float *, size_t, int, int, int, int, int, int,
-                            int, int, float, int, int, const float *);
+                            int, int, float, tile_map, const float *);
 
-template <bool NANS, int RPT>
+template <bool NANS, int RPT, int TW>
 static direct2d_fn direct2d_pick(int dbl, int sw)
 {
-    return sw ? direct2d_kernel<NANS, RPT, true, true>
-               : dbl ? direct2d_kernel<NANS, RPT, true, false> : direct2d_kernel<NANS, RPT, false, false>;
+    return sw ? direct2d_kernel<NANS, RPT, true, true, TW>
+               : dbl ? direct2d_kernel<NANS, RPT, true, false, TW>
+                     : direct2d_kernel<NANS, RPT, false, false, TW>;
 }
 
 // Developer knobs for A/B runs of the benchmark (unset: the measured
@@ -242,38 +243,54 @@ static int direct2d_rpt(const sf_kernel *k)
     return r == 4 || r == 2 ? r : 1;
 }
 
-// The general 2-D direct kernel on ntx x nty output tiles of DTW x DTH * rpt
-// from tile (tx0, ty0).
-static sf_status direct2d_tiles(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
-                                sf_image *out, int rpt, int tx0, int ty0, int ntx, int nty)
+// The general 2-D direct kernel: over the w x h pixels from (xs, ys) in
+// tiles DTW x DTH * rpt (bands 0), or over the bands a cyclic FFT result
+// spoils (bands 1) in NTW x NTH tiles, one launch.
+static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
+                              sf_image *out, int rpt, int bands, int xs, int ys, int w, int h)
 {
     sf_status st = SF_OK;
-    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
+    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2, tw = bands ? NTW : DTW;
     const float wsum = (float)k->sum;
-    while (rpt > 1 && direct2d_smem(k, nans, rpt, 0) > g->smem_optin)
+    if (bands)
+        rpt = 1;
+    while (rpt > 1 && direct2d_smem(k, nans, rpt, 0, tw) > g->smem_optin)
         rpt /= 2;
-    const int sw = k->nx * k->ny > 225 && direct2d_smem(k, nans, rpt, 1) <= g->smem_optin;
-    const int dbl = sw || k->ny > 9;
-    const size_t smem = direct2d_smem(k, nans, rpt, sw);
+    const int sw = k->nx * k->ny > 225 && direct2d_smem(k, nans, rpt, 1, tw) <= g->smem_optin;
+    const int dbl = sw || k->ny > 9, th = 4 * NTHREADS / tw * rpt;
+    const size_t smem = direct2d_smem(k, nans, rpt, sw, tw);
     const float *wg = NULL;
+    tile_map m = {xs, ys, 0, 0, 0, 0, 0, 0};
+    dim3 grid((w + tw - 1) / tw, (h + th - 1) / th);
     direct2d_fn fn;
     if (smem > g->smem_optin)
         return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
                        k->ny, smem);
-    if (ntx < 1 || nty < 1)
+    if (bands) {
+        const int t = k->ny - 1 - cy, l = k->nx - 1 - cx;
+        m.nbx = (in->nx + tw - 1) / tw;
+        m.top = (t + th - 1) / th;
+        m.bot = (cy + th - 1) / th;
+        m.left = (l + tw - 1) / tw;
+        m.right = (cx + tw - 1) / tw;
+        m.nmid = (in->ny - cy - t + th - 1) / th;
+        grid = dim3(m.nbx * (m.top + m.bot) + (m.left + m.right) * m.nmid, 1);
+    }
+    if (grid.x < 1 || grid.y < 1)
         return SF_OK;
     SF_TRY(upload_weights(g, k, 0, kxp));
     SF_CUDA(cudaGetSymbolAddress((void **)&wg, c_w));
-    if (rpt == 4)
-        fn = nans ? direct2d_pick<true, 4>(dbl, sw) : direct2d_pick<false, 4>(dbl, sw);
+    if (bands)
+        fn = nans ? direct2d_pick<true, 1, NTW>(dbl, sw) : direct2d_pick<false, 1, NTW>(dbl, sw);
+    else if (rpt == 4)
+        fn = nans ? direct2d_pick<true, 4, DTW>(dbl, sw) : direct2d_pick<false, 4, DTW>(dbl, sw);
     else if (rpt == 2)
-        fn = nans ? direct2d_pick<true, 2>(dbl, sw) : direct2d_pick<false, 2>(dbl, sw);
+        fn = nans ? direct2d_pick<true, 2, DTW>(dbl, sw) : direct2d_pick<false, 2, DTW>(dbl, sw);
     else
-        fn = nans ? direct2d_pick<true, 1>(dbl, sw) : direct2d_pick<false, 1>(dbl, sw);
+        fn = nans ? direct2d_pick<true, 1, DTW>(dbl, sw) : direct2d_pick<false, 1, DTW>(dbl, sw);
     SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    fn<<<dim3(ntx, nty), NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
-                                                      in->nx, in->ny, k->nx, k->ny, kxp, cx, cy,
-                                                      edge, wsum, tx0, ty0, wg);
+    fn<<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride, in->nx,
+                                            in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum, m, wg);
     SF_LAUNCHED();
 fail:
     return st;
@@ -353,8 +370,7 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
         SF_LAUNCHED();
     } else {
         const int rpt = direct2d_rpt(k);
-        SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, rpt, 0, 0, (in->nx + DTW - 1) / DTW,
-                              (in->ny + DTH * rpt - 1) / (DTH * rpt)));
+        SF_TRY(direct2d_run(g, in, k, edge, nans, out, rpt, 0, 0, 0, in->nx, in->ny));
     }
 fail:
     return st;
@@ -442,7 +458,8 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
     int lx, ly;
     size_t rb, cb;
     char *base;
-    const int cyclic = fft_cyclic(in->nx, in->ny, k) && direct2d_smem(k, nans, 1, 0) <= g->smem_optin;
+    const int cyclic = fft_cyclic(in->nx, in->ny, k) && direct2d_smem(k, nans, 1, 0, DTW) <= g->smem_optin &&
+                       direct2d_smem(k, nans, 1, 0, NTW) <= g->smem_optin;
     const int cx = k->nx / 2, cy = k->ny / 2;
     fft_layout(in->nx, in->ny, k, cyclic, &lx, &ly, &rb, &cb);
     // the image is its own padded grid (cyclic, a fast size, no NaN, rows
@@ -494,15 +511,8 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
                 out->stride);
             SF_LAUNCHED();
         }
-        if (cyclic) { // the bands the wrap-around spoils: direct tiles over them
-            const int ntx = (in->nx + DTW - 1) / DTW, nty = (in->ny + DTH - 1) / DTH;
-            const int top = (k->ny - 1 - cy + DTH - 1) / DTH, bot = (in->ny - cy) / DTH;
-            const int left = (k->nx - 1 - cx + DTW - 1) / DTW, right = (in->nx - cx) / DTW;
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, 0, ntx, top));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, bot, ntx, nty - bot));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, 0, top, left, bot - top));
-            SF_TRY(direct2d_tiles(g, in, k, edge, nans, out, 1, right, top, ntx - right, bot - top));
-        }
+        if (cyclic) // the bands the wrap-around spoils, redone by direct tiles
+            SF_TRY(direct2d_run(g, in, k, edge, nans, out, 1, 1, 0, 0, 0, 0));
     }
 fail:
     return st;

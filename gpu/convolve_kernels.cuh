@@ -11,43 +11,73 @@
 #define CW_MAX (SF_KERNEL_MAX * (SF_KERNEL_MAX + 1))
 __constant__ float c_w[CW_MAX];
 
-enum { DTW = 64, DTH = 16, STW = 64, RW = 256, RH = 16, NTHREADS = 256 };
+enum { DTW = 64, DTH = 16, NTW = 32, NTH = 32, STW = 64, RW = 256, RH = 16, NTHREADS = 256 };
 // separable kernels of at least this many rows take the two-pass path
 #define SEP2_MIN 21
 
 // ---- direct, general 2-D -----------------------------------------------------
 
-// Tile DTW x (DTH * RPT) outputs, each thread 4 adjacent outputs in RPT rows
-// DTH apart; shared: (DTH * RPT + ky - 1) x (DTW + kxp) floats, twice with
-// NANS, then with SW the weights (ky x kxp, copied from wg). Weights: c_w or,
-// with SW, shared memory (kernels over 225 taps: their weights overflow the
-// constant cache). Each kernel row is summed in float, the rows in double
-// with DBL (float sums over 63 x 63 taps would lose ~1e-6 of the result).
-template <bool NANS, int RPT, bool DBL, bool SW>
+// Where the blocks' tiles lie: a rectangle of tiles from pixel (xs, ys)
+// (nbx 0, grid x by y), or (nbx tiles across the image) the four bands of a
+// cyclic FFT result that the wrap-around spoils, one list of tiles (grid x):
+// top rows [0, t) (top tile rows), bottom rows [ny - cy, ny) (bot), and of
+// rows [t, ny - cy) (nmid tile rows) the left columns [0, l) (left tile
+// columns) and the right ones [nx - cx, nx) (right), t = ky - 1 - cy,
+// l = kx - 1 - cx; each tile writes only its band's pixels.
+struct tile_map {
+    int xs, ys, nbx, top, bot, left, right, nmid;
+};
+
+// Tile TW x (th = 4 NTHREADS / TW * RPT) outputs: each thread 4 adjacent
+// outputs in RPT rows th / RPT apart (TW 64: whole images; TW 32: the FFT's
+// bands); shared: (th + ky - 1) x (TW + kxp) floats, twice with NANS, then
+// with SW the weights (ky x kxp, copied from wg). Weights: c_w or, with SW,
+// shared memory (kernels over 225 taps: their weights overflow the constant
+// cache). Each kernel row is summed in float, the rows in double with DBL
+// (float sums over 63 x 63 taps would lose ~1e-6 of the result).
+template <bool NANS, int RPT, bool DBL, bool SW, int TW>
 static __global__ void __launch_bounds__(NTHREADS)
 direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
                 int nx, int ny, int kx, int ky, int kxp, int cx, int cy, int edge, float wsum,
-                int tx0, int ty0, const float *__restrict__ wg)
+                tile_map m, const float *__restrict__ wg)
 {
     typedef typename std::conditional<DBL, double, float>::type acc_t;
+    constexpr int TPR = TW / 4, RR = NTHREADS / TPR; // threads per row, rows per pass
     extern __shared__ float4 smem4[];
     float *T = reinterpret_cast<float *>(smem4);
-    const int th = DTH * RPT, rows = th + ky - 1, cols = DTW + kxp;
+    const int th = RR * RPT, rows = th + ky - 1, cols = TW + kxp;
     float *M = NANS ? T + rows * cols : nullptr;
     float *Ws = T + (size_t)rows * cols * (NANS ? 2 : 1);
     if (SW) // load_tile's closing barrier publishes them
         for (int i = threadIdx.x; i < ky * kxp; i += blockDim.x)
             Ws[i] = __ldg(wg + i);
-    const int x0 = (tx0 + blockIdx.x) * DTW, y0 = (ty0 + blockIdx.y) * th;
+    int x0, y0, xhi = nx, yhi = ny; // the tile's origin and write limits
+    if (!m.nbx) {
+        x0 = m.xs + blockIdx.x * TW;
+        y0 = m.ys + blockIdx.y * th;
+    } else {
+        const int t = ky - 1 - cy, ntop = m.nbx * m.top, nbot = m.nbx * m.bot, nl = m.left * m.nmid;
+        int b = blockIdx.x;
+        if (b < ntop) {
+            x0 = b % m.nbx * TW, y0 = b / m.nbx * th, yhi = t;
+        } else if ((b -= ntop) < nbot) {
+            x0 = b % m.nbx * TW, y0 = ny - cy + b / m.nbx * th;
+        } else if ((b -= nbot) < nl) {
+            x0 = b % m.left * TW, y0 = t + b / m.left * th, xhi = kx - 1 - cx, yhi = ny - cy;
+        } else {
+            b -= nl;
+            x0 = nx - cx + b % m.right * TW, y0 = t + b / m.right * th, yhi = ny - cy;
+        }
+    }
     // the interior fast path, measured on the H100: faster for kernels up
     // to 15 x 15, slower for larger 2-D kernels (21 x 21: 3.7 against 3.0 ms)
     const int renorm = load_tile(T, M, rows, cols, in, sin, nx, ny, x0 - (kx - 1 - cx),
                                  y0 - (ky - 1 - cy), edge, kx * ky <= 225);
     const float *W = SW ? Ws : c_w;
-    const int c0 = 4 * (threadIdx.x & 15);
+    const int c0 = 4 * (threadIdx.x % TPR);
 #pragma unroll
     for (int q = 0; q < RPT; q++) {
-        const int oy = (threadIdx.x >> 4) + DTH * q;
+        const int oy = threadIdx.x / TPR + RR * q;
         acc_t acc[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
         for (int j = 0; j < ky; j++) {
             float r[4] = {0.f, 0.f, 0.f, 0.f};
@@ -65,23 +95,23 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
                     den[o] += r[o];
             }
         const int y = y0 + oy;
-        if (y >= ny)
+        if (y >= yhi)
             break;
         float r[4];
 #pragma unroll
         for (int o = 0; o < 4; o++) {
             const int x = x0 + c0 + o;
-            r[o] = NANS && x < nx ? finish((float)acc[o], (float)den[o],
-                                           __ldg(in + (size_t)y * sin + x), renorm, wsum)
-                                  : (float)acc[o];
+            r[o] = NANS && x < xhi ? finish((float)acc[o], (float)den[o],
+                                            __ldg(in + (size_t)y * sin + x), renorm, wsum)
+                                   : (float)acc[o];
         }
         float *dst = out + (size_t)y * sout + x0 + c0;
-        if (x0 + c0 + 3 < nx && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
+        if (x0 + c0 + 3 < xhi && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
             *reinterpret_cast<float4 *>(dst) = make_float4(r[0], r[1], r[2], r[3]);
         } else {
 #pragma unroll
             for (int o = 0; o < 4; o++)
-                if (x0 + c0 + o < nx)
+                if (x0 + c0 + o < xhi)
                     dst[o] = r[o];
         }
     }

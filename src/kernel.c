@@ -506,10 +506,11 @@ int sf_fft_size(int n)
 #define CPU_NS_FFT 2.5
 
 /* GPU policy, measured on an H100 (tests/bench/bench_convolve, CUDA events,
- * median of 20): rank-one kernels always direct (41 taps at 8192^2: 0.78 ms
- * against 2.27 ms by FFT); general kernels direct up to 15 x 15 = 225 taps
- * (8192^2: 15 x 15 direct 1.46 ms, FFT 2.03 ms; 21 x 21 direct 3.0 ms, FFT
- * 2.07 ms; the same crossover at 2048^2 and 4096^2), FFT above. */
+ * median of 20, 2026-11-22): rank-one kernels always direct (41 taps at
+ * 8192^2: 0.62 ms against 1.61 ms by FFT); general kernels direct up to
+ * 15 x 15 = 225 taps (8192^2: 15 x 15 direct 1.41 ms, FFT 1.50 ms; 21 x 21
+ * direct 2.46 ms, FFT 1.50 ms; 2048^2: 15 x 15 direct 0.109 ms, FFT 0.142;
+ * 21 x 21 direct 0.177, FFT 0.113), FFT above. */
 #define GPU_DIRECT_MAX_TAPS 225
 
 int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)

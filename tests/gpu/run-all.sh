@@ -13,7 +13,9 @@ OUTDIR=${1:-/tmp/skyfind-gpu}
 MODE=${2:-full}
 # full: everything; tests: suites, sanitizer, scipy, compare, bytes; bench: the
 # stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048;
-# convolve: the convolve benchmark with its CuPy peers, and its variants at 8192
+# convolve: the convolve benchmark with its CuPy peers, and its variants at 8192;
+# convbench: the convolve benchmark with its CuPy peers alone; suites: the Check
+# suites and compute-sanitizer
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
@@ -22,7 +24,9 @@ case $MODE in
     quick) SECTIONS="suites sanitizer conv compare bench convbench" ;;
     compare) SECTIONS="conv compare" ;;
     convolve) SECTIONS="convbench convtune" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve or quick" >&2; exit 2 ;;
+    convbench) SECTIONS="convbench" ;;
+    suites) SECTIONS="suites sanitizer" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
