@@ -213,6 +213,17 @@ static inline float finish(float v, double num, double den, int nanmode, const u
     return (float)(num / den * sum);
 }
 
+/* Output row y of the direct methods from its sums (den: with nanmode). */
+static void finish_row(const sf_image *in, sf_image *out, int y, const double *acc,
+                       const double *den, int nanmode, const uint8_t *flag, double sum)
+{
+    const float *iv = in->data + (size_t)y * in->stride;
+    float *o = out->data + (size_t)y * out->stride;
+    for (int x = 0; x < in->nx; x++)
+        o[x] = finish(iv[x], acc[x], nanmode ? den[x] : 0, nanmode, flag, (size_t)y * in->nx + x,
+                      sum);
+}
+
 /* ---- direct, general 2-D ------------------------------------------------ */
 
 static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
@@ -257,11 +268,7 @@ static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int
                     row_taps(den, m, wj, kx, nx);
                 }
             }
-            const float *iv = in->data + (size_t)y * in->stride;
-            float *o = out->data + (size_t)y * out->stride;
-            for (int x = 0; x < nx; x++)
-                o[x] = finish(iv[x], acc[x], nanmode ? den[x] : 0, nanmode, flag,
-                              (size_t)y * nx + x, k->sum);
+            finish_row(in, out, y, acc, den, nanmode, flag, k->sum);
         }
         free(e);
         free(acc);
@@ -346,11 +353,7 @@ static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int ed
                 } else
                     col_taps(acc, rp, cz, nt, nx);
             }
-            const float *iv = in->data + (size_t)y * in->stride;
-            float *o = out->data + (size_t)y * out->stride;
-            for (int x = 0; x < nx; x++)
-                o[x] = finish(iv[x], acc[x], nanmode ? den[x] : 0, nanmode, flag,
-                              (size_t)y * nx + x, k->sum);
+            finish_row(in, out, y, acc, den, nanmode, flag, k->sum);
         }
         free(e);
         free(acc);
