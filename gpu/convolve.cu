@@ -30,6 +30,7 @@
 
 struct sf_conv_cache {
     uint64_t cw_hash;          // what c_w holds (0: nothing)
+    const float *cw_global;    // c_w's address, for kernels that copy it to shared memory
     int lx, ly;                // the plans' padded size (0: none)
     cufftHandle r2c, c2r;
     uint64_t spec_hash;        // kernel + padded size of spec
@@ -205,6 +206,13 @@ fail:
     return st;
 }
 
+// The refusal of a kernel whose tiles need more shared memory than the GPU has.
+static sf_status smem_fail(const sf_kernel *k, size_t bytes)
+{
+    return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
+                   k->ny, bytes);
+}
+
 // Shared bytes of the 2-D kernel with tiles tw wide: the tile (twice with
 // NaN) and, with sw, the weights.
 static size_t direct2d_smem(const sf_kernel *k, int nans, int rpt, int sw, int tw)
@@ -243,11 +251,11 @@ static int direct2d_rpt(const sf_kernel *k)
     return r == 4 || r == 2 ? r : 1;
 }
 
-// The general 2-D direct kernel: over the w x h pixels from (xs, ys) in
-// tiles DTW x DTH * rpt (bands 0), or over the bands a cyclic FFT result
-// spoils (bands 1) in NTW x NTH tiles, one launch.
+// The general 2-D direct kernel: over the whole image in tiles DTW x DTH *
+// rpt (bands 0), or over the bands a cyclic FFT result spoils (bands 1) in
+// NTW x NTH tiles, one launch.
 static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge, int nans,
-                              sf_image *out, int rpt, int bands, int xs, int ys, int w, int h)
+                              sf_image *out, int rpt, int bands)
 {
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2, tw = bands ? NTW : DTW;
@@ -260,12 +268,11 @@ static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k,
     const int dbl = sw || k->ny > 9, th = 4 * NTHREADS / tw * rpt;
     const size_t smem = direct2d_smem(k, nans, rpt, sw, tw);
     const float *wg = NULL;
-    tile_map m = {xs, ys, 0, 0, 0, 0, 0, 0};
-    dim3 grid((w + tw - 1) / tw, (h + th - 1) / th);
+    tile_map m = {0, 0, 0, 0, 0, 0};
+    dim3 grid((in->nx + tw - 1) / tw, (in->ny + th - 1) / th);
     direct2d_fn fn;
     if (smem > g->smem_optin)
-        return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
-                       k->ny, smem);
+        return smem_fail(k, smem);
     if (bands) {
         const int t = k->ny - 1 - cy, l = k->nx - 1 - cx;
         m.nbx = (in->nx + tw - 1) / tw;
@@ -279,7 +286,9 @@ static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k,
     if (grid.x < 1 || grid.y < 1)
         return SF_OK;
     SF_TRY(upload_weights(g, k, 0, kxp));
-    SF_CUDA(cudaGetSymbolAddress((void **)&wg, c_w));
+    if (!g->conv->cw_global)
+        SF_CUDA(cudaGetSymbolAddress((void **)&g->conv->cw_global, c_w));
+    wg = g->conv->cw_global;
     if (bands)
         fn = nans ? direct2d_pick<true, 1, NTW>(dbl, sw) : direct2d_pick<false, 1, NTW>(dbl, sw);
     else if (rpt == 4)
@@ -321,8 +330,7 @@ static sf_status conv_sep2(sf_gpu *g, const sf_image *in, const sf_kernel *k, in
     const size_t smc = (size_t)(th + ((k->ny + 7) & ~7) + 8) * STW * sizeof(float);
     float *H;
     if (smr > g->smem_optin || smc > g->smem_optin)
-        return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory", k->nx,
-                       k->ny, smr > smc ? smr : smc);
+        return smem_fail(k, smr > smc ? smr : smc);
     SF_TRY(sf_gpu_scratch(g, sep_h_bytes(in->nx, in->ny), (void **)&H));
     SF_TRY(upload_weights(g, k, 1, kxp));
     SF_CUDA(cudaFuncSetAttribute(seprow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smr));
@@ -354,8 +362,7 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
             th /= 2;
         const size_t smem = sep_smem(th, k->ny, kxp, nans);
         if (smem > g->smem_optin)
-            return sf_fail(SF_ERR_PARAM, "convolve: %dx%d kernel needs %zu B of shared memory",
-                           k->nx, k->ny, smem);
+            return smem_fail(k, smem);
         SF_TRY(upload_weights(g, k, 1, kxp));
         dim3 grid((in->nx + STW - 1) / STW, (in->ny + th - 1) / th);
         if (nans) {
@@ -370,7 +377,7 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
         SF_LAUNCHED();
     } else {
         const int rpt = direct2d_rpt(k);
-        SF_TRY(direct2d_run(g, in, k, edge, nans, out, rpt, 0, 0, 0, in->nx, in->ny));
+        SF_TRY(direct2d_run(g, in, k, edge, nans, out, rpt, 0));
     }
 fail:
     return st;
@@ -473,9 +480,6 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
     {
         float *E = (float *)base, *V = nans ? (float *)(base + rb + cb) : NULL;
         cufftComplex *C = (cufftComplex *)(base + rb), *CV = nans ? (cufftComplex *)(base + 2 * rb + cb) : NULL;
-        double asum = 0;
-        for (size_t i = 0; i < (size_t)k->nx * k->ny; i++)
-            asum += fabs(k->w[i]);
         SF_TRY(fft_plans(g, c, lx, ly));
         // cyclic: the kernel's centre at the origin, so the product is the
         // output with no shift; linear: the kernel's corner, shifted back by
@@ -487,23 +491,23 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
             SF_LAUNCHED();
             SF_CUFFT(cufftExecC2R(c->c2r, C, out->data));
         } else {
-            if (cyclic)
-                fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
-                    in->data, in->stride, in->nx, in->ny, 0, 0, in->nx, in->ny, edge, lx, ly, E, V);
-            else
-                fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
-                    in->data, in->stride, in->nx, in->ny, k->nx - 1 - cx, k->ny - 1 - cy,
-                    in->nx + k->nx - 1, in->ny + k->ny - 1, edge, lx, ly, E, V);
+            // the edge-extended image at (ox, oy) of the grid, ex x ey (cyclic:
+            // the image itself), then the image and its validity transformed
+            const int ox = cyclic ? 0 : k->nx - 1 - cx, oy = cyclic ? 0 : k->ny - 1 - cy;
+            const int ex = cyclic ? in->nx : in->nx + k->nx - 1, ey = cyclic ? in->ny : in->ny + k->ny - 1;
+            double asum = 0;
+            for (size_t i = 0; i < (size_t)k->nx * k->ny; i++)
+                asum += fabs(k->w[i]);
+            fft_pad_kernel<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
+                in->data, in->stride, in->nx, in->ny, ox, oy, ex, ey, edge, lx, ly, E, V);
             SF_LAUNCHED();
-            SF_CUFFT(cufftExecR2C(c->r2c, E, C));
-            fft_product<<<pblocks, 256, 0, g->stream>>>(C, c->spec, nc);
-            SF_LAUNCHED();
-            SF_CUFFT(cufftExecC2R(c->c2r, C, E));
-            if (nans) {
-                SF_CUFFT(cufftExecR2C(c->r2c, V, CV));
-                fft_product<<<pblocks, 256, 0, g->stream>>>(CV, c->spec, nc);
+            for (int p = 0; p < (nans ? 2 : 1); p++) {
+                float *R = p ? V : E;
+                cufftComplex *S = p ? CV : C;
+                SF_CUFFT(cufftExecR2C(c->r2c, R, S));
+                fft_product<<<pblocks, 256, 0, g->stream>>>(S, c->spec, nc);
                 SF_LAUNCHED();
-                SF_CUFFT(cufftExecC2R(c->c2r, CV, V));
+                SF_CUFFT(cufftExecC2R(c->c2r, S, R));
             }
             fft_extract<<<dim3(sf_blocks(in->nx, 256), in->ny), 256, 0, g->stream>>>(
                 E, V, in->data, in->stride, in->nx, in->ny, cyclic ? 0 : k->nx - 1,
@@ -512,7 +516,7 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
             SF_LAUNCHED();
         }
         if (cyclic) // the bands the wrap-around spoils, redone by direct tiles
-            SF_TRY(direct2d_run(g, in, k, edge, nans, out, 1, 1, 0, 0, 0, 0));
+            SF_TRY(direct2d_run(g, in, k, edge, nans, out, 1, 1));
     }
 fail:
     return st;

@@ -17,15 +17,15 @@ enum { DTW = 64, DTH = 16, NTW = 32, NTH = 32, STW = 64, RW = 256, RH = 16, NTHR
 
 // ---- direct, general 2-D -----------------------------------------------------
 
-// Where the blocks' tiles lie: a rectangle of tiles from pixel (xs, ys)
-// (nbx 0, grid x by y), or (nbx tiles across the image) the four bands of a
-// cyclic FFT result that the wrap-around spoils, one list of tiles (grid x):
-// top rows [0, t) (top tile rows), bottom rows [ny - cy, ny) (bot), and of
-// rows [t, ny - cy) (nmid tile rows) the left columns [0, l) (left tile
-// columns) and the right ones [nx - cx, nx) (right), t = ky - 1 - cy,
-// l = kx - 1 - cx; each tile writes only its band's pixels.
+// Where the blocks' tiles lie: the whole image (nbx 0, grid x by y), or
+// (nbx tiles across the image) the four bands of a cyclic FFT result that
+// the wrap-around spoils, one list of tiles (grid x): top rows [0, t) (top
+// tile rows), bottom rows [ny - cy, ny) (bot), and of rows [t, ny - cy)
+// (nmid tile rows) the left columns [0, l) (left tile columns) and the right
+// ones [nx - cx, nx) (right), t = ky - 1 - cy, l = kx - 1 - cx; each tile
+// writes only its band's pixels.
 struct tile_map {
-    int xs, ys, nbx, top, bot, left, right, nmid;
+    int nbx, top, bot, left, right, nmid;
 };
 
 // Tile TW x (th = 4 NTHREADS / TW * RPT) outputs: each thread 4 adjacent
@@ -53,8 +53,8 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
             Ws[i] = __ldg(wg + i);
     int x0, y0, xhi = nx, yhi = ny; // the tile's origin and write limits
     if (!m.nbx) {
-        x0 = m.xs + blockIdx.x * TW;
-        y0 = m.ys + blockIdx.y * th;
+        x0 = blockIdx.x * TW;
+        y0 = blockIdx.y * th;
     } else {
         const int t = ky - 1 - cy, ntop = m.nbx * m.top, nbot = m.nbx * m.bot, nl = m.left * m.nmid;
         int b = blockIdx.x;
