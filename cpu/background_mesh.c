@@ -69,80 +69,53 @@ typedef struct {
     float *pix;              /* the mesh's pixels, contiguous (box x box at most) */
 } bkg_work;
 
-static inline int bkg_finite(float v)
+/* The moments of a contiguous w x h mesh in the order of sf_bkg_moments
+ * (tiles of tw; 128 thread sums; the tree); cut = 0: finite pixels,
+ * cut = 1: lcut <= v <= hcut. */
+static sf_bkg_moments bkg_moments(const float *pix, int w, int h, int tw, int cut, float lcut,
+                                  float hcut)
 {
-    return isfinite(v);
-}
-
-/* sf_bkg_row_moments, operation for operation (lane j % SF_BKG_LANES takes
- * pixel j, the row sum is ((l0 + l1) + (l2 + l3))), over a contiguous row;
- * cut = 0: finite pixels, also copying the row to dst; cut = 1:
- * lcut <= v <= hcut. */
-static inline sf_bkg_moments bkg_row_moments(const float *restrict row, float *restrict dst,
-                                             int w, int cut, float lcut, float hcut)
-{
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    const int ng = tw / 4, rs = SF_BKG_VT / ng;
+    sf_bkg_moments m = {0.0, 0.0, 0};
     long long n = 0;
-    int x = 0;
-    sf_bkg_moments m;
-#define BKG_OK(v) (cut ? ((v) >= lcut && (v) <= hcut) : bkg_finite(v))
-#define BKG_LANE(l, v)                                                                            \
-    do {                                                                                          \
-        int ok_ = BKG_OK(v);                                                                      \
-        double d_ = ok_ ? (double)(v) : 0.0;                                                      \
-        a##l += d_;                                                                               \
-        b##l += d_ * d_;                                                                          \
-        n += ok_;                                                                                 \
-    } while (0)
-    for (; x + SF_BKG_LANES <= w; x += SF_BKG_LANES) {
-        float v0 = row[x], v1 = row[x + 1], v2 = row[x + 2], v3 = row[x + 3];
-        if (!cut) {
-            dst[x] = v0;
-            dst[x + 1] = v1;
-            dst[x + 2] = v2;
-            dst[x + 3] = v3;
+    for (int ty = 0; ty < h; ty += tw)
+        for (int tx = 0; tx < w; tx += tw) {
+            double a[SF_BKG_VT] = {0}, b[SF_BKG_VT] = {0};
+            const int th = h - ty < tw ? h - ty : tw, twd = w - tx < tw ? w - tx : tw;
+            for (int r = 0; r < th; r++) {
+                const float *row = pix + (size_t)(ty + r) * w + tx;
+                double *ar = a + (r % rs) * ng, *br = b + (r % rs) * ng;
+                for (int g = 0; 4 * g < twd; g++) {
+                    const int nj = twd - 4 * g < 4 ? twd - 4 * g : 4;
+                    double sa = ar[g], sb = br[g];
+                    for (int j = 0; j < nj; j++) {
+                        const float v = row[4 * g + j];
+                        const int ok = cut ? (v >= lcut && v <= hcut) : isfinite(v);
+                        const double d = ok ? (double)v : 0.0;
+                        sa += d;
+                        sb += d * d;
+                        n += ok;
+                    }
+                    ar[g] = sa;
+                    br[g] = sb;
+                }
+            }
+            m.s1 += sf_bkg_tree128(a);
+            m.s2 += sf_bkg_tree128(b);
         }
-        BKG_LANE(0, v0);
-        BKG_LANE(1, v1);
-        BKG_LANE(2, v2);
-        BKG_LANE(3, v3);
-    }
-    if (x < w) {
-        float v = row[x];
-        if (!cut)
-            dst[x] = v;
-        BKG_LANE(0, v);
-    }
-    if (x + 1 < w) {
-        float v = row[x + 1];
-        if (!cut)
-            dst[x + 1] = v;
-        BKG_LANE(1, v);
-    }
-    if (x + 2 < w) {
-        float v = row[x + 2];
-        if (!cut)
-            dst[x + 2] = v;
-        BKG_LANE(2, v);
-    }
-#undef BKG_LANE
-#undef BKG_OK
-    m.s1 = (a0 + a1) + (a2 + a3);
-    m.s2 = (b0 + b1) + (b2 + b3);
     m.n = n;
     return m;
 }
 
-/* One mesh, as a CUDA block would do it: finite moments (row sums in row
+/* One mesh, as a CUDA block would do it: finite moments (in the block's
  * order), pre-clip, clipped moments, histogram, backguess. Returns 0 for a
- * bad mesh. The first pass copies the mesh into wk->pix, the later passes
- * run on that copy. */
+ * bad mesh. Every pass runs on a contiguous copy of the mesh in wk->pix. */
 static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, int by,
                          bkg_work *wk, float *level, float *rms, int *niter, int *conv,
                          long long *nfinite)
 {
-    int x0, y0, w, h;
-    sf_bkg_moments m1 = {0, 0, 0}, m2 = {0, 0, 0};
+    int x0, y0, w, h, tw = sf_bkg_tile_w(p->box);
+    sf_bkg_moments m1, m2;
     sf_bkg_quant q;
     float lcut, hcut, *pix = wk->pix;
     unsigned *hist = wk->hist;
@@ -151,13 +124,13 @@ static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, in
     sf_bkg_mesh_rect(img->nx, img->ny, p->box, bx, by, &x0, &y0, &w, &h);
     npix = (size_t)w * h;
     for (int y = 0; y < h; y++)
-        sf_bkg_moments_add(&m1, bkg_row_moments(img->data + (size_t)(y0 + y) * img->stride + x0,
-                                                pix + (size_t)y * w, w, 0, 0.0f, 0.0f));
+        memcpy(pix + (size_t)y * w, img->data + (size_t)(y0 + y) * img->stride + x0,
+               (size_t)w * sizeof *pix);
+    m1 = bkg_moments(pix, w, h, tw, 0, 0.0f, 0.0f);
     *nfinite = m1.n;
     if (!sf_bkg_preclip(m1, (long long)w * h, p->min_valid, &lcut, &hcut))
         return 0;
-    for (int y = 0; y < h; y++)
-        sf_bkg_moments_add(&m2, bkg_row_moments(pix + (size_t)y * w, NULL, w, 1, lcut, hcut));
+    m2 = bkg_moments(pix, w, h, tw, 1, lcut, hcut);
     if (!sf_bkg_quantise(m2, &q))
         return 0;
     /* sf_bkg_bin: (int)(v/qscale + cste) when -1 < t < nlevels (which also
@@ -323,6 +296,28 @@ static int check_map(const sf_image *m, const sf_image *img)
            m->stride >= (size_t)m->nx;
 }
 
+/* The derivative grids of the bicubic surface (see sf_bkg_node) for one
+ * map m of nbx x nby meshes: my (along y), g (along x), gy (g along y); all
+ * zero where SExtractor's surface has none. u: max(nbx, nby) floats. */
+static void bkg_grids(const float *m, int nbx, int nby, int cubic, float *my, float *g, float *gy,
+                      float *u)
+{
+    size_t nb = (size_t)nbx * nby;
+    memset(my, 0, nb * sizeof *my);
+    memset(g, 0, nb * sizeof *g);
+    memset(gy, 0, nb * sizeof *gy);
+    if (!cubic || nby < 2)
+        return;
+    for (int x = 0; x < nbx; x++)
+        sf_bkg_spline_d2(m + x, (size_t)nbx, nby, my + x, u);
+    if (nbx < 2)
+        return;
+    for (int y = 0; y < nby; y++)
+        sf_bkg_spline_d2(m + (size_t)y * nbx, 1, nbx, g + (size_t)y * nbx, u);
+    for (int x = 0; x < nbx; x++)
+        sf_bkg_spline_d2(g + x, (size_t)nbx, nby, gy + x, u);
+}
+
 sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
                             sf_image *bkg, sf_image *rms)
 {
@@ -330,8 +325,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
     int nbx = mesh->nbx, nby = mesh->nby, nx = img->nx, ny = img->ny, nt = nthreads();
     int ebx, eby, nseg = 0, cubic = p->interp == SF_BKG_INTERP_BICUBIC;
     size_t nb = (size_t)nbx * nby;
-    float *dback = NULL, *dsig = NULL, *dxt = NULL, *cxt = NULL, *ccx = NULL, *ttx = NULL,
-          *scratch = NULL;
+    float *grid = NULL, *dxt = NULL, *cxt = NULL, *ccx = NULL, *ttx = NULL, *scratch = NULL;
     bkg_seg *seg = NULL;
 
     if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
@@ -348,27 +342,23 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
                        "sf_bkg_interp_cpu: a %dx%d mesh grid of box %d does not fit a %dx%d image",
                        nbx, nby, mesh->box, nx, ny);
 
-    dback = calloc(nb, sizeof *dback);
-    dsig = calloc(nb, sizeof *dsig);
+    grid = malloc(6 * nb * sizeof *grid);
     dxt = malloc((size_t)nx * 4 * sizeof *dxt);
     seg = malloc((size_t)(nbx + 1) * sizeof *seg);
-    /* per thread: node values and derivatives along x (bkg, rms), spline scratch */
-    scratch = malloc((size_t)nt * 5 * (nbx + 1) * sizeof *scratch);
-    if (!dback || !dsig || !dxt || !seg || !scratch) {
+    /* per thread: node values and derivatives along x (bkg, rms); spline scratch */
+    scratch = malloc((size_t)(nt > 1 ? nt : 1) * 4 * (nbx + 1) * sizeof *scratch +
+                     (size_t)(nbx > nby ? nbx : nby) * sizeof *scratch);
+    if (!grid || !dxt || !seg || !scratch) {
         s = sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
         goto fail;
     }
     cxt = dxt + nx;
     ccx = dxt + 2 * (size_t)nx;
     ttx = dxt + 3 * (size_t)nx;
-    /* makebackspline: derivatives along y of each mesh column (zero for
-     * bilinear, and for nby < 3 SExtractor's spline gives zero too) */
-    if (cubic && nby > 1) {
-        float *u = scratch;
-        for (int x = 0; x < nbx; x++) {
-            sf_bkg_spline_d2(mesh->bkg + x, (size_t)nbx, nby, dback + x, u);
-            sf_bkg_spline_d2(mesh->rms + x, (size_t)nbx, nby, dsig + x, u);
-        }
+    {
+        float *u = scratch + (size_t)(nt > 1 ? nt : 1) * 4 * (nbx + 1);
+        bkg_grids(mesh->bkg, nbx, nby, cubic, grid, grid + nb, grid + 2 * nb, u);
+        bkg_grids(mesh->rms, nbx, nby, cubic, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, u);
     }
     /* the x position of each pixel is the same on every row */
     for (int x = 0; x < nx; x++) {
@@ -387,26 +377,21 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++) {
-        float *nb_ = scratch + (size_t)thread_id() * 5 * (nbx + 1);
+        float *nb_ = scratch + (size_t)thread_id() * 4 * (nbx + 1);
         float *nodeb = nb_, *nodes = nb_ + (nbx + 1), *dnb = nb_ + 2 * (nbx + 1),
-              *dns = nb_ + 3 * (nbx + 1), *u = nb_ + 4 * (nbx + 1);
+              *dns = nb_ + 3 * (nbx + 1);
         const float *in = img->data + (size_t)y * img->stride;
         float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
-        if (nby > 1) { /* subbackline: interpolate each column of nodes to this row */
+        if (nby > 1) { /* subbackline: each column of nodes at this row (sf_bkg_node) */
             int ky;
             float dy;
             sf_bkg_axis_pos(y, mesh->box, nby, 0, &ky, &dy);
             for (int x = 0; x < nbx; x++) {
                 size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
-                nodeb[x] = sf_bkg_cubic(mesh->bkg[lo], mesh->bkg[hi], dback[lo], dback[hi], dy);
-                nodes[x] = sf_bkg_cubic(mesh->rms[lo], mesh->rms[hi], dsig[lo], dsig[hi], dy);
-            }
-            if (cubic && nbx > 1) {
-                sf_bkg_spline_d2(nodeb, 1, nbx, dnb, u);
-                sf_bkg_spline_d2(nodes, 1, nbx, dns, u);
-            } else {
-                memset(dnb, 0, (size_t)nbx * sizeof *dnb);
-                memset(dns, 0, (size_t)nbx * sizeof *dns);
+                sf_bkg_node(mesh->bkg, grid, grid + nb, grid + 2 * nb, lo, hi, dy, &nodeb[x],
+                            &dnb[x]);
+                sf_bkg_node(mesh->rms, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, lo, hi, dy,
+                            &nodes[x], &dns[x]);
             }
         } else { /* one row of meshes: SExtractor uses the nodes and their (zero)
                     y-derivatives as they are, so x is linear */
@@ -441,8 +426,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
                 ob[x] = os[x] = NAN;
     }
 fail:
-    free(dback);
-    free(dsig);
+    free(grid);
     free(dxt);
     free(seg);
     free(scratch);

@@ -12,9 +12,11 @@
  * sf_bkg_params (SExtractor hard-wires 3 and 100, our defaults), the
  * valid-pixel fraction is p->min_valid (BACK_MINGOODFRAC = 0.5, our default),
  * a mesh of one valid pixel gets that pixel (not twice it, see backguess),
- * the pixel moments are summed in a fixed order (SF_BKG_LANES partial sums
- * per mesh row, rows in order) so a CUDA block can reproduce them bit for bit,
- * and a degenerate histogram median (0/0) is guarded.
+ * the pixel moments are summed in a fixed order (that of a CUDA block, see
+ * sf_bkg_moments) so the twin and the GPU agree bit for bit, a degenerate
+ * histogram median (0/0) is guarded, and the bicubic surface is built from
+ * derivative grids (sf_bkg_cubic) rather than a spline solve per image row:
+ * the same surface, rounded differently.
  *
  * GPU port: products that feed a sum go through SF_BKG_DMUL/SF_BKG_FMUL
  * (__dmul_rn/__fmul_rn on the device) so nvcc cannot contract them into FMAs
@@ -52,7 +54,6 @@
 #define SF_BKG_MODE_KMED 2.5           /* mode = 2.5 median - 1.5 mean */
 #define SF_BKG_MODE_KMEAN 1.5
 #define SF_BKG_FILTER_MAX 31           /* largest median-filter width (meshes) we accept */
-#define SF_BKG_LANES 4                 /* interleaved partial sums per mesh row */
 #define SF_BKG_PI 3.14159265358979323846
 
 /* The mesh (bx, by) covers pixels [x0, x0+w) x [y0, y0+h). SExtractor
@@ -70,41 +71,41 @@ SF_BKG_HD static inline void sf_bkg_mesh_rect(int nx, int ny, int box, int bx, i
     *h = ny - *y0 < box ? ny - *y0 : box;
 }
 
-/* Moments of one mesh row: finite pixels (cut = 0) or finite pixels with
- * lcut <= v <= hcut (cut = 1, backstat's second pass). Lane j % SF_BKG_LANES
- * takes pixel j; the row sum is ((l0 + l1) + (l2 + l3)). A mesh's moments are
- * the row sums added in row order starting from 0 (sf_bkg_moments_add). */
+/* Moments of a mesh: sums of v and v*v over its finite pixels (first pass)
+ * or its pixels with lcut <= v <= hcut (second pass), and their count. The
+ * double sums run in one fixed order, the order of the GPU's thread block, so
+ * that the twin reproduces them bit for bit:
+ * - the mesh is cut into tiles of tw x tw pixels (tw = sf_bkg_tile_w(box)),
+ *   taken in raster order; the mesh's sum is 0 + tile + tile + ... in order;
+ * - in a tile, "thread" t of SF_BKG_VT = 128 owns the 4-pixel column group
+ *   g = t % (tw/4) of rows t / (tw/4) + k * rs, k = 0, 1, ... (rs = 128 /
+ *   (tw/4)); it adds its pixels from 0 row by row, left to right;
+ * - the 128 thread sums are reduced in 4 groups of 32 by the pairwise tree
+ *   s[i] = s[i] + s[i + o] for o = 16, 8, 4, 2, 1 (i < o), and the tile's
+ *   sum is (g0 + g1) + (g2 + g3).
+ * Non-counted pixels add 0.0 (a sum starts at +0.0 and so never becomes
+ * -0.0: adding 0.0 or skipping the pixel are the same). */
 typedef struct {
     double s1, s2; /* sum of v and of v*v */
     long long n;
 } sf_bkg_moments;
 
-SF_BKG_HD static inline sf_bkg_moments sf_bkg_row_moments(const float *row, int w, int cut,
-                                                          float lcut, float hcut)
+#define SF_BKG_VT 128 /* threads of the moment order (and of the GPU's block) */
+
+/* The moment order's tile width: 32 for boxes up to 32 pixels, else 64. */
+SF_BKG_HD static inline int sf_bkg_tile_w(int box)
 {
-    double a[SF_BKG_LANES] = {0}, b[SF_BKG_LANES] = {0};
-    long long n = 0;
-    sf_bkg_moments m;
-    for (int x0 = 0; x0 < w; x0 += SF_BKG_LANES)
-        for (int l = 0; l < SF_BKG_LANES && x0 + l < w; l++) {
-            float v = row[x0 + l];
-            int ok = cut ? (v >= lcut && v <= hcut) : isfinite(v);
-            double d = ok ? (double)v : 0.0;
-            a[l] += d;
-            b[l] += SF_BKG_DMUL(d, d);
-            n += ok;
-        }
-    m.s1 = (a[0] + a[1]) + (a[2] + a[3]);
-    m.s2 = (b[0] + b[1]) + (b[2] + b[3]);
-    m.n = n;
-    return m;
+    return box <= 32 ? 32 : 64;
 }
 
-SF_BKG_HD static inline void sf_bkg_moments_add(sf_bkg_moments *t, sf_bkg_moments r)
+/* The moment order's reduction of 128 thread sums s[] (destroyed). */
+SF_BKG_HD static inline double sf_bkg_tree128(double *s)
 {
-    t->s1 += r.s1;
-    t->s2 += r.s2;
-    t->n += r.n;
+    for (int g = 0; g < SF_BKG_VT; g += 32)
+        for (int o = 16; o; o >>= 1)
+            for (int i = 0; i < o; i++)
+                s[g + i] = s[g + i] + s[g + i + o];
+    return (s[0] + s[32]) + (s[64] + s[96]);
 }
 
 /* Mean and standard deviation (ddof 0) from moments, as backstat:
@@ -442,6 +443,25 @@ SF_BKG_HD static inline float sf_bkg_cubic(float lo, float hi, float dlo, float 
     float c = 1.0f - t;
     return SF_BKG_FMUL(c, lo + SF_BKG_FMUL(SF_BKG_FMUL(c, c) - 1.0f, dlo)) +
            SF_BKG_FMUL(t, hi + SF_BKG_FMUL(SF_BKG_FMUL(t, t) - 1.0f, dhi));
+}
+
+/* The bicubic surface (subbackline). SExtractor interpolates each mesh
+ * column to the image row (cubic along y with makebackspline's derivatives
+ * My), runs the spline recurrence along that row of nodes for their
+ * derivatives along x, and interpolates along x. The recurrence is linear
+ * and the same on every row, so the row's x-derivatives are the y-
+ * interpolation of the x-derivatives of the mesh rows: with G = the spline
+ * along each mesh row of M (zero when nbx or nby is 1, or bilinear) and Gy =
+ * the spline along each mesh column of G, node k of an image row (mesh rows
+ * lo = ky*nbx + k, hi = lo + nbx, fraction dy) has value cubic(M, My) and
+ * derivative cubic(G, Gy). The same surface without a spline solve per image
+ * row; the twin and the GPU both build it this way. */
+SF_BKG_HD static inline void sf_bkg_node(const float *m, const float *my, const float *g,
+                                         const float *gy, size_t lo, size_t hi, float dy,
+                                         float *v, float *d)
+{
+    *v = sf_bkg_cubic(m[lo], m[hi], my[lo], my[hi], dy);
+    *d = sf_bkg_cubic(g[lo], g[hi], gy[lo], gy[hi], dy);
 }
 
 #ifdef __cplusplus

@@ -5,17 +5,14 @@
 #ifndef SKYFIND_GPU_BACKGROUND_MESH_CUH
 #define SKYFIND_GPU_BACKGROUND_MESH_CUH
 
-#define MS_THREADS 128                    // mesh_stats block: 8 resident per SM
-#define MS_BLOCKS 8                       // launch bounds: 64 registers, <= 27 KB shared each
-#define MS_ROWS (MS_THREADS / 4)          // mesh rows per moment chunk
-#define MS_TILE 64                        // largest box kept in shared memory
+#define MS_THREADS SF_BKG_VT               // mesh_stats block (the moment order's 128 threads)
+#define MS_BLOCKS 8                       // launch bounds: 64 registers, ~21 KB shared each
 #define MS_NLEV SF_BKG_QUANTIF_NMAXLEVELS // 4096 histogram bins
 #define MS_PER (MS_NLEV / MS_THREADS)     // bins per thread in the scan
 #define MS_GRP 16                         // bins per coarse moment prefix (cm)
 #define MS_NG (MS_NLEV / MS_GRP)
 #define MS_FULL 0xffffffffu
-#define RN_THREADS 64                     // mesh_prep (columns) and mesh_rownodes blocks
-#define RN_SMEM_MAX (48 * 1024)           // spline scratch in shared memory up to this
+#define MS_DUMP (MS_NLEV + 8)           // the count of pixels no bin takes (unused)
 #define FIN_THREADS 1024                  // mesh_total block
 
 static_assert(MS_PER == 2 * MS_GRP, "the scan writes two coarse prefixes per thread");
@@ -32,12 +29,11 @@ struct mesh_info {           // whole-grid results of mesh_stats (zeroed first)
 
 struct mesh_res {            // the stage's st, computed by mesh_final
     double mean;             // mean of the mesh levels
-    float median, sigma;     // medians of the mesh levels and rms
+    float mid[4];            // the middle two mesh levels, then rms (one each when odd)
     u64 nfinite;
     int nvalid, niter, notconv, pad;
 };
 
-#define ST_THREADS 1024 // mesh_final block
 
 struct ms_args { // mesh_stats
     const float *img;
@@ -50,90 +46,102 @@ struct ms_args { // mesh_stats
     int *itc;                 // per mesh: -1 bad, else 2 * passes + not converged
 };
 
-// Histogram counts: 16-bit for a tiled mesh (<= 64*64 pixels: every count and
-// prefix count fits), 32-bit otherwise.
-template <bool TILE> struct ms_cnt { typedef unsigned type; };
-template <> struct ms_cnt<true> { typedef unsigned short type; };
-
-// Tile element (r, x): rows of 64 floats, 16-byte groups swizzled by the row
-// (x ^ 4 (r & 7)): float4 rows and the lane sums stay free of bank conflicts.
-static __device__ __forceinline__ int tix(int r, int x) { return r * MS_TILE + (x ^ ((r & 7) << 2)); }
-
-template <bool TILE> struct ms_smem {
-    typedef typename ms_cnt<TILE>::type cnt_t;
-    __align__(16) cnt_t cnt[MS_NLEV + 16]; // histogram, then prefix counts C[0..4096]
-    union {                                // the tile is dead once the histogram is done
-        __align__(16) float tile[TILE ? MS_TILE * MS_TILE : 4];
-        struct {
-            u64 cm1[MS_NG + 1], cm2[MS_NG + 1]; // sum h*i, h*i*i below bin 16g
-        } c;
-    } u;
-    double rs1[MS_ROWS], rs2[MS_ROWS]; // row sums of one chunk of rows
-    long long rn[MS_ROWS];
+struct ms_smem {
+    __align__(16) unsigned cnt[MS_NLEV + 16]; // histogram, then prefix counts C[0..4096];
+                                              // MS_DUMP: pixels outside the histogram
+    u64 cm1[MS_NG + 1], cm2[MS_NG + 1];       // sum h*i, h*i*i below bin 16g
+    double w1[MS_THREADS / 32], w2[MS_THREADS / 32]; // warp sums of one tile
+    int wn[MS_THREADS / 32];
     unsigned wc[MS_THREADS / 32];
     u64 wm1[MS_THREADS / 32], wm2[MS_THREADS / 32];
+    sf_bkg_moments tot; // the mesh's moments so far (thread 0)
     sf_bkg_quant q;
     float lcut, hcut;
     int ok;
 };
 
-// Moments of the mesh as the twin sums them: thread (row, lane) adds pixels
-// lane, lane+4, ... of its row; the row sum is ((l0 + l1) + (l2 + l3)); the
-// rows are added in order (lane 0: s1, lane 1: s2; thread 0 returns the result).
-template <bool TILE>
-static __device__ sf_bkg_moments mesh_moments(ms_smem<TILE> &sm, const float *base, size_t stride,
-                                              int w, int h, int cut, float lcut, float hcut)
-{
-    const int t = threadIdx.x, l = t & 3, rr = t >> 2;
-    sf_bkg_moments tot = {0, 0, 0};
-    for (int rb = 0; rb < h; rb += MS_ROWS) { // block-uniform
-        const int r = rb + rr;
-        double a = 0.0, b = 0.0;
-        long long n = 0;
-        if (r < h) {
-            const float *row = base + (size_t)r * stride;
-            for (int x = l; x < w; x += SF_BKG_LANES) {
-                float v = TILE ? sm.u.tile[tix(r, x)] : __ldg(row + x);
-                int ok = cut ? (v >= lcut && v <= hcut) : isfinite(v);
-                double d = ok ? (double)v : 0.0;
-                a += d;
-                b += SF_BKG_DMUL(d, d);
+// The pixels of one tile of the moment order (sf_bkg_moments) held by this
+// thread: K rows of one 4-pixel column group; NaN outside the w x h tile.
+template <int TW> struct ms_tile {
+    static constexpr int NG = TW / 4, RS = MS_THREADS / NG, K = TW / RS;
+    float v[K][4];
+    __device__ void load(const float *base, size_t stride, int w, int h, bool vec)
+    {
+        const int c = 4 * (threadIdx.x % NG), r0 = threadIdx.x / NG;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int r = r0 + k * RS;
+            const float *src = base + (size_t)r * stride + c;
+            if (vec && r < h && c + 4 <= w) {
+                const float4 f = __ldg(reinterpret_cast<const float4 *>(src));
+                v[k][0] = f.x, v[k][1] = f.y, v[k][2] = f.z, v[k][3] = f.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    v[k][j] = r < h && c + j < w ? __ldg(src + j) : __int_as_float(0x7fc00000);
+            }
+        }
+    }
+    // This thread's sums in the twin's order: cut = 0 finite pixels, 1 lc <= v <= hc.
+    __device__ void moments(bool cut, float lc, float hc, double &a, double &b, int &n) const
+    {
+        a = 0.0, b = 0.0, n = 0;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float x = v[k][j];
+                const bool ok = cut ? (x >= lc && x <= hc) : isfinite(x);
+                const double d = (double)(ok ? x : 0.0f);
+                a = a + d;
+                b = __fma_rn(d, d, b); // d*d is exact: the same as b + d*d
                 n += ok;
             }
-        }
-        a += __shfl_down_sync(MS_FULL, a, 1); // lane 0: l0 + l1, lane 2: l2 + l3
-        b += __shfl_down_sync(MS_FULL, b, 1);
-        n += __shfl_down_sync(MS_FULL, n, 1);
-        a += __shfl_down_sync(MS_FULL, a, 2); // lane 0: (l0 + l1) + (l2 + l3)
-        b += __shfl_down_sync(MS_FULL, b, 2);
-        n += __shfl_down_sync(MS_FULL, n, 2);
-        if (l == 0 && r < h) {
-            sm.rs1[rr] = a;
-            sm.rs2[rr] = b;
-            sm.rn[rr] = n;
-        }
-        __syncthreads();
-        if (t < 32) { // the twin's sequential sums: s1 on lane 0, s2 on lane 1 (two
-                      // independent chains), the exact integer count on lane 2
-            const int nr = h - rb < MS_ROWS ? h - rb : MS_ROWS;
-            double acc = t == 0 ? tot.s1 : tot.s2;
-            long long cnt = tot.n;
-            if (t < 2) {
-                const double *src = t == 0 ? sm.rs1 : sm.rs2;
-#pragma unroll 8
-                for (int i = 0; i < nr; i++)
-                    acc += src[i];
-            } else if (t == 2) {
-                for (int i = 0; i < nr; i++)
-                    cnt += sm.rn[i];
-            }
-            tot.s1 = __shfl_sync(MS_FULL, acc, 0);
-            tot.s2 = __shfl_sync(MS_FULL, acc, 1);
-            tot.n = __shfl_sync(MS_FULL, cnt, 2);
-        }
-        __syncthreads();
     }
-    return tot;
+};
+
+// Adds a tile's thread sums to sm.tot in the order of sf_bkg_tree128 (the
+// xor tree gives every lane s[i] + s[i ^ o], the tree's value). Ends with
+// thread 0 holding the new total; the caller syncs before using it.
+static __device__ void tile_reduce(ms_smem &sm, double a, double b, int n)
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        a = a + __shfl_xor_sync(MS_FULL, a, o);
+        b = b + __shfl_xor_sync(MS_FULL, b, o);
+        n += __shfl_xor_sync(MS_FULL, n, o);
+    }
+    if (lane == 0) {
+        sm.w1[wp] = a;
+        sm.w2[wp] = b;
+        sm.wn[wp] = n;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        sm.tot.s1 += (sm.w1[0] + sm.w1[1]) + (sm.w1[2] + sm.w1[3]);
+        sm.tot.s2 += (sm.w2[0] + sm.w2[1]) + (sm.w2[2] + sm.w2[3]);
+        sm.tot.n += (sm.wn[0] + sm.wn[1]) + (sm.wn[2] + sm.wn[3]);
+    }
+}
+
+// A normal (not zero, subnormal, infinite or NaN) float.
+static __device__ __forceinline__ bool normalf(float x)
+{
+    return fabsf(x) >= 1.17549435e-38f && fabsf(x) <= 3.40282347e+38f;
+}
+
+// v / qs correctly rounded, from rq = 1/qs correctly rounded (qs and rq
+// normal): two quotient corrections with exact residuals (Markstein); the
+// results where v/qs is out of float range are inf or NaN, which the
+// histogram drops as it drops the true quotient.
+static __device__ __forceinline__ float div_rn(float v, float qs, float rq)
+{
+    float q = __fmul_rn(v, rq);
+    float r = __fmaf_rn(-qs, q, v);
+    q = __fmaf_rn(r, rq, q);
+    r = __fmaf_rn(-qs, q, v);
+    return __fmaf_rn(r, rq, q);
 }
 
 // The walk's split over bins [L, H] (n = H-L+1 >= 1): how many bins the high
@@ -165,8 +173,7 @@ static __device__ int walk_split(const T *C, int L, int H, int lane)
 }
 
 // sum h*i and h*i*i over bins [0, k) for k = ka (lanes 0-15) and kb (16-31).
-template <bool TILE>
-static __device__ void moment_prefix(const ms_smem<TILE> &sm, int ka, int kb, int lane, u64 *m1a,
+static __device__ void moment_prefix(const ms_smem &sm, int ka, int kb, int lane, u64 *m1a,
                                      u64 *m2a, u64 *m1b, u64 *m2b)
 {
     const int k = lane < 16 ? ka : kb, g = k >> 4, i = (g << 4) + (lane & 15);
@@ -180,8 +187,8 @@ static __device__ void moment_prefix(const ms_smem<TILE> &sm, int ka, int kb, in
         a += __shfl_xor_sync(MS_FULL, a, o);
         b += __shfl_xor_sync(MS_FULL, b, o);
     }
-    a += sm.u.c.cm1[g];
-    b += sm.u.c.cm2[g];
+    a += sm.cm1[g];
+    b += sm.cm2[g];
     *m1a = __shfl_sync(MS_FULL, a, 0);
     *m2a = __shfl_sync(MS_FULL, b, 0);
     *m1b = __shfl_sync(MS_FULL, a, 16);
@@ -193,13 +200,12 @@ static __device__ void moment_prefix(const ms_smem<TILE> &sm, int ka, int kb, in
 // lowsum/highsum/lo/hi come from walk_split, and its double sums of h*i and
 // h*i*i are exact integers, equal to the prefix differences. The rest is the
 // twin's code, operation for operation: keep the two in step.
-template <bool TILE>
-static __device__ int mesh_guess(const ms_smem<TILE> &sm, const sf_bkg_quant *q, double kappa,
+static __device__ int mesh_guess(const ms_smem &sm, const sf_bkg_quant *q, double kappa,
                                  int maxiter, int estimator, float *level, float *rms,
                                  int *converged)
 {
     const int lane = threadIdx.x & 31, nlm1 = q->nlevels - 1;
-    const typename ms_smem<TILE>::cnt_t *C = sm.cnt;
+    const unsigned *C = sm.cnt;
     int lcut = 0, hcut = nlm1, it = 0;
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
            mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea;
@@ -230,122 +236,103 @@ static __device__ int mesh_guess(const ms_smem<TILE> &sm, const sf_bkg_quant *q,
     return it;
 }
 
-// The data-independent first-pass terms of sf_bkg_spline_d2 over n nodes:
-// T[i] = d[i] after its forward loop, t_i = -1/(t_(i-1) + 4), t_0 = 0.
-static __device__ void spline_terms(float *T, int n)
+// Sums over one group of MS_GRP bins e[0..15] (uint4 words w[0..3]) of h,
+// h*j and h*j*j, j the bin's index in the group: exact in T (unsigned for
+// meshes of fewer than 2^32/225 pixels, else u64).
+template <class T>
+static __device__ __forceinline__ void group_sums(const uint4 *w, unsigned &c, T &s1, T &s2)
 {
-    float p = 0.0f;
-    T[0] = 0.0f;
-    for (int i = 1; i < n - 1; i++) {
-        p = -1.0f / (p + 4.0f);
-        T[i] = p;
+    c = 0, s1 = 0, s2 = 0;
+#pragma unroll
+    for (int k = 0; k < MS_GRP / 4; k++) {
+        const uint4 u = w[k];
+        const unsigned e[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const unsigned jj = 4 * k + j;
+            c += e[j];
+            s1 += (T)e[j] * jj;
+            s2 += (T)e[j] * (jj * jj);
+        }
     }
 }
-
-// sf_bkg_spline_d2 (n >= 2) with the same float operations in the same order:
-// its t_i from T (spline_terms, shared by the block), u in shared memory
-// (U[i * us]), the node values v(i) from vf (each called once, in order):
-// no chain waits on a global load of a value it just stored.
-template <class VF>
-static __device__ void spline_d2_fast(VF vf, int n, float *d, size_t step, const float *T,
-                                      float *U, int us)
-{
-    float um = 0.0f, vm = vf(0), v0 = vf(1);
-    d[0] = 0.0f;
-#pragma unroll 4
-    for (int i = 1; i < n - 1; i++) {
-        const float vp = vf(i + 1);
-        const float s2 = vp + vm - SF_BKG_FMUL(2.0f, v0);
-        um = SF_BKG_FMUL(T[i], um - SF_BKG_FMUL(6.0f, s2));
-        U[i * us] = um;
-        vm = v0;
-        v0 = vp;
-    }
-    d[(size_t)(n - 1) * step] = 0.0f;
-    float dn = 0.0f; // d[i + 1]
-#pragma unroll 4
-    for (int i = n - 2; i >= 1; i--) {
-        dn = (SF_BKG_FMUL(T[i], dn) + U[i * us]) / 6.0f;
-        d[(size_t)i * step] = dn;
-    }
-}
-
-// Shared memory of the fast spline for n nodes: T, then U of every thread.
-static size_t spline_smem(int n) { return (size_t)(RN_THREADS + 1) * (size_t)n * sizeof(float); }
 
 // Exclusive prefix counts C[0..MS_PER ng] in place (ng groups of MS_PER bins
-// cover the nlevels bins), coarse prefix moments cm[0..2 ng]. Two reads of
-// the thread's own bins (sums, then prefixes): few registers. Whole block.
-template <bool TILE>
-static __device__ void mesh_scan(ms_smem<TILE> &sm)
+// cover the nlevels bins), coarse prefix moments cm[0..2 ng]. Whole block;
+// big: the mesh has 2^32/225 pixels or more (u64 group sums).
+static __device__ void mesh_scan(ms_smem &sm, bool big)
 {
-    typedef typename ms_smem<TILE>::cnt_t cnt_t;
-    const int t = threadIdx.x;
-    {
-        constexpr int VEC = 16 / sizeof(cnt_t), NV = MS_PER / VEC; // bins per uint4, uint4s
-        const int lane = t & 31, wp = t >> 5, b0 = t * MS_PER, ng = (sm.q.nlevels + MS_PER - 1) / MS_PER;
-        uint4 *cv = reinterpret_cast<uint4 *>(sm.cnt + b0);
-        unsigned c = 0;
-        u64 m1 = 0, m2 = 0, h1 = 0, h2 = 0; // h: the first MS_GRP bins
-        if (t < ng) {
-            for (int k = 0; k < NV; k++) {
-                union { uint4 v; cnt_t e[VEC]; } u;
-                u.v = cv[k];
-                for (int j = 0; j < VEC; j++) {
-                    const u64 i = (u64)(b0 + k * VEC + j), a = (u64)u.e[j] * i;
-                    c += u.e[j];
-                    m1 += a;
-                    m2 += a * i;
-                }
-                if ((k + 1) * VEC == MS_GRP)
-                    h1 = m1, h2 = m2;
+    const int t = threadIdx.x, lane = t & 31, wp = t >> 5, b0 = t * MS_PER;
+    const int ng = (sm.q.nlevels + MS_PER - 1) / MS_PER;
+    uint4 *cv = reinterpret_cast<uint4 *>(sm.cnt + b0);
+    unsigned c = 0;
+    u64 m1 = 0, m2 = 0, h1 = 0, h2 = 0; // h: the first MS_GRP bins
+    if (t < ng) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            unsigned gc;
+            u64 s1, s2;
+            if (big) {
+                group_sums<u64>(cv + half * (MS_GRP / 4), gc, s1, s2);
+            } else {
+                unsigned a1, a2;
+                group_sums<unsigned>(cv + half * (MS_GRP / 4), gc, a1, a2);
+                s1 = a1, s2 = a2;
             }
+            const u64 G = (u64)(b0 + half * MS_GRP); // bin i = G + j
+            s2 += G * (G * gc + 2 * s1);             // sum h (G+j)^2
+            s1 += G * gc;
+            if (half == 0)
+                h1 = s1, h2 = s2;
+            c += gc;
+            m1 += s1;
+            m2 += s2;
         }
-        unsigned ic = c;
-        u64 i1 = m1, i2 = m2;
-        for (int o = 1; o < 32; o <<= 1) {
-            unsigned pc = __shfl_up_sync(MS_FULL, ic, o);
-            u64 p1 = __shfl_up_sync(MS_FULL, i1, o), p2 = __shfl_up_sync(MS_FULL, i2, o);
-            if (lane >= o) {
-                ic += pc;
-                i1 += p1;
-                i2 += p2;
-            }
+    }
+    unsigned ic = c;
+    u64 i1 = m1, i2 = m2;
+    for (int o = 1; o < 32; o <<= 1) {
+        unsigned pc = __shfl_up_sync(MS_FULL, ic, o);
+        u64 p1 = __shfl_up_sync(MS_FULL, i1, o), p2 = __shfl_up_sync(MS_FULL, i2, o);
+        if (lane >= o) {
+            ic += pc;
+            i1 += p1;
+            i2 += p2;
         }
-        if (lane == 31) {
-            sm.wc[wp] = ic;
-            sm.wm1[wp] = i1;
-            sm.wm2[wp] = i2;
+    }
+    if (lane == 31) {
+        sm.wc[wp] = ic;
+        sm.wm1[wp] = i1;
+        sm.wm2[wp] = i2;
+    }
+    __syncthreads();
+    unsigned bc = ic - c;
+    u64 bm1 = i1 - m1, bm2 = i2 - m2;
+    for (int k = 0; k < wp; k++) {
+        bc += sm.wc[k];
+        bm1 += sm.wm1[k];
+        bm2 += sm.wm2[k];
+    }
+    if (t < ng) {
+        sm.cm1[2 * t] = bm1;
+        sm.cm2[2 * t] = bm2;
+        sm.cm1[2 * t + 1] = bm1 + h1;
+        sm.cm2[2 * t + 1] = bm2 + h2;
+#pragma unroll
+        for (int k = 0; k < MS_PER / 4; k++) { // this thread's own bins only
+            uint4 u = cv[k];
+            unsigned e;
+            e = u.x, u.x = bc, bc += e;
+            e = u.y, u.y = bc, bc += e;
+            e = u.z, u.z = bc, bc += e;
+            e = u.w, u.w = bc, bc += e;
+            cv[k] = u;
         }
-        __syncthreads();
-        unsigned bc = ic - c;
-        u64 bm1 = i1 - m1, bm2 = i2 - m2;
-        for (int k = 0; k < wp; k++) {
-            bc += sm.wc[k];
-            bm1 += sm.wm1[k];
-            bm2 += sm.wm2[k];
-        }
-        if (t < ng) {
-            sm.u.c.cm1[2 * t] = bm1;
-            sm.u.c.cm2[2 * t] = bm2;
-            sm.u.c.cm1[2 * t + 1] = bm1 + h1;
-            sm.u.c.cm2[2 * t + 1] = bm2 + h2;
-            for (int k = 0; k < NV; k++) { // this thread's own bins only
-                union { uint4 v; cnt_t e[VEC]; } u;
-                u.v = cv[k];
-                for (int j = 0; j < VEC; j++) {
-                    const unsigned hv = u.e[j];
-                    u.e[j] = (cnt_t)bc;
-                    bc += hv;
-                }
-                cv[k] = u.v;
-            }
-        }
-        if (t == ng - 1) { // C[MS_PER ng]: the next group's first bin, unused by it
-            sm.cnt[b0 + MS_PER] = (cnt_t)bc;
-            sm.u.c.cm1[2 * t + 2] = bm1 + m1;
-            sm.u.c.cm2[2 * t + 2] = bm2 + m2;
-        }
+    }
+    if (t == ng - 1) { // C[MS_PER ng]: the next group's first bin, unused by it
+        sm.cnt[b0 + MS_PER] = bc;
+        sm.cm1[2 * t + 2] = bm1 + m1;
+        sm.cm2[2 * t + 2] = bm2 + m2;
     }
     __syncthreads();
 }
