@@ -85,7 +85,7 @@ template <int TW> struct ms_tile {
     // This thread's sums in the twin's order: cut = 0 finite pixels, 1 lc <= v <= hc.
     __device__ void moments(bool cut, float lc, float hc, double &a, double &b, int &n) const
     {
-        a = 0.0, b = 0.0, n = 0;
+        a = 0.0, b = 0.0, n = 4 * K; // counts down the pixels not taken
 #pragma unroll
         for (int k = 0; k < K; k++)
 #pragma unroll
@@ -95,7 +95,8 @@ template <int TW> struct ms_tile {
                 const double d = (double)(ok ? x : 0.0f);
                 a = a + d;
                 b = __fma_rn(d, d, b); // d*d is exact: the same as b + d*d
-                n += ok;
+                if (!ok)
+                    n--;
             }
     }
 };

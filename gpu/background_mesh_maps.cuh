@@ -125,6 +125,7 @@ static __global__ void __launch_bounds__(SP_THREADS) mesh_spline(sp_args A)
     if (lane < nc) { // u[i] over the value v[i] once it is read
         float *row = S + lane * ps;
         float um = 0.0f, vm = row[0], v0 = row[1];
+#pragma unroll 4
         for (int i = 1; i < n - 1; i++) {
             const float vp = row[i + 1];
             const float s2 = vp + vm - __fmul_rn(2.0f, v0);
@@ -135,6 +136,7 @@ static __global__ void __launch_bounds__(SP_THREADS) mesh_spline(sp_args A)
         }
         float dn = 0.0f; // d[i + 1]
         row[n - 1] = 0.0f;
+#pragma unroll 4
         for (int i = n - 2; i >= 1; i--) {
             dn = div_rn(__fmul_rn(T[min(i, SP_TN - 1)], dn) + row[i], 6.0f, 1.0f / 6.0f);
             row[i] = dn;

@@ -12,6 +12,7 @@
 #include "sftest.h"
 #include "skyfind/background.h"
 #include "skyfind/fits.h"
+#include "../cpu/background_mesh.h"
 
 static sf_bkg_params mesh_params(int box, int filter)
 {
@@ -396,6 +397,52 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
     mesh_free(&mc);
 }
 
+/* The surface from derivative grids (sf_bkg_node) equals SExtractor's: on
+ * each image row, nodes interpolated along y, then the spline recurrence
+ * along that row; and the recurrence's t_i is constant from i = 31, which
+ * the GPU's spline table (gpu/background_mesh_maps.cuh) relies on. */
+START_TEST(test_spline_grids)
+{
+    enum { NBX = 9, NBY = 6 };
+    float m[NBX * NBY], my[NBX * NBY], g[NBX * NBY], gy[NBX * NBY], u[16];
+    float p = 0.0f, p31 = 0.0f;
+    srand(7);
+    for (int i = 0; i < NBX * NBY; i++)
+        m[i] = 100.0f + (float)(rand() % 2000) / 100.0f;
+    for (int x = 0; x < NBX; x++)
+        sf_bkg_spline_d2(m + x, NBX, NBY, my + x, u);
+    for (int y = 0; y < NBY; y++)
+        sf_bkg_spline_d2(m + y * NBX, 1, NBX, g + y * NBX, u);
+    for (int x = 0; x < NBX; x++)
+        sf_bkg_spline_d2(g + x, NBX, NBY, gy + x, u);
+    for (int ky = 0; ky < NBY - 1; ky++)
+        for (int s = 0; s <= 8; s++) {
+            float dy = s / 8.0f, nodes[NBX], dn[NBX], d[NBX];
+            for (int k = 0; k < NBX; k++)
+                nodes[k] = sf_bkg_cubic(m[ky * NBX + k], m[(ky + 1) * NBX + k], my[ky * NBX + k],
+                                        my[(ky + 1) * NBX + k], dy);
+            sf_bkg_spline_d2(nodes, 1, NBX, dn, u);
+            for (int k = 0; k < NBX; k++) {
+                float v;
+                sf_bkg_node(m, my, g, gy, (size_t)(ky * NBX + k), (size_t)((ky + 1) * NBX + k), dy,
+                            &v, &d[k]);
+                ck_assert_msg(fabsf(v - nodes[k]) <= 1e-6f * fabsf(nodes[k]),
+                              "node %d,%d: %.9g vs %.9g", ky, k, v, nodes[k]);
+                ck_assert_msg(fabsf(d[k] - dn[k]) <= 1e-5f * (fabsf(dn[k]) + 1.0f),
+                              "x-derivative %d,%d at dy %g: grids %.9g, per row %.9g", ky, k, dy,
+                              d[k], dn[k]);
+            }
+        }
+    for (int i = 1; i < 100000; i++) {
+        p = -1.0f / (p + 4.0f);
+        if (i == 31)
+            p31 = p;
+        if (i > 31)
+            ck_assert_msg(p == p31, "spline t_%d = %.9g differs from t_31 = %.9g", i, p, p31);
+    }
+}
+END_TEST
+
 START_TEST(test_gpu_random)
 {
     static const int boxes[] = {64, 16, 7};
@@ -496,6 +543,7 @@ int main(void)
     tcase_add_test(cpu, test_blank_meshes);
     tcase_add_test(cpu, test_params);
     tcase_add_test(cpu, test_threads);
+    tcase_add_test(cpu, test_spline_grids);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);

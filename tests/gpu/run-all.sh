@@ -15,7 +15,8 @@ MODE=${2:-full}
 # stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048;
 # convolve: the convolve benchmark with its CuPy peers, and its variants at 8192;
 # convbench: the convolve benchmark with its CuPy peers alone; suites: the Check
-# suites and compute-sanitizer
+# suites and compute-sanitizer; background: the background stage's suites,
+# their compute-sanitizer runs, skyfind compare and the background benchmark
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
@@ -26,7 +27,9 @@ case $MODE in
     convolve) SECTIONS="convbench convtune" ;;
     convbench) SECTIONS="convbench" ;;
     suites) SECTIONS="suites sanitizer" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites or quick" >&2; exit 2 ;;
+    background) SECTIONS="suites sanitizer compare bench"
+                SUITES="background background_mesh threshold" BENCHES="background" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -43,7 +46,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 if want suites; then
 say "Check suites (GPU cases against the CPU twins)"
-for t in "$BIN"/tests/test_*; do
+if [ -n "${SUITES:-}" ]; then suites=$(printf "$BIN/tests/test_%s " $SUITES); else suites=$(ls "$BIN"/tests/test_*); fi
+for t in $suites; do
     "$t" >"$W/$(basename "$t").log" 2>&1; rc=$?
     printf '%-16s rc=%d  %s\n' "$(basename "$t")" $rc "$(grep -E '^[0-9]+%|SKIP' "$W/$(basename "$t").log" | tr '\n' ' ')"
     [ $rc = 0 ] || { fail=1; tail -20 "$W/$(basename "$t").log"; }
@@ -52,7 +56,7 @@ done
 fi
 if want sanitizer; then
 say "compute-sanitizer memcheck and racecheck on the GPU cases (quick sizes)"
-for t in background background_mesh convolve threshold segment measure; do
+for t in ${SUITES:-background background_mesh convolve threshold segment measure}; do
     for tool in memcheck racecheck; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
@@ -98,7 +102,7 @@ n=${sizes##* }
 echo "image bytes: $((n * n * 4)); catalogue rows: $(grep -vc '^#' "$W/out/sim$n.cat.csv") (header included)"
 
 fi
-if want bench; then
+if want bench && [ -z "${BENCHES:-}" ]; then
 say "benchmark: lesson pipeline, skyfind GPU stages against the lesson's CuPy and numpy code"
 "$BIN/tests/bench/bench_lesson" --sizes "${sizes// /,}" --repeat 20 --raw "$W" --json "$OUTDIR/bench_lesson.json" | tee "$OUTDIR/bench_lesson.txt"
 python3 tests/bench/peers/lesson_peers.py "$W" $sizes --repeat 3 --cpu-max 4096 | tee "$OUTDIR/bench_peers.txt"
@@ -121,7 +125,7 @@ for v in SKYFIND_CONV_RPT=1 SKYFIND_CONV_RPT=2 SKYFIND_CONV_RPT=4 SKYFIND_CONV_S
 done
 
 fi
-if want bench; then
+if want bench && [ -z "${BENCHES:-}" ]; then
 say "benchmark: segment on hard masks (8- and 4-connectivity) against cupyx.scipy.ndimage.label"
 "$BIN/tests/bench/bench_segment" --sizes "${sizes// /,}" --repeat 20 --raw "$W" | tee "$OUTDIR/bench_segment.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
