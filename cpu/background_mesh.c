@@ -364,9 +364,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
     for (int x = 0; x < nx; x++) {
         int k;
         sf_bkg_axis_pos(x, mesh->box, nbx, 1, &k, &dxt[x]);
-        cxt[x] = 1.0f - dxt[x];
-        ccx[x] = cxt[x] * cxt[x] - 1.0f;
-        ttx[x] = dxt[x] * dxt[x] - 1.0f;
+        sf_bkg_cubic_terms(dxt[x], &cxt[x], &ccx[x], &ttx[x]);
         if (nseg == 0 || seg[nseg - 1].k != k) {
             seg[nseg].k = k;
             seg[nseg].start = x;
@@ -401,18 +399,16 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
             memset(dns, 0, (size_t)nbx * sizeof *dns);
         }
         if (nbx > 1) {
-            /* sf_bkg_cubic with its per-column terms c = 1 - t, c*c - 1 and
-             * t*t - 1 from the tables (the same float operations); NaN pixels
-             * of the image get NaN after */
+            /* sf_bkg_cubic_k with each column's terms from the tables; NaN
+             * pixels of the image get NaN after */
             for (int g = 0; g < nseg; g++) {
                 int k = seg[g].k;
                 float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
                 float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
 #pragma GCC ivdep
                 for (int x = seg[g].start; x < seg[g].end; x++) {
-                    float t = dxt[x], c = cxt[x], cc = ccx[x], tt = ttx[x];
-                    ob[x] = c * (b0 + cc * db0) + t * (b1 + tt * db1);
-                    os[x] = c * (s0 + cc * ds0) + t * (s1 + tt * ds1);
+                    ob[x] = sf_bkg_cubic_k(b0, b1, db0, db1, cxt[x], ccx[x], dxt[x], ttx[x]);
+                    os[x] = sf_bkg_cubic_k(s0, s1, ds0, ds1, cxt[x], ccx[x], dxt[x], ttx[x]);
                 }
             }
         } else {

@@ -438,11 +438,26 @@ SF_BKG_HD static inline void sf_bkg_axis_pos(int p, int box, int nb, int xaxis, 
 /* Cubic-spline value between nodes lo and hi with stored derivatives dlo,
  * dhi at fraction t (subbackline): c (lo + (c^2-1) dlo) + t (hi + (t^2-1) dhi),
  * c = 1 - t. With dlo = dhi = 0 this is linear interpolation. */
+/* The cubic with its terms given: c = 1 - t, cc = c*c - 1, tt = t*t - 1
+ * (sf_bkg_cubic_terms), for callers that reuse them along a row or column. */
+SF_BKG_HD static inline float sf_bkg_cubic_k(float lo, float hi, float dlo, float dhi, float c,
+                                             float cc, float t, float tt)
+{
+    return SF_BKG_FMUL(c, lo + SF_BKG_FMUL(cc, dlo)) + SF_BKG_FMUL(t, hi + SF_BKG_FMUL(tt, dhi));
+}
+
+SF_BKG_HD static inline void sf_bkg_cubic_terms(float t, float *c, float *cc, float *tt)
+{
+    *c = 1.0f - t;
+    *cc = SF_BKG_FMUL(*c, *c) - 1.0f;
+    *tt = SF_BKG_FMUL(t, t) - 1.0f;
+}
+
 SF_BKG_HD static inline float sf_bkg_cubic(float lo, float hi, float dlo, float dhi, float t)
 {
-    float c = 1.0f - t;
-    return SF_BKG_FMUL(c, lo + SF_BKG_FMUL(SF_BKG_FMUL(c, c) - 1.0f, dlo)) +
-           SF_BKG_FMUL(t, hi + SF_BKG_FMUL(SF_BKG_FMUL(t, t) - 1.0f, dhi));
+    float c, cc, tt;
+    sf_bkg_cubic_terms(t, &c, &cc, &tt);
+    return sf_bkg_cubic_k(lo, hi, dlo, dhi, c, cc, t, tt);
 }
 
 /* The bicubic surface (subbackline). SExtractor interpolates each mesh

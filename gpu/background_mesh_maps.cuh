@@ -38,17 +38,18 @@ struct sp_args {
     int nx, ny, nbx, nby, box;
 };
 
-// sf_bkg_cubic with its terms k = (c, c*c - 1, t, t*t - 1) given (the same
-// float operations).
+// sf_bkg_cubic_k with its terms packed as k = (c, c*c - 1, t, t*t - 1).
 static __device__ __forceinline__ float cubic_k(float lo, float hi, float dlo, float dhi, float4 k)
 {
-    return __fmul_rn(k.x, lo + __fmul_rn(k.y, dlo)) + __fmul_rn(k.z, hi + __fmul_rn(k.w, dhi));
+    return sf_bkg_cubic_k(lo, hi, dlo, dhi, k.x, k.y, k.z, k.w);
 }
 
 static __device__ __forceinline__ float4 cubic_terms(float t)
 {
-    const float c = 1.0f - t;
-    return make_float4(c, __fmul_rn(c, c) - 1.0f, t, __fmul_rn(t, t) - 1.0f);
+    float4 k;
+    k.z = t;
+    sf_bkg_cubic_terms(t, &k.x, &k.y, &k.w);
+    return k;
 }
 
 #define SP_TN 32 // t_i table: t_i = t_31 for i >= 31 (constant from i = 7 in float; tested)
