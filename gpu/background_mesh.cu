@@ -7,8 +7,8 @@
 //    tile. The double moments follow the twin's fixed order (thread sums,
 //    xor-shuffle trees, warps in order); every other float/double operation
 //    is the twin's own __host__ __device__ code. The histogram (<= 4096 bins,
-//    quotients correctly rounded by div_rn) is scanned once into prefix
-//    counts; backguess then runs on one warp in O(log n) per pass: the
+//    quotients correctly rounded by div_rn, words bank-swizzled by ms_swz)
+//    is scanned once into prefix counts; backguess then runs on one warp in O(log n) per pass: the
 //    two-pointer median walk is a merge of two nondecreasing sequences (its
 //    end is a merge-path split, 32-ary search) and its double sums of h*i,
 //    h*i*i are exact integers (prefix differences). Per-mesh totals go to
@@ -139,7 +139,7 @@ static __global__ void __launch_bounds__(MS_THREADS, MS_BLOCKS) mesh_stats(ms_ar
                     const float v = tl.v[k][j];
                     const float tt = __fadd_rn(fast ? div_rn(v, qs, rq) : __fdiv_rn(v, qs), cs);
                     const int bin = __float2int_rz(tt);
-                    atomicAdd(sm.cnt + (tt > -1.0f && (unsigned)bin < nl ? bin : MS_DUMP), 1u);
+                    atomicAdd(sm.cnt + (tt > -1.0f && (unsigned)bin < nl ? ms_swz(bin) : MS_DUMP), 1u);
                 }
         }
     }

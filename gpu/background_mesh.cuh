@@ -16,6 +16,19 @@
 #define FIN_THREADS 1024                  // mesh_total block
 
 static_assert(MS_PER == 2 * MS_GRP, "the scan writes two coarse prefixes per thread");
+static_assert(MS_PER == 32, "ms_swz keys a thread's scan range by bits 5-7 of the bin");
+
+// The word of bin i (and of prefix count C[i]) in ms_smem.cnt: a bank
+// swizzle. Runs of 4 bins stay together (16-byte loads); within each run of
+// MS_PER bins the 4-bin chunks are permuted by an xor with bits 5-7 and 8-10
+// of i. The scan's threads, each on MS_PER bins of its own, then read 8
+// different bank groups per quarter warp instead of one, and the walk's
+// strided probes spread over the banks. Identity from bin 4096 up (C[4096],
+// MS_DUMP).
+static __device__ __forceinline__ int ms_swz(int i)
+{
+    return i ^ ((((i >> 5) ^ (i >> 8)) & 7) << 2);
+}
 
 typedef unsigned long long u64;
 
@@ -149,16 +162,15 @@ static __device__ __forceinline__ float div_rn(float v, float qs, float rq)
 // side took. The twin takes the low bin while lowsum < highsum: a merge of
 // P(a) = C[L+a]-C[L] and Q(b) = C[H+1]-C[H+1-b] with ties to Q, so b is the
 // first m in [0, n) with P(n-1-m) < Q(m), or n. Warp-uniform, 32-ary search.
-template <class T>
-static __device__ int walk_split(const T *C, int L, int H, int lane)
+static __device__ int walk_split(const unsigned *C, int L, int H, int lane)
 {
     const int n = H - L + 1;
-    const unsigned cL = C[L], cH = C[H + 1];
+    const unsigned cL = C[ms_swz(L)], cH = C[ms_swz(H + 1)];
     int lo = 0, hi = n;
     while (lo < hi) {
         const int step = (hi - lo + 31) / 32, m = lo + lane * step;
         const bool tested = m < hi;
-        const bool pred = tested && C[L + n - 1 - m] - cL < cH - C[H + 1 - m];
+        const bool pred = tested && C[ms_swz(L + n - 1 - m)] - cL < cH - C[ms_swz(H + 1 - m)];
         const unsigned tm = __ballot_sync(MS_FULL, tested), pm = __ballot_sync(MS_FULL, pred);
         const int f = __popc(tm & ~pm); // the false ones lead (the predicate is monotone)
         if (f == 0) {
@@ -180,7 +192,7 @@ static __device__ void moment_prefix(const ms_smem &sm, int ka, int kb, int lane
     const int k = lane < 16 ? ka : kb, g = k >> 4, i = (g << 4) + (lane & 15);
     u64 a = 0, b = 0;
     if (i < k) {
-        u64 hv = (unsigned)sm.cnt[i + 1] - (unsigned)sm.cnt[i];
+        u64 hv = sm.cnt[ms_swz(i + 1)] - sm.cnt[ms_swz(i)];
         a = hv * (u64)i;
         b = a * (u64)i;
     }
@@ -220,16 +232,17 @@ static __device__ int mesh_guess(const ms_smem &sm, const sf_bkg_quant *q, doubl
             u64 m1a, m2a, m1b, m2b;
             lo = lcut + a;
             hi = hcut - b;
-            lowsum = C[lcut + a] - C[lcut];
-            highsum = C[hcut + 1] - C[hcut + 1 - b];
-            sum = C[hcut + 1] - C[lcut];
+            lowsum = C[ms_swz(lcut + a)] - C[ms_swz(lcut)];
+            highsum = C[ms_swz(hcut + 1)] - C[ms_swz(hcut + 1 - b)];
+            sum = C[ms_swz(hcut + 1)] - C[ms_swz(lcut)];
             moment_prefix(sm, lcut, hcut + 1, lane, &m1a, &m2a, &m1b, &m2b);
             s1 = m1b - m1a;
             s2 = m2b - m2a;
         }
-        sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi, lo <= nlm1 ? C[lo + 1] - C[lo] : 0u,
-                          hi >= 0 ? C[hi + 1] - C[hi] : 0u, nlm1, kappa, &med, &mea, &sig, &lcut,
-                          &hcut);
+        sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi,
+                          lo <= nlm1 ? C[ms_swz(lo + 1)] - C[ms_swz(lo)] : 0u,
+                          hi >= 0 ? C[ms_swz(hi + 1)] - C[ms_swz(hi)] : 0u, nlm1, kappa, &med,
+                          &mea, &sig, &lcut, &hcut);
     }
     *converged = !(it >= maxiter && sig >= SF_BKG_GUESS_MINSIG &&
                    fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS);
@@ -237,7 +250,7 @@ static __device__ int mesh_guess(const ms_smem &sm, const sf_bkg_quant *q, doubl
     return it;
 }
 
-// Sums over one group of MS_GRP bins e[0..15] (uint4 words w[0..3]) of h,
+// Sums over one group of MS_GRP bins e[0..15] (words w[0..3], registers) of h,
 // h*j and h*j*j, j the bin's index in the group: exact in T (unsigned for
 // meshes of fewer than 2^32/225 pixels, else u64).
 template <class T>
@@ -264,20 +277,24 @@ static __device__ __forceinline__ void group_sums(const uint4 *w, unsigned &c, T
 static __device__ void mesh_scan(ms_smem &sm, bool big)
 {
     const int t = threadIdx.x, lane = t & 31, wp = t >> 5, b0 = t * MS_PER;
-    const int ng = (sm.q.nlevels + MS_PER - 1) / MS_PER;
+    const int ng = (sm.q.nlevels + MS_PER - 1) / MS_PER, sw = (t ^ (t >> 3)) & 7; // ms_swz's key
     uint4 *cv = reinterpret_cast<uint4 *>(sm.cnt + b0);
+    uint4 u[MS_PER / 4]; // this thread's bins in order (chunk k at word 4 (k ^ sw))
     unsigned c = 0;
     u64 m1 = 0, m2 = 0, h1 = 0, h2 = 0; // h: the first MS_GRP bins
     if (t < ng) {
+#pragma unroll
+        for (int k = 0; k < MS_PER / 4; k++)
+            u[k] = cv[k ^ sw];
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             unsigned gc;
             u64 s1, s2;
             if (big) {
-                group_sums<u64>(cv + half * (MS_GRP / 4), gc, s1, s2);
+                group_sums<u64>(u + half * (MS_GRP / 4), gc, s1, s2);
             } else {
                 unsigned a1, a2;
-                group_sums<unsigned>(cv + half * (MS_GRP / 4), gc, a1, a2);
+                group_sums<unsigned>(u + half * (MS_GRP / 4), gc, a1, a2);
                 s1 = a1, s2 = a2;
             }
             const u64 G = (u64)(b0 + half * MS_GRP); // bin i = G + j
@@ -321,17 +338,17 @@ static __device__ void mesh_scan(ms_smem &sm, bool big)
         sm.cm2[2 * t + 1] = bm2 + h2;
 #pragma unroll
         for (int k = 0; k < MS_PER / 4; k++) { // this thread's own bins only
-            uint4 u = cv[k];
+            uint4 v = u[k];
             unsigned e;
-            e = u.x, u.x = bc, bc += e;
-            e = u.y, u.y = bc, bc += e;
-            e = u.z, u.z = bc, bc += e;
-            e = u.w, u.w = bc, bc += e;
-            cv[k] = u;
+            e = v.x, v.x = bc, bc += e;
+            e = v.y, v.y = bc, bc += e;
+            e = v.z, v.z = bc, bc += e;
+            e = v.w, v.w = bc, bc += e;
+            cv[k ^ sw] = v;
         }
     }
     if (t == ng - 1) { // C[MS_PER ng]: the next group's first bin, unused by it
-        sm.cnt[b0 + MS_PER] = bc;
+        sm.cnt[ms_swz(b0 + MS_PER)] = bc;
         sm.cm1[2 * t + 2] = bm1 + m1;
         sm.cm2[2 * t + 2] = bm2 + m2;
     }
