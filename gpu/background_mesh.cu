@@ -8,9 +8,10 @@
 //    xor-shuffle trees, warps in order); every other float/double operation
 //    is the twin's own __host__ __device__ code. The histogram (<= 4096 bins,
 //    quotients correctly rounded by div_rn, words bank-swizzled by ms_swz)
-//    is scanned once into prefix counts; backguess then runs on one warp in O(log n) per pass: the
-//    two-pointer median walk is a merge of two nondecreasing sequences (its
-//    end is a merge-path split, 32-ary search) and its double sums of h*i,
+//    is scanned once into prefix counts; backguess then runs on one warp in
+//    two probe rounds per pass: the two-pointer median walk is a merge of two
+//    nondecreasing sequences (its end is a merge-path split, found from
+//    coarse prefixes, then one probe per lane) and its double sums of h*i,
 //    h*i*i are exact integers (prefix differences). Per-mesh totals go to
 //    fin/itc; mesh_total reduces them (no atomics).
 // 2. mesh_fill, mesh_filter: the twin's sf_bkg_fill_one / sf_bkg_filter_one.

@@ -20,14 +20,13 @@ static_assert(MS_PER == 32, "ms_swz keys a thread's scan range by bits 5-7 of th
 
 // The word of bin i (and of prefix count C[i]) in ms_smem.cnt: a bank
 // swizzle. Runs of 4 bins stay together (16-byte loads); within each run of
-// MS_PER bins the 4-bin chunks are permuted by an xor with bits 5-7 and 8-10
-// of i. The scan's threads, each on MS_PER bins of its own, then read 8
-// different bank groups per quarter warp instead of one, and the walk's
-// strided probes spread over the banks. Identity from bin 4096 up (C[4096],
-// MS_DUMP).
+// MS_PER bins the 4-bin chunks are permuted by an xor with bits 5-7 of i
+// (two instructions). The scan's threads, each on MS_PER bins of its own,
+// then read 8 different bank groups per quarter warp instead of one (8-way
+// conflicts). Identity from bin 4096 up (C[4096], MS_DUMP).
 static __device__ __forceinline__ int ms_swz(int i)
 {
-    return i ^ ((((i >> 5) ^ (i >> 8)) & 7) << 2);
+    return i ^ ((i >> 3) & 0x1c);
 }
 
 typedef unsigned long long u64;
@@ -63,6 +62,7 @@ struct ms_smem {
     __align__(16) unsigned cnt[MS_NLEV + 16]; // histogram, then prefix counts C[0..4096];
                                               // MS_DUMP: pixels outside the histogram
     u64 cm1[MS_NG + 1], cm2[MS_NG + 1];       // sum h*i, h*i*i below bin 16g
+    unsigned cc[MS_NLEV / MS_PER + 1];        // C[32g]: walk_split's coarse prefixes
     double w1[MS_THREADS / 32], w2[MS_THREADS / 32]; // warp sums of one tile
     int wn[MS_THREADS / 32];
     unsigned wc[MS_THREADS / 32];
@@ -72,6 +72,31 @@ struct ms_smem {
     float lcut, hcut;
     int ok;
 };
+
+// x when finite, else 0, counting the finite ones in n; take_cut: x when
+// lc <= x <= hc. In PTX so that the float is selected before its conversion
+// to double (NVVM converts first, then selects the double's two words) and
+// the count is one predicated add.
+static __device__ __forceinline__ float take_finite(float x, int &n)
+{
+    float y;
+    asm("{\n\t.reg .pred p;\n\t.reg .f32 t;\n\tabs.f32 t, %2;\n\t"
+        "setp.lt.f32 p, t, 0f7F800000;\n\tselp.f32 %0, %2, 0f00000000, p;\n\t"
+        "@p add.s32 %1, %1, 1;\n\t}"
+        : "=f"(y), "+r"(n)
+        : "f"(x));
+    return y;
+}
+static __device__ __forceinline__ float take_cut(float x, float lc, float hc, int &n)
+{
+    float y;
+    asm("{\n\t.reg .pred p;\n\tsetp.ge.f32 p, %2, %3;\n\t"
+        "setp.le.and.f32 p, %2, %4, p;\n\tselp.f32 %0, %2, 0f00000000, p;\n\t"
+        "@p add.s32 %1, %1, 1;\n\t}"
+        : "=f"(y), "+r"(n)
+        : "f"(x), "f"(lc), "f"(hc));
+    return y;
+}
 
 // The pixels of one tile of the moment order (sf_bkg_moments) held by this
 // thread: K rows of one 4-pixel column group; NaN outside the w x h tile.
@@ -98,18 +123,14 @@ template <int TW> struct ms_tile {
     // This thread's sums in the twin's order: cut = 0 finite pixels, 1 lc <= v <= hc.
     __device__ void moments(bool cut, float lc, float hc, double &a, double &b, int &n) const
     {
-        a = 0.0, b = 0.0, n = 4 * K; // counts down the pixels not taken
+        a = 0.0, b = 0.0, n = 0;
 #pragma unroll
         for (int k = 0; k < K; k++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const float x = v[k][j];
-                const bool ok = cut ? (x >= lc && x <= hc) : isfinite(x);
-                const double d = (double)(ok ? x : 0.0f);
+                const double d = (double)(cut ? take_cut(v[k][j], lc, hc, n) : take_finite(v[k][j], n));
                 a = a + d;
                 b = __fma_rn(d, d, b); // d*d is exact: the same as b + d*d
-                if (!ok)
-                    n--;
             }
     }
 };
@@ -161,28 +182,30 @@ static __device__ __forceinline__ float div_rn(float v, float qs, float rq)
 // The walk's split over bins [L, H] (n = H-L+1 >= 1): how many bins the high
 // side took. The twin takes the low bin while lowsum < highsum: a merge of
 // P(a) = C[L+a]-C[L] and Q(b) = C[H+1]-C[H+1-b] with ties to Q, so b is the
-// first m in [0, n) with P(n-1-m) < Q(m), or n. Warp-uniform, 32-ary search.
-static __device__ int walk_split(const unsigned *C, int L, int H, int lane)
+// first m in [0, n) with P(n-1-m) < Q(m), or n; with j = H-m that is
+// b = H - j*, j* the last j in [L, H] with S(j) = C[j] + C[j+1] < T =
+// C[L] + C[H+1] (S is nondecreasing), or L-1. Two rounds, warp-uniform:
+// g*, the last of the coarse prefixes cc[g] = C[32g] (g <= ng) with
+// 2 cc[g] < T, puts j* in [32g*-1, 32g*+31] (S(j) <= 2 cc[g*] below 32g*,
+// S(j) >= 2 cc[g*+1] from 32(g*+1) on); one probe per lane settles it.
+static __device__ int walk_split(const ms_smem &sm, int L, int H, int ng, int lane)
 {
-    const int n = H - L + 1;
-    const unsigned cL = C[ms_swz(L)], cH = C[ms_swz(H + 1)];
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        const int step = (hi - lo + 31) / 32, m = lo + lane * step;
-        const bool tested = m < hi;
-        const bool pred = tested && C[ms_swz(L + n - 1 - m)] - cL < cH - C[ms_swz(H + 1 - m)];
-        const unsigned tm = __ballot_sync(MS_FULL, tested), pm = __ballot_sync(MS_FULL, pred);
-        const int f = __popc(tm & ~pm); // the false ones lead (the predicate is monotone)
-        if (f == 0) {
-            hi = lo;
-        } else {
-            const int nlo = lo + (f - 1) * step + 1;
-            if (f < __popc(tm))
-                hi = lo + f * step;
-            lo = nlo;
-        }
+    const unsigned *C = sm.cnt;
+    const u64 T = (u64)C[ms_swz(L)] + C[ms_swz(H + 1)];
+    int below = 0;
+#pragma unroll
+    for (int r = 0; r < (MS_NLEV / MS_PER) / 32 + 1; r++) {
+        const int g = lane + 32 * r;
+        below += g <= ng && 2 * (u64)sm.cc[g] < T;
     }
-    return lo;
+    below = __reduce_add_sync(MS_FULL, below);
+    if (below == 0) // T == 0: no S(j) is below it
+        return H - L + 1;
+    const int g0 = 32 * (below - 1), j = g0 + lane;
+    const bool p = j >= L && j <= H && (u64)C[ms_swz(j)] + C[ms_swz(j + 1)] < T;
+    const unsigned pm = __ballot_sync(MS_FULL, p);
+    const int js = pm ? g0 + 31 - __clz(pm) : max(min(g0 - 1, H), L - 1);
+    return H - js;
 }
 
 // sum h*i and h*i*i over bins [0, k) for k = ka (lanes 0-15) and kb (16-31).
@@ -217,7 +240,7 @@ static __device__ int mesh_guess(const ms_smem &sm, const sf_bkg_quant *q, doubl
                                  int maxiter, int estimator, float *level, float *rms,
                                  int *converged)
 {
-    const int lane = threadIdx.x & 31, nlm1 = q->nlevels - 1;
+    const int lane = threadIdx.x & 31, nlm1 = q->nlevels - 1, ng = (q->nlevels + MS_PER - 1) / MS_PER;
     const unsigned *C = sm.cnt;
     int lcut = 0, hcut = nlm1, it = 0;
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
@@ -228,7 +251,7 @@ static __device__ int mesh_guess(const ms_smem &sm, const sf_bkg_quant *q, doubl
         it++;
         sig1 = sig;
         if (hcut >= lcut) {
-            const int n = hcut - lcut + 1, b = walk_split(C, lcut, hcut, lane), a = n - b;
+            const int n = hcut - lcut + 1, b = walk_split(sm, lcut, hcut, ng, lane), a = n - b;
             u64 m1a, m2a, m1b, m2b;
             lo = lcut + a;
             hi = hcut - b;
@@ -277,7 +300,7 @@ static __device__ __forceinline__ void group_sums(const uint4 *w, unsigned &c, T
 static __device__ void mesh_scan(ms_smem &sm, bool big)
 {
     const int t = threadIdx.x, lane = t & 31, wp = t >> 5, b0 = t * MS_PER;
-    const int ng = (sm.q.nlevels + MS_PER - 1) / MS_PER, sw = (t ^ (t >> 3)) & 7; // ms_swz's key
+    const int ng = (sm.q.nlevels + MS_PER - 1) / MS_PER, sw = t & 7; // ms_swz's key
     uint4 *cv = reinterpret_cast<uint4 *>(sm.cnt + b0);
     uint4 u[MS_PER / 4]; // this thread's bins in order (chunk k at word 4 (k ^ sw))
     unsigned c = 0;
@@ -332,6 +355,7 @@ static __device__ void mesh_scan(ms_smem &sm, bool big)
         bm2 += sm.wm2[k];
     }
     if (t < ng) {
+        sm.cc[t] = bc;
         sm.cm1[2 * t] = bm1;
         sm.cm2[2 * t] = bm2;
         sm.cm1[2 * t + 1] = bm1 + h1;
@@ -349,6 +373,7 @@ static __device__ void mesh_scan(ms_smem &sm, bool big)
     }
     if (t == ng - 1) { // C[MS_PER ng]: the next group's first bin, unused by it
         sm.cnt[ms_swz(b0 + MS_PER)] = bc;
+        sm.cc[t + 1] = bc;
         sm.cm1[2 * t + 2] = bm1 + m1;
         sm.cm2[2 * t + 2] = bm2 + m2;
     }
