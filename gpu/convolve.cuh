@@ -120,6 +120,20 @@ static __device__ __forceinline__ void row_dot4(const float *__restrict__ R, con
     }
 }
 
+// acc[o] += sum_t w[t] * v[o + t], o < NO, t < NT, the taps in order with each
+// weight loaded once: the sliding-window step of row_dot8 and col_dot8.
+template <int NO, int NT>
+static __device__ __forceinline__ void window_fma(const float *v, const float *w, float *acc)
+{
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float wt = w[t];
+#pragma unroll
+        for (int o = 0; o < NO; o++)
+            acc[o] = fmaf(wt, v[o + t], acc[o]);
+    }
+}
+
 // acc[o] += sum_i w[i] * R[o + i], o = 0..7, i < kxp (a multiple of 4):
 // each weight loaded once for 8 outputs. R 16-byte aligned.
 static __device__ __forceinline__ void row_dot8(const float *__restrict__ R, const float *w, int kxp,
@@ -129,13 +143,7 @@ static __device__ __forceinline__ void row_dot8(const float *__restrict__ R, con
     for (int i = 0; i < kxp; i += 4) {
         const float4 c = *reinterpret_cast<const float4 *>(R + i + 8);
         const float v[12] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y, c.z, c.w};
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const float wt = w[i + t];
-#pragma unroll
-            for (int o = 0; o < 8; o++)
-                acc[o] = fmaf(wt, v[o + t], acc[o]);
-        }
+        window_fma<8, 4>(v, w + i, acc);
         a = b;
         b = c;
     }

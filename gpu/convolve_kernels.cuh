@@ -35,6 +35,22 @@ struct tile_map {
 // shared memory (kernels over 225 taps: their weights overflow the constant
 // cache). Each kernel row is summed in float, the rows in double with DBL
 // (float sums over 63 x 63 taps would lose ~1e-6 of the result).
+// sum[o] += the row_dot4 of each of ky rows of S (stride cols) with its row
+// of W (kxp weights each), one float partial per row: the direct kernel's
+// image sums (T) and weight sums (M).
+template <class acc_t>
+static __device__ __forceinline__ void rows_dot4(const float *S, int cols, const float *W, int ky,
+                                                 int kxp, acc_t sum[4])
+{
+    for (int j = 0; j < ky; j++) {
+        float r[4] = {0.f, 0.f, 0.f, 0.f};
+        row_dot4(S + j * cols, W + j * kxp, kxp, r);
+#pragma unroll
+        for (int o = 0; o < 4; o++)
+            sum[o] += r[o];
+    }
+}
+
 template <bool NANS, int RPT, bool DBL, bool SW, int TW>
 static __global__ void __launch_bounds__(NTHREADS)
 direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
@@ -79,21 +95,9 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
     for (int q = 0; q < RPT; q++) {
         const int oy = threadIdx.x / TPR + RR * q;
         acc_t acc[4] = {0, 0, 0, 0}, den[4] = {0, 0, 0, 0};
-        for (int j = 0; j < ky; j++) {
-            float r[4] = {0.f, 0.f, 0.f, 0.f};
-            row_dot4(T + (oy + j) * cols + c0, W + j * kxp, kxp, r);
-#pragma unroll
-            for (int o = 0; o < 4; o++)
-                acc[o] += r[o];
-        }
+        rows_dot4(T + oy * cols + c0, cols, W, ky, kxp, acc);
         if (NANS && renorm)
-            for (int j = 0; j < ky; j++) {
-                float r[4] = {0.f, 0.f, 0.f, 0.f};
-                row_dot4(M + (oy + j) * cols + c0, W + j * kxp, kxp, r);
-#pragma unroll
-                for (int o = 0; o < 4; o++)
-                    den[o] += r[o];
-            }
+            rows_dot4(M + oy * cols + c0, cols, W, ky, kxp, den);
         const int y = y0 + oy;
         if (y >= yhi)
             break;
@@ -149,13 +153,7 @@ static __device__ __forceinline__ void col_dot8(const float *H, int x, int oy0, 
 #pragma unroll
         for (int t = 0; t < 8; t++)
             v[8 + t] = H[(oy0 + j0 + 8 + t) * STW + x];
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
-            const float w = wc[j0 + t];
-#pragma unroll
-            for (int o = 0; o < 8; o++)
-                acc[o] = fmaf(w, v[o + t], acc[o]);
-        }
+        window_fma<8, 8>(v, wc + j0, acc);
 #pragma unroll
         for (int t = 0; t < 8; t++)
             v[t] = v[8 + t];
