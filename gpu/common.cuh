@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <stdint.h>
+#include <pthread.h>
 #include "skyfind/gpu.h"
 #include "skyfind/status.h"
 
@@ -22,6 +23,16 @@ struct sf_gpu {
     size_t pinned_bytes;
     uint64_t h2d, d2h;        // bytes moved each way
     struct sf_conv_cache *conv; // convolve: cuFFT plans, the kernel's spectrum (gpu/convolve.cu)
+    void *buf[SF_GBUF_NSLOTS];  // buffers kept across runs (sf_gpu_buffer)
+    size_t buf_bytes[SF_GBUF_NSLOTS];
+    size_t memlimit;          // SKYFIND_GPU_MEMLIMIT: refuse allocations past this many bytes (0: none)
+    size_t allocated;         // bytes held through sf_gpu_malloc/sf_gpu_buffer/scratch, for memlimit
+#define SF_GPU_NBLOCKS 16
+    void *blk[SF_GPU_NBLOCKS];  // sf_gpu_malloc's live blocks and their sizes
+    size_t blk_bytes[SF_GPU_NBLOCKS];
+    cudaStream_t lane;        // the copy lane (sf_gpu_upload_lane), created on first use
+    cudaEvent_t lane_ev[2];
+    pthread_mutex_t lock;     // the allocation bookkeeping above, shared by the lane's thread
 };
 
 // Frees the convolve cache of a context (sf_gpu_destroy calls it).

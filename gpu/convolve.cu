@@ -64,7 +64,7 @@ void sf_conv_cache_free(sf_gpu *g)
         cufftDestroy(c->r2c);
         cufftDestroy(c->c2r);
     }
-    cudaFree(c->spec);
+    sf_gpu_free(g, c->spec);
     free(c);
     g->conv = NULL;
 }
@@ -419,7 +419,7 @@ static sf_status fft_spectrum(sf_gpu *g, sf_conv_cache *c, const sf_kernel *k, i
     if (c->spec && c->spec_hash == hash)
         return SF_OK;
     if (c->spec_bytes < nc * sizeof(cufftComplex)) {
-        cudaFree(c->spec);
+        sf_gpu_free(g, c->spec);
         c->spec = NULL;
         c->spec_bytes = 0;
         SF_TRY(sf_gpu_malloc(g, (void **)&c->spec, nc * sizeof(cufftComplex)));

@@ -38,12 +38,21 @@ extern "C" sf_status sf_gpu_create(sf_gpu **out, int device)
         return sf_fail(SF_ERR_NO_GPU, "no CUDA device %d (found %d)", device, sf_gpu_count());
     }
     g->device = device;
+    pthread_mutex_init(&g->lock, NULL);
     SF_CUDA(cudaSetDevice(device));
     SF_CUDA(cudaGetDeviceProperties(&prop, device));
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     g->sm_count = prop.multiProcessorCount;
     g->smem_optin = prop.sharedMemPerBlockOptin;
     SF_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    if (getenv("SKYFIND_GPU_MEMLIMIT")) { // a smaller card, for tests of running out of memory
+        char *end;
+        double v = strtod(getenv("SKYFIND_GPU_MEMLIMIT"), &end);
+        if (*end == 'k' || *end == 'K') v *= 1e3;
+        else if (*end == 'M' || *end == 'm') v *= 1e6;
+        else if (*end == 'G' || *end == 'g') v *= 1e9;
+        g->memlimit = v > 0 ? (size_t)v : 0;
+    }
     g->pinned_bytes = 1 << 16;
     SF_CUDA(cudaMallocHost(&g->pinned, g->pinned_bytes));
     *out = g;
@@ -60,12 +69,21 @@ extern "C" void sf_gpu_destroy(sf_gpu *g)
     if (g->stream)
         cudaStreamSynchronize(g->stream);
     sf_conv_cache_free(g);
+    for (int i = 0; i < SF_GBUF_NSLOTS; i++)
+        if (g->buf[i])
+            cudaFree(g->buf[i]);
     if (g->scratch)
         cudaFree(g->scratch);
     if (g->pinned)
         cudaFreeHost(g->pinned);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    if (g->lane) {
+        cudaStreamDestroy(g->lane);
+        cudaEventDestroy(g->lane_ev[0]);
+        cudaEventDestroy(g->lane_ev[1]);
+    }
+    pthread_mutex_destroy(&g->lock);
     free(g);
 }
 
@@ -79,28 +97,136 @@ fail:
     return st;
 }
 
+// cudaMalloc within the context's SKYFIND_GPU_MEMLIMIT, with the one message
+// for running out of device memory.
+static sf_status dev_alloc(sf_gpu *g, void **ptr, size_t bytes, const char *what)
+{
+    cudaError_t e;
+    *ptr = NULL;
+    if (g->memlimit && g->allocated + bytes > g->memlimit)
+        return sf_fail(SF_ERR_GPU_NOMEM,
+                       "out of GPU memory: %s needs %.1f MB, %.1f MB of the %.1f MB allowed "
+                       "(SKYFIND_GPU_MEMLIMIT) are in use",
+                       what, bytes / 1e6, g->allocated / 1e6, g->memlimit / 1e6);
+    e = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        cudaGetLastError();
+        *ptr = NULL;
+        return sf_fail(SF_ERR_GPU_NOMEM, "out of GPU memory: cudaMalloc of %.1f MB for %s failed "
+                       "(%.1f MB free of %.1f MB): %s", bytes / 1e6, what, fr / 1e6, tot / 1e6,
+                       cudaGetErrorString(e));
+    }
+    g->allocated += bytes;
+    return SF_OK;
+}
+
+extern "C" sf_status sf_gpu_buffer(sf_gpu *g, int slot, size_t bytes, void **ptr)
+{
+    sf_status st = SF_OK;
+    *ptr = NULL;
+    if (slot < 0 || slot >= SF_GBUF_NSLOTS)
+        return sf_fail(SF_ERR_INTERNAL, "sf_gpu_buffer: no slot %d", slot);
+    pthread_mutex_lock(&g->lock);
+    if (bytes > g->buf_bytes[slot]) {
+        if (g->buf[slot]) {
+            SF_CUDA(cudaStreamSynchronize(g->stream));
+            cudaFree(g->buf[slot]);
+            g->allocated -= g->buf_bytes[slot];
+            g->buf[slot] = NULL;
+            g->buf_bytes[slot] = 0;
+        }
+        SF_TRY(dev_alloc(g, &g->buf[slot], bytes, "a run buffer"));
+        g->buf_bytes[slot] = bytes;
+    }
+    *ptr = g->buf[slot];
+fail:
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+extern "C" sf_status sf_gpu_bind(sf_gpu *g)
+{
+    sf_status st = SF_OK;
+    SF_CUDA(cudaSetDevice(g->device));
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_pinned_alloc(void **ptr, size_t bytes)
+{
+    cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *ptr = NULL;
+        return sf_fail(SF_ERR_NOMEM, "cudaHostAlloc of %.1f MB of pinned memory failed: %s",
+                       bytes / 1e6, cudaGetErrorString(e));
+    }
+    return SF_OK;
+}
+
+extern "C" void sf_pinned_free(void *ptr)
+{
+    if (ptr)
+        cudaFreeHost(ptr);
+}
+
+extern "C" sf_status sf_gpu_upload_lane(sf_gpu *g, void *dst, const void *src, size_t bytes,
+                                        double *ms)
+{
+    sf_status st = SF_OK;
+    float f = 0;
+    if (!g->lane) {
+        SF_CUDA(cudaStreamCreateWithFlags(&g->lane, cudaStreamNonBlocking));
+        SF_CUDA(cudaEventCreate(&g->lane_ev[0]));
+        SF_CUDA(cudaEventCreate(&g->lane_ev[1]));
+    }
+    SF_CUDA(cudaEventRecord(g->lane_ev[0], g->lane));
+    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->lane));
+    SF_CUDA(cudaEventRecord(g->lane_ev[1], g->lane));
+    SF_CUDA(cudaEventSynchronize(g->lane_ev[1]));
+    SF_CUDA(cudaEventElapsedTime(&f, g->lane_ev[0], g->lane_ev[1]));
+    if (ms)
+        *ms = f;
+fail:
+    return st;
+}
+
+extern "C" void *sf_gpu_stream(sf_gpu *g) { return g ? (void *)g->stream : NULL; }
+extern "C" int sf_gpu_device(const sf_gpu *g) { return g ? g->device : -1; }
+
+extern "C" sf_status sf_gpu_meminfo(sf_gpu *g, size_t *free_b, size_t *total_b)
+{
+    sf_status st = SF_OK;
+    *free_b = *total_b = 0;
+    SF_CUDA(cudaMemGetInfo(free_b, total_b));
+    if (g && g->memlimit) {
+        *total_b = g->memlimit;
+        *free_b = g->memlimit > g->allocated ? g->memlimit - g->allocated : 0;
+    }
+fail:
+    return st;
+}
+
 extern "C" sf_status sf_gpu_reserve(sf_gpu *g, size_t bytes)
 {
     sf_status st = SF_OK;
     if (bytes <= g->scratch_bytes)
         return SF_OK;
+    pthread_mutex_lock(&g->lock);
     if (g->scratch) {
         SF_CUDA(cudaStreamSynchronize(g->stream));
         cudaFree(g->scratch);
+        g->allocated -= g->scratch_bytes;
         g->scratch = NULL;
         g->scratch_bytes = 0;
     }
-    {
-        cudaError_t e = cudaMalloc(&g->scratch, bytes);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            g->scratch = NULL;
-            return sf_fail(SF_ERR_GPU_NOMEM, "cudaMalloc of %.1f MB of scratch failed: %s",
-                           bytes / 1e6, cudaGetErrorString(e));
-        }
-    }
+    SF_TRY(dev_alloc(g, &g->scratch, bytes, "scratch"));
     g->scratch_bytes = bytes;
 fail:
+    pthread_mutex_unlock(&g->lock);
     return st;
 }
 
@@ -111,22 +237,43 @@ extern "C" sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr)
     return st;
 }
 
+// Blocks from sf_gpu_malloc are few (the FFT spectrum, a kernel's weights):
+// their sizes are kept so SKYFIND_GPU_MEMLIMIT counts them.
 extern "C" sf_status sf_gpu_malloc(sf_gpu *g, void **ptr, size_t bytes)
 {
-    cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        *ptr = NULL;
-        return sf_fail(SF_ERR_GPU_NOMEM, "cudaMalloc of %.1f MB failed: %s", bytes / 1e6,
-                       cudaGetErrorString(e));
+    sf_status st;
+    pthread_mutex_lock(&g->lock);
+    st = dev_alloc(g, ptr, bytes, "a stage buffer");
+    if (st == SF_OK) {
+        int k;
+        for (k = 0; k < SF_GPU_NBLOCKS && g->blk[k]; k++)
+            ;
+        if (k < SF_GPU_NBLOCKS) {
+            g->blk[k] = *ptr;
+            g->blk_bytes[k] = bytes;
+        } else {
+            g->allocated -= bytes; // not tracked: not counted against the limit
+        }
     }
-    return SF_OK;
+    pthread_mutex_unlock(&g->lock);
+    return st;
 }
 
 extern "C" void sf_gpu_free(sf_gpu *g, void *ptr)
 {
-    if (ptr)
-        cudaFree(ptr);
+    if (!ptr)
+        return;
+    if (g)
+        pthread_mutex_lock(&g->lock);
+    for (int k = 0; g && k < SF_GPU_NBLOCKS; k++)
+        if (g->blk[k] == ptr) {
+            g->allocated -= g->blk_bytes[k];
+            g->blk[k] = NULL;
+            g->blk_bytes[k] = 0;
+        }
+    if (g)
+        pthread_mutex_unlock(&g->lock);
+    cudaFree(ptr);
 }
 
 extern "C" sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes)

@@ -1,12 +1,14 @@
 /* CPU-only build: the GPU context and every stage's GPU entry point report
  * that this skyfind was built without CUDA. */
 #include <stddef.h>
+#include <stdlib.h>
 #include "skyfind/gpu.h"
 #include "skyfind/background.h"
 #include "skyfind/threshold.h"
 #include "skyfind/segment.h"
 #include "skyfind/measure.h"
 #include "skyfind/convolve.h"
+#include "skyfind/decode.h"
 
 #define NO_GPU sf_fail(SF_ERR_NO_GPU, "this skyfind was built without CUDA (no nvcc at configure time)")
 
@@ -20,6 +22,18 @@ sf_status sf_gpu_reserve(sf_gpu *g, size_t bytes) { return NO_GPU; }
 sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr) { *ptr = NULL; return NO_GPU; }
 sf_status sf_gpu_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL; return NO_GPU; }
 void sf_gpu_free(sf_gpu *g, void *ptr) { }
+sf_status sf_gpu_buffer(sf_gpu *g, int slot, size_t bytes, void **ptr) { *ptr = NULL; return NO_GPU; }
+void *sf_gpu_stream(sf_gpu *g) { return NULL; }
+int sf_gpu_device(const sf_gpu *g) { return -1; }
+sf_status sf_gpu_bind(sf_gpu *g) { return NO_GPU; }
+sf_status sf_pinned_alloc(void **ptr, size_t bytes)
+{
+    *ptr = malloc(bytes ? bytes : 1);
+    return *ptr ? SF_OK : sf_fail(SF_ERR_NOMEM, "malloc of %.1f MB failed", bytes / 1e6);
+}
+void sf_pinned_free(void *ptr) { free(ptr); }
+sf_status sf_gpu_upload_lane(sf_gpu *g, void *d, const void *s, size_t n, double *ms) { return NO_GPU; }
+sf_status sf_gpu_meminfo(sf_gpu *g, size_t *f, size_t *t) { *f = *t = 0; return NO_GPU; }
 sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL; return NO_GPU; }
 void sf_gpu_host_free(sf_gpu *g, void *ptr) { }
 sf_status sf_gpu_to_device(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
@@ -60,3 +74,5 @@ size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels, const sf_measure_para
 sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                           int edge, int nan, sf_image *out) { return NO_GPU; }
 size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method) { return 0; }
+sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layout *l, sf_image *out,
+                        long long *nblank) { return NO_GPU; }

@@ -16,22 +16,42 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* GPU buffers belong to the context (sf_gpu_buffer), kept for the next run;
+ * host buffers of a CPU run are freed here. */
 static void state_free(sf_state *s)
 {
-    sf_gpu *g = s->backend == SF_BACKEND_GPU ? s->g : NULL;
-    if (g)
-        sf_image_free(&s->img, g);
-    sf_image_free(&s->bkgmap, g);
-    sf_image_free(&s->rmsmap, g);
-    sf_image_free(&s->filt, g);
-    sf_mask_free(&s->mask, g);
-    sf_labels_free(&s->labels, g);
-    if (g)
-        sf_gpu_free(g, s->sources);
-    else
-        free(s->sources);
+    if (s->backend == SF_BACKEND_GPU) {
+        memset(s, 0, sizeof *s);
+        return;
+    }
+    sf_image_free(&s->bkgmap, NULL);
+    sf_image_free(&s->rmsmap, NULL);
+    sf_image_free(&s->filt, NULL);
+    sf_mask_free(&s->mask, NULL);
+    sf_labels_free(&s->labels, NULL);
+    free(s->sources);
     s->sources = NULL;
 }
+
+/* One of the context's kept device buffers as an image, mask or label map. */
+#define SF_DEFINE_DEVBUF(type, fn, elem)                                                \
+    static sf_status fn(sf_gpu *g, int slot, int nx, int ny, type *b)                    \
+    {                                                                                    \
+        void *p = NULL;                                                                  \
+        sf_status st = sf_gpu_buffer(g, slot, sf_npix(nx, ny) * sizeof(elem), &p);       \
+        if (st)                                                                          \
+            return st;                                                                   \
+        b->nx = nx;                                                                      \
+        b->ny = ny;                                                                      \
+        b->stride = (size_t)nx;                                                          \
+        b->data = (elem *)p;                                                             \
+        b->loc = SF_DEVICE;                                                              \
+        return SF_OK;                                                                    \
+    }
+SF_DEFINE_DEVBUF(sf_image, devbuf_image, float)
+SF_DEFINE_DEVBUF(sf_mask, devbuf_mask, uint8_t)
+SF_DEFINE_DEVBUF(sf_labels, devbuf_labels, int32_t)
+#undef SF_DEFINE_DEVBUF
 
 void sf_run_result_free(sf_run_result *r)
 {
@@ -77,17 +97,19 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
 {
     sf_status st = SF_OK;
     unsigned gives = pipeline_gives(pl);
-    sf_loc loc = o->backend == SF_BACKEND_GPU ? SF_DEVICE : SF_HOST;
     sf_gpu *g = o->backend == SF_BACKEND_GPU ? o->gpu : NULL;
     int nx = img->nx, ny = img->ny;
     if (gives & SF_DATA_MASK)
-        if ((st = sf_mask_alloc(&s->mask, nx, ny, loc, g)))
+        if ((st = g ? devbuf_mask(g, SF_GBUF_MASK, nx, ny, &s->mask)
+                    : sf_mask_alloc(&s->mask, nx, ny, SF_HOST, NULL)))
             return st;
     if (gives & SF_DATA_LABELS)
-        if ((st = sf_labels_alloc(&s->labels, nx, ny, loc, g)))
+        if ((st = g ? devbuf_labels(g, SF_GBUF_LABELS, nx, ny, &s->labels)
+                    : sf_labels_alloc(&s->labels, nx, ny, SF_HOST, NULL)))
             return st;
     if (gives & SF_DATA_FILTERED)
-        if ((st = sf_image_alloc(&s->filt, nx, ny, loc, g)))
+        if ((st = g ? devbuf_image(g, SF_GBUF_FILT, nx, ny, &s->filt)
+                    : sf_image_alloc(&s->filt, nx, ny, SF_HOST, NULL)))
             return st;
     int mesh = 0;
     for (int i = 0; i < pl->nsteps; i++)
@@ -95,9 +117,11 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
             ((const sf_bkg_params *)pl->steps[i].params)->method == SF_BKG_MESH)
             mesh = 1;
     if ((gives & SF_DATA_BKG) && ((o->keep & SF_KEEP_BKG) || mesh)) {
-        if ((st = sf_image_alloc(&s->bkgmap, nx, ny, loc, g)))
+        if ((st = g ? devbuf_image(g, SF_GBUF_BKG, nx, ny, &s->bkgmap)
+                    : sf_image_alloc(&s->bkgmap, nx, ny, SF_HOST, NULL)))
             return st;
-        if ((st = sf_image_alloc(&s->rmsmap, nx, ny, loc, g)))
+        if ((st = g ? devbuf_image(g, SF_GBUF_RMS, nx, ny, &s->rmsmap)
+                    : sf_image_alloc(&s->rmsmap, nx, ny, SF_HOST, NULL)))
             return st;
     }
     if (g)
@@ -178,8 +202,8 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     r->nsources = -1;
     r->nx = img->nx;
     r->ny = img->ny;
-    if (img->loc != SF_HOST)
-        return sf_fail(SF_ERR_INTERNAL, "sf_pipeline_run takes a host image");
+    if (img->loc != SF_HOST && !(gpu && img->loc == SF_DEVICE))
+        return sf_fail(SF_ERR_INTERNAL, "sf_pipeline_run: a device image needs the GPU backend");
     s.backend = o->backend;
     s.g = o->gpu;
     s.beam_pix = o->beam_pix;
@@ -195,9 +219,11 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     }
     if ((st = alloc_state(&s, pl, img, o)))
         goto fail;
-    if (gpu) {
+    if (gpu && img->loc == SF_DEVICE) {
+        s.img = *img; /* already on the device (the batch engine decoded it there) */
+    } else if (gpu) {
         double ms;
-        if ((st = sf_image_alloc(&s.img, img->nx, img->ny, SF_DEVICE, o->gpu)))
+        if ((st = devbuf_image(o->gpu, SF_GBUF_IMAGE, img->nx, img->ny, &s.img)))
             goto fail;
         if ((st = sf_gpu_timer_start(timer)) || (st = sf_image_upload(o->gpu, img, &s.img)) ||
             (st = sf_gpu_timer_stop(timer, &ms)))

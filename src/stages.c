@@ -284,10 +284,10 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
                           s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
                           (s->have & SF_DATA_MASK) ? &s->mask : NULL};
     /* the catalogue's buffer: its size is known only now */
-    if (gpu) {
-        sf_gpu_free(s->g, s->sources);
+    if (gpu) { /* the context's kept catalogue buffer, grown when needed */
         s->sources = NULL;
-        st = sf_gpu_malloc(s->g, (void **)&s->sources, (size_t)s->nlabels * sizeof(sf_source));
+        st = sf_gpu_buffer(s->g, SF_GBUF_SOURCES, ((size_t)s->nlabels + 1) * sizeof(sf_source),
+                           (void **)&s->sources);
     } else {
         free(s->sources);
         s->sources = malloc(((size_t)s->nlabels + 1) * sizeof(sf_source));

@@ -29,6 +29,39 @@ sf_status sf_gpu_sync(sf_gpu *g);
 sf_status sf_gpu_reserve(sf_gpu *g, size_t bytes);
 sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr);
 
+/* Device buffers kept by the context across runs, one per slot, grown (never
+ * shrunk) when a run needs more: the runner's image, mask, labels, maps,
+ * filtered image and catalogue, and the batch engine's raw input slots, so a
+ * batch allocates once however many files it reads. Freed by sf_gpu_destroy. */
+enum {
+    SF_GBUF_IMAGE, SF_GBUF_MASK, SF_GBUF_LABELS, SF_GBUF_FILT, SF_GBUF_BKG, SF_GBUF_RMS,
+    SF_GBUF_SOURCES, SF_GBUF_RAW0, SF_GBUF_NSLOTS = SF_GBUF_RAW0 + 4
+};
+sf_status sf_gpu_buffer(sf_gpu *g, int slot, size_t bytes, void **ptr);
+
+/* The context's stream, as a void * (a cudaStream_t), for callers that order
+ * their own copies against the stages (the batch engine). */
+void *sf_gpu_stream(sf_gpu *g);
+int sf_gpu_device(const sf_gpu *g);
+/* Bytes of device memory free and in all (cudaMemGetInfo). */
+sf_status sf_gpu_meminfo(sf_gpu *g, size_t *free_b, size_t *total_b);
+
+/* Make the context's device current on the calling thread (each thread of
+ * the batch engine that touches a context calls this first). */
+sf_status sf_gpu_bind(sf_gpu *g);
+
+/* Host memory pinned for every device (cudaHostAllocPortable), for the batch
+ * engine's buffer pool; plain malloc in a build without CUDA. */
+sf_status sf_pinned_alloc(void **ptr, size_t bytes);
+void sf_pinned_free(void *ptr);
+
+/* The copy lane: host-to-device copies on a second stream of the context, so
+ * the next image goes up while the stages run on the first. Waits for the
+ * copy, returns its device time (CUDA events) in *ms. Not counted in
+ * sf_gpu_bytes (the batch engine counts them per file); may run on another
+ * thread than the stages. */
+sf_status sf_gpu_upload_lane(sf_gpu *g, void *dst, const void *src, size_t bytes, double *ms);
+
 /* Raw device memory and counted copies (all on the context's stream). */
 sf_status sf_gpu_malloc(sf_gpu *g, void **ptr, size_t bytes);
 void sf_gpu_free(sf_gpu *g, void *ptr);
