@@ -17,7 +17,9 @@
 
 #include "cli_run.h"
 
-enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL, OPT_STRETCH, OPT_FORMAT };
+enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL, OPT_STRETCH, OPT_FORMAT,
+       OPT_DEVICES, OPT_QUEUE, OPT_READERS, OPT_NO_OVERLAP, OPT_NAME, OPT_MERGE, OPT_RESUME,
+       OPT_SHARD };
 
 static const struct option run_opts[] = {
     {"pipeline", required_argument, 0, 'p'}, {"backend", required_argument, 0, 'b'},
@@ -27,6 +29,11 @@ static const struct option run_opts[] = {
     {"tolerance", required_argument, 0, OPT_TOL}, {"quiet", no_argument, 0, 'q'},
     {"stretch", required_argument, 0, OPT_STRETCH}, {"format", required_argument, 0, OPT_FORMAT},
     {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
+    {"jobs", required_argument, 0, 'j'},     {"devices", required_argument, 0, OPT_DEVICES},
+    {"queue", required_argument, 0, OPT_QUEUE}, {"readers", required_argument, 0, OPT_READERS},
+    {"no-overlap", no_argument, 0, OPT_NO_OVERLAP}, {"name", required_argument, 0, OPT_NAME},
+    {"merge", required_argument, 0, OPT_MERGE}, {"resume", no_argument, 0, OPT_RESUME},
+    {"shard", required_argument, 0, OPT_SHARD},
     {0, 0, 0, 0}};
 
 static void run_usage(FILE *f, int compare)
@@ -39,7 +46,9 @@ static void run_usage(FILE *f, int compare)
     else
         fprintf(f, "Usage: skyfind run [OPTIONS] FILE...\n"
                    "Run a pipeline on each FITS image and write its catalogue\n"
-                   "(OUTDIR/STEM.cat.csv) and the check images asked for.\n\n");
+                   "(OUTDIR/NAME.cat.csv) and the check images asked for. FILE may be\n"
+                   "@LIST (one path a line) or - (paths on standard input). Files stream\n"
+                   "through reader threads, every GPU (or N CPU workers) and a writer.\n\n");
     fprintf(f,
             "Options:\n"
             "  -p, --pipeline NAME|FILE  pipeline: a name (radio, lesson) or a .pipe file\n"
@@ -52,13 +61,31 @@ static void run_usage(FILE *f, int compare)
                    "                            rms, filtered, png (previews), all (comma-separated)\n"
                    "      --stretch asinh|zscale  grey scale of the PNG previews (default asinh)\n"
                    "      --format LIST         catalogue formats: csv, fits, votable, reg\n"
-                   "                            (comma-separated; default csv)\n");
+                   "                            (comma-separated; default csv)\n"
+                   "      --name TEMPLATE       output names: {stem} (file name without folder\n"
+                   "                            and FITS extensions), {plane} (1-based), {index}\n"
+                   "                            (default {stem}; {stem}_p{plane} with --plane all)\n"
+                   "      --merge FILE          also one CSV catalogue of every image, with the\n"
+                   "                            file and plane as its first columns\n"
+                   "      --resume              skip images whose outputs are complete (their\n"
+                   "                            NAME.done marker, written last, exists)\n"
+                   "      --shard K/N           take only inputs K, K+N, K+2N, ... (1-based), for\n"
+                   "                            job arrays\n"
+                   "  -j, --jobs N              CPU backend: images run at once (default: one\n"
+                   "                            per core)\n"
+                   "      --devices LIST        GPUs to use, e.g. 0,1 (default: all visible)\n"
+                   "      --queue N             images read ahead and held in (pinned) host\n"
+                   "                            memory (default: readers + 2 per worker)\n"
+                   "      --readers N           reader threads (default: 2 + 2 per GPU, or one\n"
+                   "                            per CPU worker)\n"
+                   "      --no-overlap          read, upload, run and write one image at a time\n");
     else
         fprintf(f, "      --tolerance REL       relative tolerance for float outputs (default 1e-6)\n");
     fprintf(f,
             "      --set STAGE.PARAM=VALUE  override a parameter of the pipeline (repeatable)\n"
-            "      --plane N             image plane of a cube, 1-based (default 1, with a note)\n"
-            "      --device N            CUDA device (default 0)\n"
+            "      --plane N|all         image plane of a cube, 1-based, or every plane as\n"
+            "                            its own image (default 1, with a note)\n"
+            "      --device N            CUDA device (default 0; run: as --devices N)\n"
             "      --json                one JSON object per file on stdout\n"
             "  -q, --quiet               only errors on stderr\n"
             "  -v, --verbose             more detail on stderr\n"
@@ -99,9 +126,10 @@ int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
     a->backend = "auto";
     a->outdir = ".";
     a->tol = 1e-6;
+    a->overlap = 1;
     a->sets = calloc((size_t)argc + 1, sizeof *a->sets);
     optind = 1;
-    while ((c = getopt_long(argc, argv, compare ? "p:qvh" : "p:b:o:qvh", run_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, compare ? "p:qvh" : "p:b:o:j:qvh", run_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'p': a->pipe = optarg; break;
@@ -134,15 +162,70 @@ int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
             a->stretch = strcmp(optarg, "zscale") ? SF_STRETCH_ASINH : SF_STRETCH_ZSCALE;
             break;
         case OPT_PLANE:
+            if (!compare && !strcmp(optarg, "all")) {
+                a->plane_all = 1;
+                a->plane = 0;
+                break;
+            }
             a->plane = (int)strtol(optarg, &end, 10);
+            a->plane_all = 0;
             if (*end || a->plane < 1)
-                return cli_usage_error(cmd, "--plane needs a plane number from 1, not '%s'", optarg);
+                return cli_usage_error(cmd, "--plane needs a plane number from 1%s, not '%s'",
+                                       compare ? "" : " or all", optarg);
             break;
+        case 'j':
+            a->jobs = (int)strtol(optarg, &end, 10);
+            if (*end || a->jobs < 1 || a->jobs > 4096)
+                return cli_usage_error(cmd, "--jobs needs a number from 1 to 4096, not '%s'", optarg);
+            break;
+        case OPT_QUEUE:
+            a->queue = (int)strtol(optarg, &end, 10);
+            if (*end || a->queue < 1 || a->queue > 1024)
+                return cli_usage_error(cmd, "--queue needs a number from 1 to 1024, not '%s'", optarg);
+            break;
+        case OPT_READERS:
+            a->readers = (int)strtol(optarg, &end, 10);
+            if (*end || a->readers < 1 || a->readers > 64)
+                return cli_usage_error(cmd, "--readers needs a number from 1 to 64, not '%s'", optarg);
+            break;
+        case OPT_NO_OVERLAP: a->overlap = 0; break;
+        case OPT_NAME: a->name_tpl = optarg; break;
+        case OPT_MERGE: a->merge = optarg; break;
+        case OPT_RESUME: a->resume = 1; break;
+        case OPT_SHARD: {
+            int k = 0, nn = 0, used = 0;
+            if (sscanf(optarg, "%d/%d%n", &k, &nn, &used) != 2 || optarg[used] || nn < 1 || k < 1 || k > nn)
+                return cli_usage_error(cmd, "--shard needs K/N with 1 <= K <= N, not '%s'", optarg);
+            a->shard_k = k;
+            a->shard_n = nn;
+            break;
+        }
+        case OPT_DEVICES: {
+            char buf[512], *tok, *sv = NULL;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            a->ndevices = 0;
+            if (!strcmp(optarg, "all"))
+                break;
+            for (tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+                long d = strtol(tok, &end, 10);
+                if (*end || d < 0 || d > 1023 || a->ndevices >= (int)(sizeof a->devices / sizeof *a->devices))
+                    return cli_usage_error(cmd, "--devices needs device numbers like 0,1 (or all), not '%s'", optarg);
+                for (int k = 0; k < a->ndevices; k++)
+                    if (a->devices[k] == (int)d)
+                        return cli_usage_error(cmd, "--devices names device %ld twice", d);
+                a->devices[a->ndevices++] = (int)d;
+            }
+            if (!a->ndevices)
+                return cli_usage_error(cmd, "--devices needs device numbers like 0,1 (or all), not '%s'", optarg);
+            break;
+        }
         case OPT_JSON: a->json = 1; break;
         case OPT_DEVICE:
             a->device = (int)strtol(optarg, &end, 10);
             if (*end || a->device < 0)
                 return cli_usage_error(cmd, "--device needs a device number, not '%s'", optarg);
+            a->devices[0] = a->device;
+            a->ndevices = 1;
             break;
         case OPT_TOL:
             a->tol = strtod(optarg, &end);
@@ -186,7 +269,7 @@ int load_pipeline(run_args *a, sf_pipeline *pl)
 }
 
 /* File name without folder, extended-name brackets and FITS extensions. */
-static void file_stem(const char *path, char *stem, size_t n)
+void file_stem(const char *path, char *stem, size_t n)
 {
     const char *b = strrchr(path, '/');
     char *p;
@@ -206,22 +289,33 @@ static void file_stem(const char *path, char *stem, size_t n)
     }
 }
 
-static int ensure_dir(const char *dir)
+/* Create the folder and its parents; safe when other processes create the
+ * same folders at the same time (EEXIST is success). 0, or -1 with errno. */
+int ensure_dir(const char *dir)
 {
     struct stat sb;
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            mkdir(buf, 0777);
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST && errno != EACCES && errno != EPERM) {
+                /* an unusable parent is reported below, as the folder's own failure */
+            }
             *p = '/';
         }
-    if (stat(buf, &sb) != 0 && mkdir(buf, 0777) != 0)
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
         return -1;
-    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(buf, W_OK) != 0)
+    if (stat(buf, &sb) != 0)
         return -1;
-    return 0;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return access(buf, W_OK);
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t n)
@@ -234,8 +328,8 @@ static void human_bytes(uint64_t b, char *buf, size_t n)
         snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
-static void report_text(const char *file, const sf_run_result *r, const char *backend,
-                        const char *dev, const sf_pipeline *pl)
+void report_text(const char *file, const sf_run_result *r, const char *backend,
+                 const char *dev, const sf_pipeline *pl)
 {
     char h[32], d[32];
     fprintf(stderr, "skyfind: %s: %dx%d, pipeline %s, backend %s%s%s%s\n", file, r->nx, r->ny,
@@ -277,8 +371,8 @@ static void report_text(const char *file, const sf_run_result *r, const char *ba
     }
 }
 
-static void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
-                        const sf_pipeline *pl, const char *catalog, const char *err)
+void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
+                 const sf_pipeline *pl, const char *catalog, const char *err)
 {
     fputs("{\"file\":", f);
     sf_json_str(f, file);
@@ -331,12 +425,11 @@ sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *i
     return st;
 }
 
-static sf_status write_outputs(const char *file, const run_args *a, const sf_pipeline *pl,
-                               const char *backend, const sf_fits_info *info,
-                               const sf_image *img, const sf_run_result *r, char *catalog,
-                               size_t catn)
+sf_status write_outputs(const char *file, const char *stem, const run_args *a,
+                        const sf_pipeline *pl, const char *backend, const sf_fits_info *info,
+                        const sf_image *img, const sf_run_result *r, char *catalog, size_t catn)
 {
-    char stem[1024], path[4096];
+    char path[4096];
     sf_status st = SF_OK;
     sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
     sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg, w, r->box};
@@ -344,7 +437,6 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
     sf_fits_beam_pixels(info, r->nx, r->ny, &beam);
     meta.bmaj_pix = beam.bmaj_pix;
     meta.bmin_pix = beam.bmin_pix;
-    file_stem(file, stem, sizeof stem);
     catalog[0] = '\0';
     for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {
         sf_catalog_format f = (sf_catalog_format)a->formats[k];
@@ -402,7 +494,7 @@ static sf_status write_outputs(const char *file, const run_args *a, const sf_pip
 }
 
 /* Pick the backend; returns 0 and sets *gpu (NULL for the CPU), or an exit code. */
-static int open_backend(const run_args *a, sf_gpu **gpu, const char **name)
+int open_backend(const run_args *a, sf_gpu **gpu, const char **name)
 {
     *gpu = NULL;
     *name = "cpu";
@@ -425,85 +517,3 @@ static int open_backend(const run_args *a, sf_gpu **gpu, const char **name)
     *name = "gpu";
     return 0;
 }
-
-int cmd_run(int argc, char **argv)
-{
-    run_args a;
-    sf_pipeline pl;
-    sf_gpu *gpu = NULL;
-    const char *backend;
-    int first, rc, nfail = 0, nfiles, tty = isatty(2);
-    if ((rc = parse_args(argc, argv, &a, 0, &first)))
-        goto out_args;
-    if ((rc = load_pipeline(&a, &pl)))
-        goto out_args;
-    if (ensure_dir(a.outdir)) {
-        cli_error("%s: cannot create or write the output folder: %s", a.outdir, strerror(errno));
-        rc = SF_EXIT_FAIL;
-        goto out_pipe;
-    }
-    if ((rc = open_backend(&a, &gpu, &backend)))
-        goto out_pipe;
-    nfiles = argc - first;
-    for (int i = first; i < argc; i++) {
-        const char *file = argv[i];
-        sf_image img = {0};
-        sf_fits_info info;
-        sf_run_result r;
-        sf_run_opts o = {gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU, gpu, 0};
-        char catalog[4096] = "";
-        sf_status st;
-        memset(&info, 0, sizeof info);
-        memset(&r, 0, sizeof r);
-        if (a.save & (SAVE_SEG | SAVE_PNG))
-            o.keep |= SF_KEEP_LABELS;
-        if (a.save & SAVE_MASK)
-            o.keep |= SF_KEEP_MASK;
-        if (a.save & (SAVE_BKG | SAVE_RMS))
-            o.keep |= SF_KEEP_BKG;
-        if (a.save & SAVE_FILT)
-            o.keep |= SF_KEEP_FILTERED;
-        if (tty && nfiles > 1 && sf_verbosity >= 1)
-            fprintf(stderr, "[%d/%d] %s\n", i - first + 1, nfiles, file);
-        st = read_input(file, &a, gpu, &img, &info);
-        if (st == SF_OK) {
-            set_beam(&o, &info, img.nx, img.ny);
-            st = sf_pipeline_run(&pl, &img, &o, &r);
-            if (st)
-                sf_errcontext("%s", file);
-        }
-        if (st == SF_OK)
-            st = write_outputs(file, &a, &pl, backend, &info, &img, &r, catalog, sizeof catalog);
-        if (st) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s", sf_errdetail());
-            if (!strstr(msg, file))
-                snprintf(msg, sizeof msg, "%s: %s", file, sf_errdetail());
-            cli_error("%s", msg);
-            if (a.json)
-                report_json(stdout, file, &r, backend, &pl, NULL, msg);
-            nfail++;
-        } else {
-            if (sf_verbosity >= 1)
-                report_text(file, &r, backend, gpu ? sf_gpu_name(gpu) : NULL, &pl);
-            if (sf_verbosity >= 1 && catalog[0])
-                fprintf(stderr, "  wrote %s\n", catalog);
-            if (a.json)
-                report_json(stdout, file, &r, backend, &pl, catalog[0] ? catalog : NULL, NULL);
-        }
-        fflush(stdout);
-        sf_run_result_free(&r);
-        sf_image_free(&img, gpu);
-        sf_fits_info_free(&info);
-    }
-    if (nfail && nfiles > 1)
-        cli_error("%d of %d files failed", nfail, nfiles);
-    rc = nfail ? SF_EXIT_FAIL : SF_EXIT_OK;
-    sf_gpu_destroy(gpu);
-out_pipe:
-    sf_pipeline_free(&pl);
-out_args:
-    free(a.sets);
-    return rc;
-}
-

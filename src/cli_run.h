@@ -23,6 +23,14 @@ typedef struct {
     int stretch;           /* PNG previews: SF_STRETCH_ASINH or SF_STRETCH_ZSCALE */
     int formats[4];        /* catalogue formats (sf_catalog_format) */
     int nformats;
+    /* run only: the batch */
+    int plane_all;         /* --plane all */
+    int jobs, queue, readers, overlap;
+    int devices[64], ndevices; /* --devices (0: all visible) */
+    const char *name_tpl;  /* --name (NULL: {stem}, or {stem}_p{plane} with --plane all) */
+    const char *merge;     /* --merge FILE */
+    int resume;
+    int shard_k, shard_n;  /* --shard K/N (0/0: none) */
 } run_args;
 
 /* Parse the options of run (compare = 0) or compare (1); 0 or an exit code. */
@@ -35,5 +43,22 @@ sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *i
 /* The beam (major and minor FWHM in pixels, position angle) and the pixel
  * size of the header into the run options (zeros where unknown). */
 void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny);
+/* File name without folder, extended-name brackets and FITS extensions. */
+void file_stem(const char *path, char *stem, size_t n);
+/* Create a folder and its parents (concurrent creators are fine); 0 or -1 with errno. */
+int ensure_dir(const char *dir);
+/* The per-file report on stderr (stages, device time, bytes moved) and the
+ * per-file JSON object on f. */
+void report_text(const char *file, const sf_run_result *r, const char *backend, const char *dev,
+                 const sf_pipeline *pl);
+void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
+                 const sf_pipeline *pl, const char *catalog, const char *err);
+/* Write the catalogues (OUTDIR/NAME.cat.csv, ...) and the check images asked
+ * for; catalog gets the first catalogue's path. */
+sf_status write_outputs(const char *file, const char *name, const run_args *a,
+                        const sf_pipeline *pl, const char *backend, const sf_fits_info *info,
+                        const sf_image *img, const sf_run_result *r, char *catalog, size_t catn);
+/* The GPU context of compare (or NULL and "cpu"); 0 or an exit code. */
+int open_backend(const run_args *a, sf_gpu **gpu, const char **name);
 
 #endif

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <fitsio.h>
+#include "skyfind/decode.h"
 #include "skyfind/catalog.h"
 #include "skyfind/fits.h"
 
@@ -359,8 +361,39 @@ static int sf_fits_names_hdu(const char *path)
     return status == 0 && extspec[0] != '\0';
 }
 
+/* The batch engine's request (sf_fits_read_raw): pixels into a buffer of its
+ * own, raw when the HDU allows it. */
+typedef struct {
+    sf_fits_buf_fn get;
+    void *ctx;
+    void **buf;
+    sf_raw_layout *layout;
+} sf_fits_rawreq;
+
+static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdunum,
+                                         const sf_fits_info *in, const long *naxes, int plane,
+                                         const sf_fits_rawreq *rq);
+
+static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_image *img,
+                                   sf_fits_info *info, const sf_fits_rawreq *rq);
+
 sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
                        sf_fits_info *info)
+{
+    return sf_fits_read_impl(path, plane, g, img, info, NULL);
+}
+
+sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
+                           void **buf, sf_raw_layout *layout, sf_fits_info *info)
+{
+    sf_fits_rawreq rq = {get, ctx, buf, layout};
+    sf_image dummy = {0};
+    *buf = NULL;
+    return sf_fits_read_impl(path, plane, NULL, &dummy, info, &rq);
+}
+
+static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_image *img,
+                                   sf_fits_info *info, const sf_fits_rawreq *rq)
 {
     fitsfile *fp = NULL;
     sf_fits_info in;
@@ -505,6 +538,20 @@ sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
     }
     sf_fits_beam(fp, &in);
 
+    if (rq) { /* the batch engine's buffer: raw bytes, or CFITSIO's floats */
+        st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, rq);
+        if (st)
+            goto fail;
+        status = 0;
+        fits_close_file(fp, &status);
+        fp = NULL;
+        fits_clear_errmsg();
+        if (info)
+            *info = in;
+        else
+            free(in.header);
+        return SF_OK;
+    }
     /* pixels of the plane: one subset read (whole 4-D compressed reads fail) */
     idx = plane;
     for (int k = 0; k < naxis; k++) {
@@ -564,6 +611,126 @@ fail:
         snprintf(info->path, sizeof info->path, "%s", path);
     }
     return st;
+}
+
+/* Is the HDU's data a plain stretch of a disk file that can be read with
+ * pread (not tile-compressed, not gzip'd, no CFITSIO filter)? Writes the
+ * file's name. */
+static int sf_fits_raw_ok(const char *path, const sf_fits_info *in, char root[FLEN_FILENAME])
+{
+    char urltype[FLEN_FILENAME], infile[FLEN_FILENAME], outfile[FLEN_FILENAME];
+    char extspec[FLEN_FILENAME], filter[FLEN_FILENAME], binspec[FLEN_FILENAME];
+    char colspec[FLEN_FILENAME];
+    unsigned char magic[2];
+    int status = 0, fd, n;
+    if (in->compressed || strlen(path) >= FLEN_FILENAME)
+        return 0;
+    switch (in->bitpix) {
+    case 8: case 16: case 32: case 64: case -32: case -64: break;
+    default: return 0;
+    }
+    filter[0] = binspec[0] = colspec[0] = outfile[0] = '\0';
+    fits_parse_input_url((char *)path, urltype, infile, outfile, extspec, filter, binspec,
+                         colspec, &status);
+    fits_clear_errmsg();
+    if (status || filter[0] || binspec[0] || colspec[0] || outfile[0] ||
+        (urltype[0] && strcmp(urltype, "file://") != 0))
+        return 0;
+    snprintf(root, FLEN_FILENAME, "%s", infile);
+    fd = open(root, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    n = (int)read(fd, magic, 2); /* gzip'd or compressed whole files go through CFITSIO */
+    close(fd);
+    return n == 2 && !(magic[0] == 0x1f && (magic[1] == 0x8b || magic[1] == 0x9d)) &&
+           !(magic[0] == 'B' && magic[1] == 'Z');
+}
+
+static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdunum,
+                                         const sf_fits_info *in, const long *naxes, int plane,
+                                         const sf_fits_rawreq *rq)
+{
+    char root[FLEN_FILENAME], cs[128];
+    sf_raw_layout *l = rq->layout;
+    int status = 0;
+    memset(l, 0, sizeof *l);
+    l->nx = (int)naxes[0];
+    l->ny = (int)naxes[1];
+    l->bscale = in->bscale;
+    l->bzero = in->bzero;
+    if (sf_fits_raw_ok(path, in, root)) {
+        LONGLONG head = 0, data = 0, end = 0;
+        size_t bytes, got = 0;
+        off_t off;
+        int fd;
+        l->bitpix = in->bitpix;
+        l->has_blank = in->has_blank && in->bitpix > 0;
+        l->blank = in->blank;
+        if (sf_raw_check(l))
+            return sf_fail(SF_ERR_FORMAT, "%s: HDU %d: %s", path, hdunum, sf_errdetail());
+        bytes = sf_raw_bytes(l);
+        if (fits_get_hduaddrll(fp, &head, &data, &end, &status)) {
+            sf_fits_status_text(status, cs, sizeof cs);
+            return sf_fail(SF_ERR_FITS, "%s: cannot locate the data of HDU %d (%s)", path, hdunum, cs);
+        }
+        off = (off_t)data + (off_t)plane * (off_t)bytes;
+        if ((LONGLONG)off + (LONGLONG)bytes > end)
+            return sf_fail(SF_ERR_FORMAT, "%s: HDU %d: plane %d lies past the end of the data",
+                           path, hdunum, plane + 1);
+        if (!(*rq->buf = rq->get(rq->ctx, bytes)))
+            return sf_fail(SF_ERR_NOMEM, "%s: no buffer for %.1f MB of pixels", path, bytes / 1e6);
+        fd = open(root, O_RDONLY);
+        if (fd < 0)
+            return sf_fail(SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        while (got < bytes) {
+            ssize_t r = pread(fd, (char *)*rq->buf + got, bytes - got, off + (off_t)got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                int e = errno;
+                close(fd);
+                if (r == 0)
+                    return sf_fail(SF_ERR_FITS, "%s: file is truncated: plane %d of HDU %d needs "
+                                   "%zu bytes from offset %lld, the file ends %zu bytes short",
+                                   path, plane + 1, hdunum, bytes, (long long)off, bytes - got);
+                return sf_fail(SF_ERR_IO, "%s: read error: %s", path, strerror(e));
+            }
+            got += (size_t)r;
+        }
+        close(fd);
+        return SF_OK;
+    }
+    /* compressed, gzip'd or filtered: CFITSIO converts to float32 */
+    {
+        long fpixel[SF_FITS_MAXAXES], lpixel[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
+        long long idx = plane;
+        float nulval = NAN;
+        int anynul = 0;
+        l->bitpix = SF_RAW_NATIVE;
+        l->bscale = 1.0;
+        l->bzero = 0.0;
+        for (int k = 0; k < in->naxis; k++) {
+            inc[k] = 1;
+            if (k < 2) {
+                fpixel[k] = 1;
+                lpixel[k] = naxes[k];
+            } else {
+                fpixel[k] = lpixel[k] = (long)(idx % naxes[k]) + 1;
+                idx /= naxes[k];
+            }
+        }
+        if (!(*rq->buf = rq->get(rq->ctx, sf_raw_bytes(l))))
+            return sf_fail(SF_ERR_NOMEM, "%s: no buffer for %.1f MB of pixels", path,
+                           sf_raw_bytes(l) / 1e6);
+        if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, *rq->buf, &anynul, &status)) {
+            if (status == END_OF_FILE || status == READ_ERROR)
+                return sf_fits_fail_read(path, status, "");
+            sf_fits_status_text(status, cs, sizeof cs);
+            return sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
+                           hdunum, cs);
+        }
+    }
+    return SF_OK;
 }
 
 void sf_fits_info_free(sf_fits_info *info)

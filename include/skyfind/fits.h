@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include "skyfind/image.h"
+#include "skyfind/decode.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,16 @@ typedef struct {
 sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
                        sf_fits_info *info);
 void sf_fits_info_free(sf_fits_info *info);
+
+/* Read one plane for the batch engine, header as sf_fits_read, pixels into a
+ * buffer that get(ctx, bytes) hands out (pinned memory from a pool): the raw
+ * big-endian bytes of an uncompressed HDU of a plain disk file (layout as on
+ * disk, decoded later by sf_decode_cpu or sf_decode_gpu), otherwise float32
+ * converted by CFITSIO (layout->bitpix SF_RAW_NATIVE). *buf is what get
+ * returned (NULL if it was not called), also on failure: the caller owns it. */
+typedef void *(*sf_fits_buf_fn)(void *ctx, size_t bytes);
+sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
+                           void **buf, sf_raw_layout *layout, sf_fits_info *info);
 
 typedef enum { SF_FITS_FLOAT32 = -32, SF_FITS_INT32 = 32, SF_FITS_UINT8 = 8 } sf_fits_type;
 

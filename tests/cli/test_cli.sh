@@ -63,7 +63,7 @@ expect 2 "--format takes" "$SKYFIND" run -b cpu --format xls -o "$T/f" "$T/sim.f
 expect 2 "--stretch must be" "$SKYFIND" run -b cpu --stretch log -o "$T/f" "$T/sim.fits"
 # JSON report for scripts
 expect 0 "" "$SKYFIND" run -q -b cpu --json -o "$T/o" "$T/sim.fits"
-$PY -c "import json,sys; d=json.loads(open('$T/out').read()); assert d['status']=='ok' and d['nsources']>3 and d['background']['converged']" && ok || bad "--json output"
+$PY -c "import json,sys; L=[json.loads(l) for l in open('$T/out')]; d=L[0]; s=L[-1]['summary']; assert len(L)==2 and d['status']=='ok' and d['nsources']>3 and d['background']['converged'] and s['ok']==1 and s['failed']==0 and s['nsources']==d['nsources']" && ok || bad "--json output"
 # --set, and errors in it
 expect 0 "" "$SKYFIND" run -q -b cpu --set threshold.nsigma=50 -o "$T/o" "$T/sim.fits"
 expect 2 "threshold.nsigma=abc is not a number" "$SKYFIND" run -b cpu --set threshold.nsigma=abc -o "$T/o" "$T/sim.fits"

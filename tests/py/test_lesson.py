@@ -85,7 +85,7 @@ def compare(name, path, out):
     check(r.returncode == 0, f"{name}: skyfind exit {r.returncode}: {r.stderr.strip()}")
     if r.returncode:
         return
-    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    rep = [json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith("{\"file\"")][-1]
     sig = rep["background"]["sigma"]
     check(abs(sig - float(std)) <= 1e-6 * float(std), f"{name}: sigma {sig} vs numpy {std}")
     check(rep["nsources"] == n, f"{name}: {rep['nsources']} sources vs scipy {n}")

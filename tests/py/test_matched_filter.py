@@ -128,7 +128,7 @@ def search(path, pipe, out):
     if r.returncode != 0:
         raise RuntimeError(f"skyfind run -p {os.path.basename(pipe)} failed ({r.returncode}): "
                            f"{r.stderr.strip()}")
-    return read_catalog(json.loads(r.stdout.strip().splitlines()[-1])["catalog"])
+    return read_catalog([json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith("{\"file\"")][-1]["catalog"])
 
 
 def score(truth, cat, radius):

@@ -176,7 +176,7 @@ def run(path, out, pipe, *extra):
     if r.returncode != 0:
         raise RuntimeError(f"skyfind run {os.path.basename(path)} failed ({r.returncode}): "
                            f"{r.stderr.strip()}")
-    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    rep = [json.loads(l) for l in r.stdout.strip().splitlines() if l.startswith("{\"file\"")][-1]
     cat = rep["catalog"]
     return read_catalog(cat), cat[:-len(".cat.csv")]
 

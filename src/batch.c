@@ -1,0 +1,774 @@
+/* The batch engine (include/skyfind/batch.h): reader threads -> a bounded
+ * pool of host buffers (pinned for the GPU) -> per GPU an uploader thread
+ * (copy lane, a few device slots ahead) and a compute thread (decode on the
+ * device, then sf_pipeline_run), or N CPU workers -> one writer thread.
+ * Memory is bounded by the pool (opts.queue buffers) and the device slots,
+ * whatever the number of files. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "skyfind/batch.h"
+#include "skyfind/gpu.h"
+
+#define SLOTS 3 /* device raw slots per GPU: the upload runs up to two images ahead */
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* ---- a bounded queue of pointers ------------------------------------------ */
+
+typedef struct {
+    void **v;
+    int cap, head, n, closed;
+    pthread_mutex_t m;
+    pthread_cond_t can_pop, can_push;
+} bq;
+
+static int bq_init(bq *q, int cap)
+{
+    memset(q, 0, sizeof *q);
+    q->v = calloc((size_t)cap, sizeof *q->v);
+    q->cap = cap;
+    pthread_mutex_init(&q->m, NULL);
+    pthread_cond_init(&q->can_pop, NULL);
+    pthread_cond_init(&q->can_push, NULL);
+    return q->v ? 0 : -1;
+}
+
+static void bq_free(bq *q)
+{
+    free(q->v);
+    pthread_mutex_destroy(&q->m);
+    pthread_cond_destroy(&q->can_pop);
+    pthread_cond_destroy(&q->can_push);
+}
+
+static void bq_push(bq *q, void *p)
+{
+    pthread_mutex_lock(&q->m);
+    while (q->n == q->cap)
+        pthread_cond_wait(&q->can_push, &q->m);
+    q->v[(q->head + q->n) % q->cap] = p;
+    q->n++;
+    pthread_cond_signal(&q->can_pop);
+    pthread_mutex_unlock(&q->m);
+}
+
+/* NULL once the queue is closed and empty. */
+static void *bq_pop(bq *q)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&q->m);
+    while (q->n == 0 && !q->closed)
+        pthread_cond_wait(&q->can_pop, &q->m);
+    if (q->n) {
+        p = q->v[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        pthread_cond_signal(&q->can_push);
+    }
+    pthread_mutex_unlock(&q->m);
+    return p;
+}
+
+static void bq_close(bq *q)
+{
+    pthread_mutex_lock(&q->m);
+    q->closed = 1;
+    pthread_cond_broadcast(&q->can_pop);
+    pthread_mutex_unlock(&q->m);
+}
+
+/* ---- the engine ------------------------------------------------------------ */
+
+typedef struct {
+    sf_batch_item it;
+    int pb;         /* pool buffer holding the pixels, -1 when released */
+    void *raw;      /* its memory */
+    int slot;       /* device slot holding the pixels (GPU), -1 none */
+    double t_ready; /* when it entered the ready queue */
+} bitem;
+
+typedef struct engine engine;
+
+typedef struct {
+    engine *e;
+    int dev;
+    sf_gpu *g;
+    double create_ms;
+    sf_status st;
+    char err[1024];
+    bq devq;        /* uploaded items waiting for the compute thread */
+    bq slots;       /* free device slots (as 1 + index) */
+    pthread_t up, comp;
+} gworker;
+
+struct engine {
+    const sf_batch_opts *o;
+    const char *const *inputs;
+    int n;
+    pthread_mutex_t lock; /* next(), the stats */
+    int seq;
+    /* the buffer pool */
+    int npool, pinned;
+    void **pool;
+    size_t *cap;
+    bq freebufs;          /* free pool buffers (as 1 + index) */
+    bq ready;             /* read, waiting for a worker */
+    bq done;              /* finished, waiting for the writer */
+    int producers;        /* readers and workers still running; done closes at 0 */
+    int readers_left;
+    sf_batch_stats st;
+    double t0;
+    gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
+};
+
+static void engine_lock(engine *e) { pthread_mutex_lock(&e->lock); }
+static void engine_unlock(engine *e) { pthread_mutex_unlock(&e->lock); }
+
+static int take_next(engine *e)
+{
+    int i;
+    engine_lock(e);
+    if (e->o->next)
+        i = e->o->next(e->o->ctx);
+    else
+        i = e->seq < e->n ? e->seq++ : -1;
+    if (i >= 0)
+        e->st.ninputs_done++;
+    engine_unlock(e);
+    return i;
+}
+
+static void producer_done(engine *e)
+{
+    int last;
+    engine_lock(e);
+    last = --e->producers == 0;
+    engine_unlock(e);
+    if (last)
+        bq_close(&e->done);
+}
+
+static int pool_acquire(engine *e) { return (int)(intptr_t)bq_pop(&e->freebufs) - 1; }
+
+static void pool_release(engine *e, bitem *b)
+{
+    if (b->pb >= 0)
+        bq_push(&e->freebufs, (void *)(intptr_t)(b->pb + 1));
+    b->pb = -1;
+    b->raw = NULL;
+}
+
+typedef struct {
+    engine *e;
+    int pb;
+} pool_req;
+
+/* sf_fits_read_raw's buffer: the pool buffer, grown to `bytes` when smaller
+ * (16-byte multiples, so the device copy can be read in 16-byte words). */
+static void *pool_get(void *ctx, size_t bytes)
+{
+    pool_req *r = ctx;
+    engine *e = r->e;
+    size_t want = (bytes + 15) & ~(size_t)15;
+    if (e->cap[r->pb] < want) {
+        void *p = NULL;
+        if (e->pinned)
+            sf_pinned_free(e->pool[r->pb]);
+        else
+            free(e->pool[r->pb]);
+        e->pool[r->pb] = NULL;
+        e->cap[r->pb] = 0;
+        if (e->pinned ? sf_pinned_alloc(&p, want) != SF_OK : !(p = malloc(want)))
+            return NULL;
+        e->pool[r->pb] = p;
+        e->cap[r->pb] = want;
+    }
+    return e->pool[r->pb];
+}
+
+static void item_fail(sf_batch_item *it, sf_status st, const char *what)
+{
+    char msg[1024];
+    it->status = st;
+    snprintf(msg, sizeof msg, "%s", what && *what ? what : sf_errdetail());
+    if (!strstr(msg, it->path))
+        snprintf(it->error, sizeof it->error, "%s: %s", it->path, msg);
+    else
+        snprintf(it->error, sizeof it->error, "%s", msg);
+}
+
+static void item_free(bitem *b)
+{
+    sf_run_result_free(&b->it.result);
+    sf_fits_info_free(&b->it.info);
+    sf_image_free(&b->it.host_img, NULL);
+    free(b);
+}
+
+/* Read one plane into a pool buffer; never NULL (a failed read is an item
+ * with its error, its buffer already returned). */
+static bitem *read_one(engine *e, int idx, int plane)
+{
+    bitem *b = calloc(1, sizeof *b);
+    pool_req rq = {e, -1};
+    double t;
+    sf_status st;
+    if (!b)
+        return NULL;
+    b->slot = -1;
+    b->it.index = idx;
+    b->it.path = e->inputs[idx];
+    b->it.plane = plane;
+    b->it.nplanes = 1;
+    b->it.device = -1;
+    b->it.plane_given = e->o->plane != SF_PLANE_FIRST;
+    b->pb = rq.pb = pool_acquire(e);
+    t = now_ms();
+    st = sf_fits_read_raw(b->it.path, plane, pool_get, &rq, &b->raw, &b->it.layout, &b->it.info);
+    b->it.t_read = now_ms() - t;
+    if (st) {
+        item_fail(&b->it, st, NULL);
+        pool_release(e, b);
+        return b;
+    }
+    b->it.nplanes = b->it.info.nplanes;
+    b->it.bytes_read = sf_raw_bytes(&b->it.layout);
+    return b;
+}
+
+/* Hand a read item on: to the workers, or to the writer when it failed. */
+static void dispatch(engine *e, bitem *b)
+{
+    if (b->it.status) {
+        bq_push(&e->done, b);
+        return;
+    }
+    b->t_ready = now_ms();
+    bq_push(&e->ready, b);
+}
+
+/* Every image of one input: its plane, or every plane with SF_PLANE_ALL. */
+static void read_input(engine *e, int idx, void (*sink)(engine *, bitem *))
+{
+    const sf_batch_opts *o = e->o;
+    int all = o->plane == SF_PLANE_ALL;
+    int p = o->plane >= 0 ? o->plane : 0, nplanes = 1;
+    do {
+        int skip = o->done && o->done(o->ctx, idx, p);
+        if (skip && !(all && p == 0)) { /* complete: not even read */
+            engine_lock(e);
+            e->st.nskipped++;
+            engine_unlock(e);
+        } else {
+            bitem *b = read_one(e, idx, p);
+            if (!b)
+                break;
+            if (b->it.status == SF_OK)
+                nplanes = b->it.nplanes;
+            if (skip) { /* plane 1 was read only to count the planes */
+                pool_release(e, b);
+                item_free(b);
+                engine_lock(e);
+                e->st.nskipped++;
+                engine_unlock(e);
+            } else {
+                sink(e, b);
+            }
+        }
+        p++;
+    } while (all && p < nplanes);
+}
+
+static void *reader_main(void *arg)
+{
+    engine *e = arg;
+    int idx;
+    while ((idx = take_next(e)) >= 0)
+        read_input(e, idx, dispatch);
+    engine_lock(e);
+    int last = --e->readers_left == 0;
+    engine_unlock(e);
+    if (last)
+        bq_close(&e->ready);
+    producer_done(e);
+    return NULL;
+}
+
+/* The run options of one image: what to keep and its beam from the header. */
+static void run_opts_for(const engine *e, const bitem *b, sf_backend be, sf_gpu *g, sf_run_opts *ro)
+{
+    sf_beam_pixels bp;
+    memset(ro, 0, sizeof *ro);
+    ro->backend = be;
+    ro->gpu = g;
+    ro->keep = e->o->keep;
+    sf_fits_beam_pixels(&b->it.info, b->it.layout.nx, b->it.layout.ny, &bp);
+    ro->beam_pix = bp.bmaj_pix;
+    ro->beam_min_pix = bp.bmin_pix;
+    ro->beam_pa_deg = bp.bpa_deg;
+    ro->pix_arcsec = bp.pix_arcsec;
+}
+
+/* CPU: decode the raw pixels on the host and run the CPU twins. raw is the
+ * item's buffer (host). */
+static void run_cpu(engine *e, bitem *b, const void *raw)
+{
+    sf_image img = {0};
+    sf_run_opts ro;
+    sf_status st;
+    double t = now_ms();
+    b->it.device = -1;
+    b->it.backend = "cpu";
+    if ((st = sf_image_alloc(&img, b->it.layout.nx, b->it.layout.ny, SF_HOST, NULL)) ||
+        (st = sf_decode_cpu(raw, &b->it.layout, &img, &b->it.nblank))) {
+        item_fail(&b->it, st, NULL);
+        sf_image_free(&img, NULL);
+        return;
+    }
+    b->it.t_decode = now_ms() - t;
+    run_opts_for(e, b, SF_BACKEND_CPU, NULL, &ro);
+    st = sf_pipeline_run(e->o->pl, &img, &ro, &b->it.result);
+    if (st)
+        item_fail(&b->it, st, NULL);
+    if (e->o->host_image && st == SF_OK)
+        b->it.host_img = img;
+    else
+        sf_image_free(&img, NULL);
+}
+
+/* ---- CPU workers ----------------------------------------------------------- */
+
+typedef struct {
+    engine *e;
+    int omp_threads;
+} cworker;
+
+static void *cpu_main(void *arg)
+{
+    cworker *w = arg;
+    engine *e = w->e;
+    bitem *b;
+#ifdef _OPENMP
+    omp_set_num_threads(w->omp_threads);
+#endif
+    while ((b = bq_pop(&e->ready))) {
+        b->it.t_queue = now_ms() - b->t_ready;
+        run_cpu(e, b, b->raw);
+        pool_release(e, b);
+        bq_push(&e->done, b);
+    }
+    producer_done(e);
+    return NULL;
+}
+
+/* ---- GPU workers ----------------------------------------------------------- */
+
+static void gw_fail(gworker *w, sf_status st)
+{
+    w->st = st;
+    snprintf(w->err, sizeof w->err, "%s", sf_errdetail());
+}
+
+/* Decode the raw slot into the context's image buffer and run the stages;
+ * on -b auto, an image the GPU has no memory for runs on the CPU. */
+static void run_gpu(gworker *w, bitem *b)
+{
+    engine *e = w->e;
+    sf_gpu *g = w->g;
+    sf_image dimg = {0};
+    sf_gpu_timer *tm = NULL;
+    sf_run_opts ro;
+    void *raw = NULL, *p = NULL;
+    size_t bytes = sf_raw_bytes(&b->it.layout);
+    sf_status st;
+    b->it.device = w->dev;
+    b->it.backend = "gpu";
+    if ((st = sf_gpu_buffer(g, SF_GBUF_RAW0 + b->slot, 0, &raw)) ||
+        (st = sf_gpu_buffer(g, SF_GBUF_IMAGE, sf_npix(b->it.layout.nx, b->it.layout.ny) * sizeof(float), &p)))
+        goto fail;
+    dimg.nx = b->it.layout.nx;
+    dimg.ny = b->it.layout.ny;
+    dimg.stride = (size_t)dimg.nx;
+    dimg.data = p;
+    dimg.loc = SF_DEVICE;
+    if ((st = sf_gpu_timer_create(g, &tm)) || (st = sf_gpu_timer_start(tm)) ||
+        (st = sf_decode_gpu(g, raw, &b->it.layout, &dimg, &b->it.nblank)) ||
+        (st = sf_gpu_timer_stop(tm, &b->it.t_decode)))
+        goto fail;
+    if (e->o->host_image) {
+        if ((st = sf_image_alloc(&b->it.host_img, dimg.nx, dimg.ny, SF_HOST, NULL)) ||
+            (st = sf_image_download(g, &dimg, &b->it.host_img)))
+            goto fail;
+    }
+    run_opts_for(e, b, SF_BACKEND_GPU, g, &ro);
+    st = sf_pipeline_run(e->o->pl, &dimg, &ro, &b->it.result);
+fail:
+    sf_gpu_timer_destroy(tm);
+    if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) {
+        /* the raw pixels are still in the slot: bring them back, run the twins */
+        void *host = malloc(bytes ? bytes : 1);
+        char why[1024];
+        snprintf(why, sizeof why, "%s", sf_errdetail());
+        sf_run_result_free(&b->it.result);
+        sf_image_free(&b->it.host_img, NULL);
+        if (host && raw && sf_gpu_to_host(g, host, raw, bytes) == SF_OK) {
+            run_cpu(e, b, host);
+            if (b->it.status == SF_OK)
+                snprintf(b->it.error, sizeof b->it.error, "%s: ran on the CPU: %s", b->it.path, why);
+        } else {
+            item_fail(&b->it, st, why);
+        }
+        free(host);
+        return;
+    }
+    if (st)
+        item_fail(&b->it, st, NULL);
+}
+
+static void *gpu_upload_main(void *arg)
+{
+    gworker *w = arg;
+    engine *e = w->e;
+    bitem *b;
+    if (sf_gpu_bind(w->g)) {
+        gw_fail(w, SF_ERR_CUDA);
+        bq_close(&w->devq);
+        return NULL;
+    }
+    for (;;) {
+        int slot = (int)(intptr_t)bq_pop(&w->slots) - 1; /* a free device slot first */
+        void *d = NULL;
+        size_t bytes;
+        sf_status st;
+        if (slot < 0 || !(b = bq_pop(&e->ready)))
+            break;
+        b->it.t_queue = now_ms() - b->t_ready;
+        bytes = sf_raw_bytes(&b->it.layout);
+        st = sf_gpu_buffer(w->g, SF_GBUF_RAW0 + slot, (bytes + 15) & ~(size_t)15, &d);
+        if (st == SF_OK)
+            st = sf_gpu_upload_lane(w->g, d, b->raw, bytes, &b->it.t_upload);
+        pool_release(e, b);
+        if (st) {
+            b->it.device = w->dev;
+            item_fail(&b->it, st, NULL);
+            bq_push(&w->slots, (void *)(intptr_t)(slot + 1));
+            bq_push(&e->done, b);
+            continue;
+        }
+        b->slot = slot;
+        bq_push(&w->devq, b);
+    }
+    bq_close(&w->devq);
+    return NULL;
+}
+
+static void *gpu_compute_main(void *arg)
+{
+    gworker *w = arg;
+    engine *e = w->e;
+    bitem *b;
+    int bound = sf_gpu_bind(w->g) == SF_OK;
+    while ((b = bq_pop(&w->devq))) {
+        if (bound)
+            run_gpu(w, b);
+        else
+            item_fail(&b->it, SF_ERR_CUDA, NULL);
+        bq_push(&w->slots, (void *)(intptr_t)(b->slot + 1));
+        b->slot = -1;
+        bq_push(&e->done, b);
+    }
+    producer_done(e);
+    return NULL;
+}
+
+static void *gpu_create_main(void *arg)
+{
+    gworker *w = arg;
+    double t = now_ms();
+    sf_status st = sf_gpu_create(&w->g, w->dev);
+    w->create_ms = now_ms() - t;
+    if (st)
+        gw_fail(w, st);
+    return NULL;
+}
+
+/* ---- the writer and the statistics --------------------------------------- */
+
+static void account(engine *e, bitem *b)
+{
+    const sf_run_result *r = &b->it.result;
+    engine_lock(e);
+    e->st.nitems++;
+    if (b->it.status)
+        e->st.nfailed++;
+    else
+        e->st.nok++;
+    e->st.bytes_read += b->it.bytes_read;
+    e->st.read_ms += b->it.t_read;
+    e->st.upload_ms += b->it.t_upload;
+    e->st.decode_ms += b->it.t_decode;
+    e->st.write_ms += b->it.t_write;
+    for (int i = 0; i < r->nstages; i++)
+        e->st.stages_ms += r->stage_ms[i];
+    if (r->nsources > 0)
+        e->st.nsources += r->nsources;
+    engine_unlock(e);
+}
+
+static void write_one(engine *e, bitem *b)
+{
+    double t = now_ms();
+    if (e->o->write) {
+        sf_status st = e->o->write(e->o->ctx, &b->it);
+        if (st && b->it.status == SF_OK)
+            item_fail(&b->it, st, NULL);
+    }
+    b->it.t_write = now_ms() - t;
+    account(e, b);
+    item_free(b);
+}
+
+static void *writer_main(void *arg)
+{
+    engine *e = arg;
+    bitem *b;
+    while ((b = bq_pop(&e->done)))
+        write_one(e, b);
+    return NULL;
+}
+
+/* ---- no overlap: one image at a time on the calling thread ----------------- */
+
+static void serial_sink(engine *e, bitem *b)
+{
+    gworker *serial_worker = e->serial;
+    if (b->it.status == SF_OK) {
+        if (serial_worker) {
+            void *d = NULL;
+            size_t bytes = sf_raw_bytes(&b->it.layout);
+            sf_status st = sf_gpu_buffer(serial_worker->g, SF_GBUF_RAW0, (bytes + 15) & ~(size_t)15, &d);
+            if (st == SF_OK)
+                st = sf_gpu_upload_lane(serial_worker->g, d, b->raw, bytes, &b->it.t_upload);
+            if (st) {
+                b->it.device = serial_worker->dev;
+                item_fail(&b->it, st, NULL);
+            } else {
+                b->slot = 0;
+                run_gpu(serial_worker, b);
+            }
+        } else {
+            run_cpu(e, b, b->raw);
+        }
+    }
+    pool_release(e, b);
+    write_one(e, b);
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+static int ncores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
+                       sf_batch_stats *stats)
+{
+    engine e;
+    gworker *gw = NULL;
+    cworker *cw = NULL;
+    pthread_t *rt = NULL, *ct = NULL, wt;
+    int gpu = o->backend == SF_BACKEND_GPU;
+    int nworkers = gpu ? o->ndevices : (o->jobs > 0 ? o->jobs : ncores());
+    int nreaders, started_readers = 0, started_workers = 0, writer = 0;
+    sf_status st = SF_OK;
+
+    memset(&e, 0, sizeof e);
+    memset(stats, 0, sizeof *stats);
+    e.o = o;
+    e.inputs = inputs;
+    e.n = n;
+    e.t0 = now_ms();
+    e.pinned = gpu;
+    pthread_mutex_init(&e.lock, NULL);
+    if (gpu && (nworkers < 1 || nworkers > SF_BATCH_MAXDEV))
+        return sf_fail(SF_ERR_PARAM, "%d GPUs asked for", nworkers);
+    if (!o->overlap) {
+        nreaders = 0;
+        e.npool = 1;
+    } else {
+        nreaders = o->readers > 0 ? o->readers : (gpu ? 2 + 2 * nworkers : nworkers);
+        if (nreaders > 64)
+            nreaders = 64;
+        if (!gpu && nreaders > nworkers + 1)
+            nreaders = nworkers + 1;
+        e.npool = o->queue > 0 ? o->queue : nreaders + (gpu ? 2 * nworkers : nworkers);
+        if (e.npool < 1)
+            e.npool = 1;
+    }
+    e.pool = calloc((size_t)e.npool, sizeof *e.pool);
+    e.cap = calloc((size_t)e.npool, sizeof *e.cap);
+    if (!e.pool || !e.cap || bq_init(&e.freebufs, e.npool) || bq_init(&e.ready, e.npool) ||
+        bq_init(&e.done, e.npool + 2 * nworkers + 2)) {
+        st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
+        goto out;
+    }
+    for (int i = 0; i < e.npool; i++)
+        bq_push(&e.freebufs, (void *)(intptr_t)(i + 1));
+
+    /* GPU contexts, created concurrently (their start-up overlaps the first reads) */
+    if (gpu) {
+        pthread_t *ctt = calloc((size_t)nworkers, sizeof *ctt);
+        gw = calloc((size_t)nworkers, sizeof *gw);
+        if (!gw || !ctt) {
+            free(ctt);
+            st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its workers");
+            goto out;
+        }
+        for (int i = 0; i < nworkers; i++) {
+            gw[i].e = &e;
+            gw[i].dev = o->devices[i];
+            if (bq_init(&gw[i].devq, SLOTS) || bq_init(&gw[i].slots, SLOTS)) {
+                free(ctt);
+                st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
+                goto out;
+            }
+            for (int k = 0; k < SLOTS; k++)
+                bq_push(&gw[i].slots, (void *)(intptr_t)(k + 1));
+            pthread_create(&ctt[i], NULL, gpu_create_main, &gw[i]);
+        }
+        for (int i = 0; i < nworkers; i++)
+            pthread_join(ctt[i], NULL);
+        free(ctt);
+        for (int i = 0; i < nworkers; i++) {
+            if (gw[i].create_ms > e.st.startup_ms)
+                e.st.startup_ms = gw[i].create_ms;
+            if (gw[i].st) {
+                st = sf_fail(gw[i].st, "GPU %d: %s", gw[i].dev, gw[i].err);
+                goto out;
+            }
+        }
+    }
+
+    if (!o->overlap) { /* one image at a time, on this thread */
+        int idx;
+        e.serial = gpu ? &gw[0] : NULL;
+        if (gpu)
+            sf_gpu_bind(gw[0].g);
+        while ((idx = take_next(&e)) >= 0)
+            read_input(&e, idx, serial_sink);
+        goto out;
+    }
+
+    e.readers_left = nreaders;
+    e.producers = nreaders + nworkers;
+    rt = calloc((size_t)nreaders, sizeof *rt);
+    ct = calloc((size_t)nworkers * 2, sizeof *ct);
+    cw = calloc((size_t)nworkers, sizeof *cw);
+    if (!rt || !ct || !cw) {
+        st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its threads");
+        goto out;
+    }
+    if (pthread_create(&wt, NULL, writer_main, &e) == 0)
+        writer = 1;
+    for (int i = 0; i < nworkers; i++) {
+        if (gpu) {
+            pthread_create(&ct[2 * i], NULL, gpu_upload_main, &gw[i]);
+            pthread_create(&ct[2 * i + 1], NULL, gpu_compute_main, &gw[i]);
+        } else {
+            cw[i].e = &e;
+            cw[i].omp_threads = ncores() / nworkers > 1 ? ncores() / nworkers : 1;
+            pthread_create(&ct[i], NULL, cpu_main, &cw[i]);
+        }
+        started_workers++;
+    }
+    for (int i = 0; i < nreaders; i++)
+        if (pthread_create(&rt[i], NULL, reader_main, &e) == 0)
+            started_readers++;
+    if (started_readers < nreaders) { /* fewer readers than planned: account for the rest */
+        engine_lock(&e);
+        e.readers_left -= nreaders - started_readers;
+        e.producers -= nreaders - started_readers;
+        int none = e.readers_left == 0;
+        engine_unlock(&e);
+        if (none)
+            bq_close(&e.ready);
+    }
+    /* progress while the threads work */
+    if (o->progress) {
+        for (;;) {
+            struct timespec ts = {0, 500 * 1000 * 1000};
+            int fin;
+            pthread_mutex_lock(&e.done.m);
+            fin = e.done.closed && e.done.n == 0;
+            pthread_mutex_unlock(&e.done.m);
+            if (fin)
+                break;
+            nanosleep(&ts, NULL);
+            engine_lock(&e);
+            sf_batch_stats snap = e.st;
+            engine_unlock(&e);
+            snap.wall_ms = now_ms() - e.t0;
+            o->progress(o->ctx, &snap, n);
+        }
+    }
+    for (int i = 0; i < started_readers; i++)
+        pthread_join(rt[i], NULL);
+    for (int i = 0; i < started_workers; i++) {
+        if (gpu) {
+            pthread_join(ct[2 * i], NULL);
+            pthread_join(ct[2 * i + 1], NULL);
+        } else {
+            pthread_join(ct[i], NULL);
+        }
+    }
+    if (writer)
+        pthread_join(wt, NULL);
+out:
+    e.st.wall_ms = now_ms() - e.t0;
+    *stats = e.st;
+    if (gw) {
+        for (int i = 0; i < nworkers; i++) {
+            sf_gpu_destroy(gw[i].g);
+            if (gw[i].devq.v)
+                bq_free(&gw[i].devq);
+            if (gw[i].slots.v)
+                bq_free(&gw[i].slots);
+        }
+        free(gw);
+    }
+    free(cw);
+    free(rt);
+    free(ct);
+    for (int i = 0; e.pool && i < e.npool; i++) {
+        if (e.pinned)
+            sf_pinned_free(e.pool[i]);
+        else
+            free(e.pool[i]);
+    }
+    free(e.pool);
+    free(e.cap);
+    if (e.freebufs.v)
+        bq_free(&e.freebufs);
+    if (e.ready.v)
+        bq_free(&e.ready);
+    if (e.done.v)
+        bq_free(&e.done);
+    pthread_mutex_destroy(&e.lock);
+    return st;
+}
