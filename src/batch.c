@@ -461,6 +461,17 @@ static void *gpu_upload_main(void *arg)
         st = sf_gpu_buffer(w->g, SF_GBUF_RAW0 + slot, (bytes + 15) & ~(size_t)15, &d);
         if (st == SF_OK)
             st = sf_gpu_upload_lane(w->g, d, b->raw, bytes, &b->it.t_upload);
+        if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) { /* -b auto: the CPU takes it */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", sf_errdetail());
+            run_cpu(e, b, b->raw);
+            if (b->it.status == SF_OK)
+                snprintf(b->it.error, sizeof b->it.error, "%s: ran on the CPU: %s", b->it.path, why);
+            pool_release(e, b);
+            bq_push(&w->slots, (void *)(intptr_t)(slot + 1));
+            bq_push(&e->done, b);
+            continue;
+        }
         pool_release(e, b);
         if (st) {
             b->it.device = w->dev;

@@ -16,7 +16,10 @@ MODE=${2:-full}
 # convolve: the convolve benchmark with its CuPy peers, and its variants at 8192;
 # convbench: the convolve benchmark with its CuPy peers alone; suites: the Check
 # suites and compute-sanitizer; background: the background stage's suites,
-# their compute-sanitizer runs, skyfind compare and the background benchmark
+# their compute-sanitizer runs, skyfind compare and the background benchmark;
+# batch: the suites, sanitizer, compare and the batch benchmark
+# (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
+# main, the lesson's CuPy loop, one process per file); batchonly: that alone
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
@@ -29,7 +32,9 @@ case $MODE in
     suites) SECTIONS="suites sanitizer" ;;
     background) SECTIONS="suites sanitizer compare bench"
                 SUITES="background background_mesh threshold" BENCHES="background" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background or quick" >&2; exit 2 ;;
+    batch) SECTIONS="suites sanitizer compare batch" ;;
+    batchonly) SECTIONS="batch" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -56,7 +61,7 @@ done
 fi
 if want sanitizer; then
 say "compute-sanitizer memcheck and racecheck on the GPU cases (quick sizes)"
-for t in ${SUITES:-background background_mesh convolve threshold segment measure}; do
+for t in ${SUITES:-decode background background_mesh convolve threshold segment measure}; do
     for tool in memcheck racecheck; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
@@ -157,6 +162,12 @@ PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests
     --build "$BIN" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 3 --peer-repeat 3 --peer-budget 20 \
     --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
 sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
+fi
+if want batch; then
+say "GPU faults: out of device memory (tests/gpu/faults.sh)"
+tests/gpu/faults.sh 2>&1 | tee "$OUTDIR/faults.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+say "batch benchmark (tests/gpu/batch-bench.sh)"
+tests/gpu/batch-bench.sh "$OUTDIR/batch" ${BATCH_N4096:-64} ${BATCH_N8192:-16} 2>&1 | tee "$OUTDIR/batch.txt"
 fi
 rm -f "$W"/*.f32 "$W"/*.fits
 echo
