@@ -586,14 +586,14 @@ int cmd_run(int argc, char **argv)
                 if (a.devices[k] >= ngpu) {
                     cli_error("no CUDA device %d (found %d): check --devices", a.devices[k], ngpu);
                     rc = SF_EXIT_FAIL;
-                    goto out_pipe;
+                    goto out_abort;
                 }
         }
         if (ngpu <= 0 && !strcmp(a.backend, "gpu")) {
             cli_error("no CUDA device%s: cannot use --backend gpu (use -b cpu or -b auto)",
                       sf_gpu_compiled() ? " found" : " (this skyfind was built without CUDA)");
             rc = SF_EXIT_FAIL;
-            goto out_pipe;
+            goto out_abort;
         }
         if (ngpu <= 0)
             cli_note("no CUDA device%s: running on the CPU",
@@ -623,6 +623,10 @@ int cmd_run(int argc, char **argv)
         goto out_pipe;
     }
     rc = batch_mpi_finish(&b, &s, 0);
+    goto out_pipe;
+out_abort: /* after batch_mpi_setup: the other ranks of an MPI run wait for this one */
+    memset(&s, 0, sizeof s);
+    batch_mpi_finish(&b, &s, 1);
 out_pipe:
     sf_pipeline_free(&pl);
 out_args:
