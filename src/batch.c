@@ -112,7 +112,8 @@ typedef struct {
     char err[1024];
     bq devq;        /* uploaded items waiting for the compute thread */
     bq slots;       /* free device slots (as 1 + index) */
-    pthread_t up, comp;
+    pthread_t up;
+    int up_started;
 } gworker;
 
 struct engine {
@@ -133,6 +134,9 @@ struct engine {
     sf_batch_stats st;
     double t0;
     gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
+    int finished;         /* the writer has handed on every image */
+    pthread_cond_t fin;   /* signalled with finished, under lock */
+    int workers_alive;    /* GPU workers with a context; the last to fail drains the queue */
 };
 
 static void engine_lock(engine *e) { pthread_mutex_lock(&e->lock); }
@@ -204,7 +208,7 @@ static void item_fail(sf_batch_item *it, sf_status st, const char *what)
 {
     char msg[1024];
     it->status = st;
-    snprintf(msg, sizeof msg, "%s", what && *what ? what : sf_errdetail());
+    snprintf(msg, sizeof msg, "%.1000s", what && *what ? what : sf_errdetail());
     if (!strstr(msg, it->path))
         snprintf(it->error, sizeof it->error, "%s: %s", it->path, msg);
     else
@@ -487,12 +491,41 @@ static void *gpu_upload_main(void *arg)
     return NULL;
 }
 
+/* A GPU worker: creates its context (while the readers already read), starts
+ * its uploader, then runs the images the uploader hands over. A worker whose
+ * context cannot be made leaves the images to the others; the last one to
+ * fail fails every image left, with the reason. */
 static void *gpu_compute_main(void *arg)
 {
     gworker *w = arg;
     engine *e = w->e;
     bitem *b;
-    int bound = sf_gpu_bind(w->g) == SF_OK;
+    int bound;
+    if (!w->g) {
+        double t = now_ms();
+        sf_status st = sf_gpu_create(&w->g, w->dev);
+        w->create_ms = now_ms() - t;
+        if (st || pthread_create(&w->up, NULL, gpu_upload_main, w) != 0) {
+            int last;
+            char msg[1200];
+            if (!st)
+                st = sf_fail(SF_ERR_INTERNAL, "cannot start a thread");
+            gw_fail(w, st);
+            snprintf(msg, sizeof msg, "GPU %d: %s", w->dev, w->err);
+            engine_lock(e);
+            last = --e->workers_alive == 0;
+            engine_unlock(e);
+            while (last && (b = bq_pop(&e->ready))) {
+                item_fail(&b->it, st, msg);
+                pool_release(e, b);
+                bq_push(&e->done, b);
+            }
+            producer_done(e);
+            return NULL;
+        }
+        w->up_started = 1;
+    }
+    bound = sf_gpu_bind(w->g) == SF_OK;
     while ((b = bq_pop(&w->devq))) {
         if (bound)
             run_gpu(w, b);
@@ -502,6 +535,8 @@ static void *gpu_compute_main(void *arg)
         b->slot = -1;
         bq_push(&e->done, b);
     }
+    if (w->up_started)
+        pthread_join(w->up, NULL);
     producer_done(e);
     return NULL;
 }
@@ -537,6 +572,9 @@ static void account(engine *e, bitem *b)
         e->st.stages_ms += r->stage_ms[i];
     if (r->nsources > 0)
         e->st.nsources += r->nsources;
+    e->st.last_done_ms = now_ms() - e->t0;
+    if (e->st.nitems == 1)
+        e->st.first_done_ms = e->st.last_done_ms;
     engine_unlock(e);
 }
 
@@ -559,6 +597,10 @@ static void *writer_main(void *arg)
     bitem *b;
     while ((b = bq_pop(&e->done)))
         write_one(e, b);
+    engine_lock(e);
+    e->finished = 1;
+    pthread_cond_broadcast(&e->fin);
+    engine_unlock(e);
     return NULL;
 }
 
@@ -615,8 +657,11 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     e.inputs = inputs;
     e.n = n;
     e.t0 = now_ms();
-    e.pinned = gpu;
+    /* pinned buffers pay for themselves when reused (a batch); one image goes
+     * up from pageable memory rather than wait for the pinning */
+    e.pinned = gpu && (n > 1 || o->plane == SF_PLANE_ALL);
     pthread_mutex_init(&e.lock, NULL);
+    pthread_cond_init(&e.fin, NULL);
     if (gpu && (nworkers < 1 || nworkers > SF_BATCH_MAXDEV))
         return sf_fail(SF_ERR_PARAM, "%d GPUs asked for", nworkers);
     if (!o->overlap) {
@@ -642,12 +687,11 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     for (int i = 0; i < e.npool; i++)
         bq_push(&e.freebufs, (void *)(intptr_t)(i + 1));
 
-    /* GPU contexts, created concurrently (their start-up overlaps the first reads) */
+    /* GPU workers; without overlap their contexts are made here, otherwise
+     * each worker makes its own while the readers start */
     if (gpu) {
-        pthread_t *ctt = calloc((size_t)nworkers, sizeof *ctt);
         gw = calloc((size_t)nworkers, sizeof *gw);
-        if (!gw || !ctt) {
-            free(ctt);
+        if (!gw) {
             st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its workers");
             goto out;
         }
@@ -655,22 +699,18 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             gw[i].e = &e;
             gw[i].dev = o->devices[i];
             if (bq_init(&gw[i].devq, SLOTS) || bq_init(&gw[i].slots, SLOTS)) {
-                free(ctt);
                 st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
                 goto out;
             }
             for (int k = 0; k < SLOTS; k++)
                 bq_push(&gw[i].slots, (void *)(intptr_t)(k + 1));
-            pthread_create(&ctt[i], NULL, gpu_create_main, &gw[i]);
         }
-        for (int i = 0; i < nworkers; i++)
-            pthread_join(ctt[i], NULL);
-        free(ctt);
-        for (int i = 0; i < nworkers; i++) {
-            if (gw[i].create_ms > e.st.startup_ms)
-                e.st.startup_ms = gw[i].create_ms;
-            if (gw[i].st) {
-                st = sf_fail(gw[i].st, "GPU %d: %s", gw[i].dev, gw[i].err);
+        e.workers_alive = nworkers;
+        if (!o->overlap) {
+            gpu_create_main(&gw[0]);
+            e.st.startup_ms = gw[0].create_ms;
+            if (gw[0].st) {
+                st = sf_fail(gw[0].st, "GPU %d: %s", gw[0].dev, gw[0].err);
                 goto out;
             }
         }
@@ -699,8 +739,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         writer = 1;
     for (int i = 0; i < nworkers; i++) {
         if (gpu) {
-            pthread_create(&ct[2 * i], NULL, gpu_upload_main, &gw[i]);
-            pthread_create(&ct[2 * i + 1], NULL, gpu_compute_main, &gw[i]);
+            pthread_create(&ct[i], NULL, gpu_compute_main, &gw[i]);
         } else {
             cw[i].e = &e;
             cw[i].omp_threads = ncores() / nworkers > 1 ? ncores() / nworkers : 1;
@@ -720,34 +759,33 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         if (none)
             bq_close(&e.ready);
     }
-    /* progress while the threads work */
-    if (o->progress) {
-        for (;;) {
-            struct timespec ts = {0, 500 * 1000 * 1000};
-            int fin;
-            pthread_mutex_lock(&e.done.m);
-            fin = e.done.closed && e.done.n == 0;
-            pthread_mutex_unlock(&e.done.m);
-            if (fin)
-                break;
-            nanosleep(&ts, NULL);
-            engine_lock(&e);
+    /* progress while the threads work: woken by the writer's end, or every 0.5 s */
+    engine_lock(&e);
+    while (!e.finished && writer) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 500 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&e.fin, &e.lock, &ts);
+        if (!e.finished && o->progress) {
             sf_batch_stats snap = e.st;
-            engine_unlock(&e);
             snap.wall_ms = now_ms() - e.t0;
+            engine_unlock(&e);
             o->progress(o->ctx, &snap, n);
+            engine_lock(&e);
         }
     }
+    engine_unlock(&e);
     for (int i = 0; i < started_readers; i++)
         pthread_join(rt[i], NULL);
-    for (int i = 0; i < started_workers; i++) {
-        if (gpu) {
-            pthread_join(ct[2 * i], NULL);
-            pthread_join(ct[2 * i + 1], NULL);
-        } else {
-            pthread_join(ct[i], NULL);
-        }
-    }
+    for (int i = 0; i < started_workers; i++)
+        pthread_join(ct[i], NULL);
+    for (int i = 0; gw && i < nworkers; i++)
+        if (gw[i].create_ms > e.st.startup_ms)
+            e.st.startup_ms = gw[i].create_ms;
     if (writer)
         pthread_join(wt, NULL);
 out:
@@ -780,6 +818,7 @@ out:
         bq_free(&e.ready);
     if (e.done.v)
         bq_free(&e.done);
+    pthread_cond_destroy(&e.fin);
     pthread_mutex_destroy(&e.lock);
     return st;
 }

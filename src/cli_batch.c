@@ -24,6 +24,31 @@ static double wall_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* Milliseconds from this process's start to now (CLOCK_BOOTTIME against the
+ * start time in /proc/self/stat, clock-tick resolution); -1 if unknown. */
+static double since_process_start_ms(void)
+{
+    char buf[1024], *p;
+    unsigned long long start = 0;
+    struct timespec t;
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n;
+    if (!f)
+        return -1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!(p = strrchr(buf, ')')))
+        return -1;
+    /* fields after the command: state is field 3; starttime is field 22 */
+    for (int field = 3; field <= 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p + 1, "%llu", &start) != 1)
+        return -1;
+    clock_gettime(CLOCK_BOOTTIME, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6 - start * 1e3 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- inputs ----------------------------------------------------------------- */
 
 static int list_add(batch_ctx *b, const char *path)
@@ -471,20 +496,32 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
                 100 * (b->gpu ? busy : (s->stages_ms / (s->wall_ms > 0 ? s->wall_ms : 1)) /
                                        (b->workers > 0 ? b->workers : 1)),
                 b->gpu ? " (stages + decode over wall time)" : "");
-    if (sf_verbosity >= 2)
+    if (sf_verbosity >= 2) {
         fprintf(stderr,
                 "skyfind: summed phases: read %.1f ms, upload %.1f ms, decode %.1f ms, stages %.1f ms, "
-                "write %.1f ms; GPU start-up %.1f ms\n",
-                s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms, s->write_ms, s->startup_ms);
+                "write %.1f ms\n",
+                s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms, s->write_ms);
+        fprintf(stderr,
+                "skyfind: start-up: process start to main %.1f ms, main to the engine %.1f ms (of it "
+                "counting CUDA devices %.1f ms), GPU context %.1f ms (beside the first reads); "
+                "first image written at %.1f ms, last at %.1f ms of the engine's %.1f ms\n",
+                b->t_main_ms, b->t_engine_ms, b->t_count_ms, s->startup_ms, s->first_done_ms,
+                s->last_done_ms, s->wall_ms);
+        if (ok + failed > 2 && s->last_done_ms > s->first_done_ms)
+            fprintf(stderr, "skyfind: steady state (after the first image): %.1f files/s\n",
+                    (ok + failed - 1) / ((s->last_done_ms - s->first_done_ms) / 1e3));
+    }
     if (b->a->json) {
         printf("{\"summary\":{\"ok\":%d,\"failed\":%d,\"skipped\":%d,\"wall_ms\":%.3f,\"files_per_s\":%.4f,"
                "\"mb_per_s\":%.3f,\"bytes_read\":%llu,\"nsources\":%lld,\"backend\":\"%s\",\"workers\":%d,"
                "\"read_ms\":%.3f,\"upload_ms\":%.3f,\"decode_ms\":%.3f,\"stages_ms\":%.3f,\"write_ms\":%.3f,"
-               "\"startup_ms\":%.3f,\"busy\":%.4f}}\n",
+               "\"startup_ms\":%.3f,\"busy\":%.4f,\"first_done_ms\":%.3f,\"last_done_ms\":%.3f,"
+               "\"main_ms\":%.3f,\"to_engine_ms\":%.3f,\"count_ms\":%.3f}}\n",
                ok, failed, skipped, s->wall_ms, sec > 0 ? (ok + failed) / sec : 0,
                sec > 0 ? s->bytes_read / 1e6 / sec : 0, (unsigned long long)s->bytes_read, s->nsources,
                b->gpu ? "gpu" : "cpu", b->workers, s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms,
-               s->write_ms, s->startup_ms, busy);
+               s->write_ms, s->startup_ms, busy, s->first_done_ms, s->last_done_ms, b->t_main_ms,
+               b->t_engine_ms, b->t_count_ms);
         fflush(stdout);
     }
 }
@@ -513,8 +550,10 @@ int cmd_run(int argc, char **argv)
     sf_batch_stats s;
     int first, rc, ngpu = 0;
     sf_status st;
+    double t_main = wall_ms();
     memset(&b, 0, sizeof b);
     pthread_mutex_init(&b.lock, NULL);
+    b.t_main_ms = since_process_start_ms();
     if ((rc = parse_args(argc, argv, &a, 0, &first)))
         goto out_args;
     if ((rc = load_pipeline(&a, &pl)))
@@ -580,7 +619,9 @@ int cmd_run(int argc, char **argv)
 
     /* the backend: every visible GPU (or those of --devices), else the CPU */
     if (strcmp(a.backend, "cpu")) {
+        double tc = wall_ms();
         ngpu = sf_gpu_count();
+        b.t_count_ms = wall_ms() - tc;
         if (ngpu > 0 && a.ndevices) {
             for (int k = 0; k < a.ndevices; k++)
                 if (a.devices[k] >= ngpu) {
@@ -615,6 +656,7 @@ int cmd_run(int argc, char **argv)
         b.workers = a.jobs > 0 ? a.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
     }
 
+    b.t_engine_ms = wall_ms() - t_main;
     st = sf_batch_run(&o, (const char *const *)b.inputs, b.ninputs, &s);
     if (st) {
         cli_error("%s", sf_errdetail());

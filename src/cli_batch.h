@@ -26,6 +26,9 @@ typedef struct {
     int ndone, capdone;
     int tty, progress_shown;
     int gpu, workers;
+    double t_main_ms;       /* from the process's start to main (exec, dynamic linking) */
+    double t_count_ms;      /* counting the CUDA devices (the driver's start) */
+    double t_engine_ms;     /* from main to the engine's start (options, pipeline, inputs) */
     /* MPI (src/cli_mpi.c): rank, ranks, local rank; 0, 1, 0 without MPI */
     int rank, nranks, local_rank;
     void *mpi;              /* the MPI layer's own state */

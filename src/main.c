@@ -2,6 +2,7 @@
  * info, stages, simulate). Only this file and src/cli_*.c choose exit codes. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli.h"
 #include "skyfind/gpu.h"
@@ -68,6 +69,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *cmd;
+    /* load each CUDA kernel when it is first launched, not all at start-up
+     * (the default since CUDA 12.2; said here for older drivers) */
+    setenv("CUDA_MODULE_LOADING", "LAZY", 0);
     if (argc < 2)
         return cli_usage_error(NULL, "no command given (run, compare, info, stages, simulate)");
     cmd = argv[1];

@@ -56,6 +56,7 @@ typedef struct {
     double startup_ms;          /* longest GPU context creation (0 on the CPU) */
     double read_ms, upload_ms, decode_ms, stages_ms, write_ms; /* summed over images */
     long long nsources;
+    double first_done_ms, last_done_ms; /* when the first and the last image were written */
 } sf_batch_stats;
 
 typedef struct {

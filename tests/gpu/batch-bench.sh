@@ -45,15 +45,18 @@ for size in 4096 8192; do
     files=$(ls "$D"/*.fits | sort -V)
     nf=$(echo "$files" | wc -l)
     say "$nf files of ${size}^2 ($(du -sh "$D" | cut -f1)): the bound"
-    "$B/bin/tests/bench/bench_batch" --readers 4 $files | tee "$OUT/bound_$size.txt"
+    for r in 4 8; do
+        "$B/bin/tests/bench/bench_batch" --readers $r $files | tee "$OUT/bound_${size}_r$r.txt" | grep -v '^{'
+    done
     for p in lesson radio; do
-        for mode in stream no-overlap; do
-            extra=""; [ $mode = no-overlap ] && extra="--no-overlap"
+        for mode in stream readers8 no-overlap; do
+            extra=""; [ $mode = no-overlap ] && extra="--no-overlap"; [ $mode = readers8 ] && extra="--readers 8"
             rm -rf "$W/o"
             t=$(ms)
-            "$SF" run -q -b gpu -p $p $extra --json -o "$W/o" $files >"$OUT/run_${size}_${p}_$mode.json" 2>"$OUT/run_${size}_${p}_$mode.err"
+            "$SF" run -v -b gpu -p $p $extra --json -o "$W/o" $files >"$OUT/run_${size}_${p}_$mode.json" 2>"$OUT/run_${size}_${p}_$mode.err"
             rc=$?; t=$(( ($(ms) - t) / 1000000 ))
             row "skyfind $p $mode (process $t ms, rc $rc)" "$(json_of "$OUT/run_${size}_${p}_$mode.json")" | tee -a "$OUT/batch_table.txt"
+            grep -E "start-up|steady" "$OUT/run_${size}_${p}_$mode.err" | sed 's/^/    /' | tee -a "$OUT/batch_table.txt"
         done
         if [ -x "$OLD" ]; then
             rm -rf "$W/o"; t=$(ms)
@@ -62,6 +65,14 @@ for size in 4096 8192; do
             awk -v t=$t -v n=$nf -v p=$p -v rc=$rc -v mb=$(du -sm "$D" | cut -f1) 'BEGIN{printf "%-42s %4d files            %7.2f s  %7.2f files/s  %7.0f MB/s\n", "landed main " p " (rc " rc ")", n, t/1000, n/(t/1000), mb/(t/1000)}' | tee -a "$OUT/batch_table.txt"
         fi
     done
+    rm -rf "$W/o"
+    # a longer batch: the same files three times over (named by position)
+    for r in 1 2 3; do echo "$files"; done >"$W/list3.txt"
+    t=$(ms)
+    "$SF" run -v -b gpu -p radio --name '{index}_{stem}' --json -o "$W/o" @"$W/list3.txt" >"$OUT/run_${size}_radio_x3.json" 2>"$OUT/run_${size}_radio_x3.err"
+    rc=$?; t=$(( ($(ms) - t) / 1000000 ))
+    row "skyfind radio stream, x3 files (process $t ms, rc $rc)" "$(json_of "$OUT/run_${size}_radio_x3.json")" | tee -a "$OUT/batch_table.txt"
+    grep -E "start-up|steady" "$OUT/run_${size}_radio_x3.err" | sed 's/^/    /' | tee -a "$OUT/batch_table.txt"
     rm -rf "$W/o"
     (cd tests/bench/peers && python3 batch_cupy.py "$W/cupy" $files --json) | tee -a "$OUT/cupy_$size.txt" | head -1 | tee -a "$OUT/batch_table.txt"
     # the lesson catalogues agree with CuPy's (count of sources per file)
@@ -95,5 +106,7 @@ for f in one2048 one8192; do
     done
     echo "--- breakdown, new, radio (-v):" | tee -a "$OUT/onefile.txt"
     "$SF" run -v -b gpu -p radio -o "$W/o1" "$W/$f.fits" 2>&1 | grep -E "phases|summed|device time|start-up|total" | tee -a "$OUT/onefile.txt"
+    echo "--- landed main, radio:" | tee -a "$OUT/onefile.txt"
+    [ -x "$OLD" ] && "$OLD" run -b gpu -p radio -o "$W/o1" "$W/$f.fits" 2>&1 | grep -E "device time" | tee -a "$OUT/onefile.txt"
 done
 rm -rf "$W"
