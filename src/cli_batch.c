@@ -101,6 +101,8 @@ static int list_read(batch_ctx *b, FILE *f, const char *what)
 int batch_inputs(batch_ctx *b, int argc, char **argv, int first)
 {
     int stdin_used = 0, rc;
+    if (batch_mpi_follower()) /* rank 0 of the MPI run reads the lists for every rank */
+        return 0;
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "-")) {

@@ -49,6 +49,9 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
  * setup starts MPI under mpirun and replaces o->next with rank 0's dynamic
  * hand-out; returns non-zero with *rc set when the run must stop. */
 int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc);
+/* 1 in a rank other than 0 of an MPI run (judged from the environment, before
+ * MPI starts): its list of inputs will be rank 0's, so it reads none. */
+int batch_mpi_follower(void);
 /* The GPUs of this process when --devices is not given: all visible ones, or
  * under MPI the GPU local_rank % ngpu. */
 void batch_mpi_devices(batch_ctx *b, int ngpu, sf_batch_opts *o);

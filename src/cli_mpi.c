@@ -8,6 +8,22 @@
 #include "cli.h"
 #include "cli_batch.h"
 
+/* Under mpirun (Open MPI, or a PMI/PMIx launcher such as srun)? A plain run
+ * of an MPI build never calls MPI. */
+static int under_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+/* This process's rank as the launcher gives it, before MPI starts (0 if none). */
+static int env_rank(void)
+{
+    const char *v;
+    if ((v = getenv("OMPI_COMM_WORLD_RANK")) || (v = getenv("PMIX_RANK")) || (v = getenv("PMI_RANK")))
+        return atoi(v);
+    return 0;
+}
+
 /* One process: every visible GPU; the summary and --merge of its own images. */
 static void devices_all(int ngpu, sf_batch_opts *o)
 {
@@ -29,6 +45,11 @@ static int finish_one(batch_ctx *b, const sf_batch_stats *s, int aborted)
 
 #ifndef SKYFIND_MPI
 
+int batch_mpi_follower(void)
+{
+    return 0;
+}
+
 int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc)
 {
     (void)o;
@@ -36,6 +57,9 @@ int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc)
     b->rank = 0;
     b->nranks = 1;
     b->local_rank = 0;
+    if (under_mpirun() && env_rank() == 0)
+        cli_note("this skyfind was built without MPI (cmake -DSKYFIND_MPI=ON): under mpirun every "
+                 "process runs every input");
     return 0;
 }
 
@@ -71,13 +95,6 @@ typedef struct {
 } mpi_state;
 
 static mpi_state mpi_st;
-
-/* Under mpirun (Open MPI, or a PMI/PMIx launcher such as srun)? A plain run
- * of an MPI build never calls MPI. */
-static int under_mpirun(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
 
 /* Wait for a request without spinning a core (Open MPI's blocking calls poll,
  * and ranks often share a node's cores with the workers). */
@@ -200,6 +217,11 @@ static int inputs_bcast(batch_ctx *b)
     free(buf);
     MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, mpi_st.comm);
     return any ? -1 : 0;
+}
+
+int batch_mpi_follower(void)
+{
+    return under_mpirun() && env_rank() > 0;
 }
 
 int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc)

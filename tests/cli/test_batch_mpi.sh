@@ -3,7 +3,8 @@
 # 30 inputs out, each taken exactly once by some rank; the per-image
 # catalogues and rank 0's merged catalogue are byte-identical to one process's;
 # one summary with the global counts; a bad file makes every rank exit 1 with
-# the other images complete; --resume --merge under mpirun recomputes nothing.
+# the other images complete; --resume --merge under mpirun recomputes nothing;
+# rank 0's list (from @LIST or -) is every rank's.
 set -u
 SKYFIND=${SKYFIND:-build-mpi/skyfind}
 MPIEXEC=${MPIEXEC:-mpirun}
@@ -77,6 +78,12 @@ n=0
 for i in $(seq 1 6); do cmp -s "$T/A/img$i.cat.csv" "$T/L/img$i.cat.csv" && n=$((n + 1)); done
 check '[ $rc = 0 ] && [ $n = 6 ] && [ $(ls "$T"/L/*.cat.csv | wc -l) = 6 ] && cmp "$T/L0.csv" "$T/L.csv"' \
     "ranks with their own lists: exit $rc, $n of 6 catalogues, merged $(cmp "$T/L0.csv" "$T/L.csv" 2>&1)"
+
+# - : the paths on standard input, which reaches rank 0 only
+mpi -n 3 "$SKYFIND" run -q -b cpu -j 1 -o "$T/P" - <"$T/l0.txt"; rc=$?
+n=0
+for i in $(seq 1 6); do cmp -s "$T/A/img$i.cat.csv" "$T/P/img$i.cat.csv" && n=$((n + 1)); done
+check '[ $rc = 0 ] && [ $n = 6 ] && [ $(ls "$T"/P/*.cat.csv | wc -l) = 6 ]' "- under mpirun: exit $rc, $n of 6 catalogues"
 
 # a bad file among the inputs: exit 1 on mpirun, every good image complete
 printf 'not a FITS file\n' >"$T/in/bad.fits"
