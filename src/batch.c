@@ -4,9 +4,11 @@
  * device, then sf_pipeline_run), or N CPU workers -> one writer thread.
  * Memory is bounded by the pool (opts.queue buffers) and the device slots,
  * whatever the number of files. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,9 +635,15 @@ static void serial_sink(engine *e, bitem *b)
 
 /* ---- the run --------------------------------------------------------------- */
 
+/* The cores this process may run on: its affinity (taskset, a Slurm cpuset,
+ * mpirun's binding), not every core of the node. */
 static int ncores(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long n;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
 

@@ -3,6 +3,7 @@
  * rank 0 hands inputs out one at a time to every rank that asks, each rank
  * uses GPU local_rank % (GPUs on its node), and rank 0 gathers the complete
  * images and the totals for --merge and the summary. */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET (the MPI build) */
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
@@ -78,8 +79,10 @@ int batch_mpi_finish(batch_ctx *b, const sf_batch_stats *s, int aborted)
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 #include <mpi.h>
 
 enum { TAG_ASK = 1, TAG_INDEX = 2, TAG_BYE = 3 };
@@ -97,8 +100,9 @@ typedef struct {
 static mpi_state mpi_st;
 
 /* Wait for a request without spinning a core (Open MPI's blocking calls poll,
- * and ranks often share a node's cores with the workers). */
-static void wait_idle(MPI_Request *r, MPI_Status *status)
+ * and ranks often share a node's cores with the workers): sleeps of 10 us
+ * growing to max_ns between tests. */
+static void wait_idle(MPI_Request *r, MPI_Status *status, long max_ns)
 {
     long ns = 10000;
     for (;;) {
@@ -108,8 +112,8 @@ static void wait_idle(MPI_Request *r, MPI_Status *status)
             return;
         struct timespec ts = {0, ns};
         nanosleep(&ts, NULL);
-        if (ns < 1000000)
-            ns *= 2;
+        if (ns < max_ns)
+            ns = 2 * ns < max_ns ? 2 * ns : max_ns;
     }
 }
 
@@ -134,7 +138,7 @@ static int next_remote(void *ctx)
     if (!mpi_st.exhausted) {
         MPI_Send(&ask, 1, MPI_INT, 0, TAG_ASK, mpi_st.comm);
         MPI_Irecv(&i, 1, MPI_INT, 0, TAG_INDEX, mpi_st.comm, &r);
-        wait_idle(&r, NULL);
+        wait_idle(&r, NULL, 100000);
         if (i < 0)
             mpi_st.exhausted = 1;
     }
@@ -153,7 +157,7 @@ static void *server_main(void *arg)
         MPI_Request r;
         MPI_Status status;
         MPI_Irecv(&msg, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, mpi_st.comm, &r);
-        wait_idle(&r, &status);
+        wait_idle(&r, &status, 200000); /* the answer's delay holds a rank's engine lock */
         if (status.MPI_TAG == TAG_BYE) {
             left--;
             continue;
@@ -162,6 +166,36 @@ static void *server_main(void *arg)
         MPI_Send(&i, 1, MPI_INT, status.MPI_SOURCE, TAG_INDEX, mpi_st.comm);
     }
     return NULL;
+}
+
+/* Ranks that share a node and that nothing has bound (mpirun binds to cores
+ * unless oversubscribed; taskset, a Slurm cpuset) split its cores between
+ * them, local rank r taking the r-th slice, so that their workers and
+ * stage threads (as many as the process's cores) do not oversubscribe it. */
+static void share_cores(int local_rank, int local_size)
+{
+    cpu_set_t set, mine;
+    int cpus[CPU_SETSIZE], n = 0, share, first, count;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local_size < 2 || sched_getaffinity(0, sizeof set, &set) != 0)
+        return;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    if (n < 2 || n < online) /* bound already, or nothing to share */
+        return;
+    if (n >= local_size) {
+        share = n / local_size;
+        first = local_rank * share;
+        count = local_rank == local_size - 1 ? n - first : share;
+    } else {
+        first = local_rank % n;
+        count = 1;
+    }
+    CPU_ZERO(&mine);
+    for (int k = first; k < first + count; k++)
+        CPU_SET(cpus[k], &mine);
+    sched_setaffinity(0, sizeof mine, &mine);
 }
 
 /* Rank 0's list of inputs is every rank's: the indices handed out must name
@@ -226,8 +260,7 @@ int batch_mpi_follower(void)
 
 int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc)
 {
-    int provided = 0, lr = 0;
-    const char *env;
+    int provided = 0, lr = 0, ls = 1;
     b->rank = 0;
     b->nranks = 1;
     b->local_rank = 0;
@@ -250,15 +283,15 @@ int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc)
         *rc = SF_EXIT_FAIL;
         return 1;
     }
-    if ((env = getenv("OMPI_COMM_WORLD_LOCAL_RANK")) && *env) {
-        lr = atoi(env);
-    } else {
-        MPI_Comm node;
+    {
+        MPI_Comm node; /* the ranks of this node */
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &lr);
+        MPI_Comm_size(node, &ls);
         MPI_Comm_free(&node);
     }
     b->local_rank = lr;
+    share_cores(lr, ls);
     memset(&mpi_st, 0, sizeof mpi_st);
     MPI_Comm_dup(MPI_COMM_WORLD, &mpi_st.comm);
     pthread_mutex_init(&mpi_st.m, NULL);
@@ -325,7 +358,7 @@ int batch_mpi_finish(batch_ctx *b, const sf_batch_stats *s, int aborted)
     else if (mpi_st.server_started)
         pthread_join(mpi_st.server, NULL);
     MPI_Ibarrier(mpi_st.comm, &r);
-    wait_idle(&r, NULL);
+    wait_idle(&r, NULL, 1000000);
 
     /* the totals */
     ints[0] = s->nitems;
