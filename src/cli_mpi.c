@@ -340,7 +340,7 @@ int batch_mpi_finish(batch_ctx *b, const sf_batch_stats *s, int aborted)
 {
     sf_batch_stats z, tot;
     int ints[7], itot[7], gpu = b->gpu, gpu_any = 0, rc = 0, rc_all = 0, bye = 0;
-    double sums[5], stot[5], maxs[2], mtot[2];
+    double sums[5], stot[5], maxs[3], mtot[3], first, first_all;
     long long nsrc;
     uint64_t bytes;
     int *counts = NULL, *displs = NULL, *pairs = NULL, *all = NULL, ntot = 0;
@@ -375,11 +375,14 @@ int batch_mpi_finish(batch_ctx *b, const sf_batch_stats *s, int aborted)
     sums[4] = s->write_ms;
     maxs[0] = s->wall_ms;
     maxs[1] = s->startup_ms;
+    maxs[2] = s->last_done_ms;
+    first = s->nitems > 0 ? s->first_done_ms : 1e300;
     nsrc = s->nsources;
     bytes = s->bytes_read;
     MPI_Reduce(ints, itot, 7, MPI_INT, MPI_SUM, 0, mpi_st.comm);
     MPI_Reduce(sums, stot, 5, MPI_DOUBLE, MPI_SUM, 0, mpi_st.comm);
-    MPI_Reduce(maxs, mtot, 2, MPI_DOUBLE, MPI_MAX, 0, mpi_st.comm);
+    MPI_Reduce(maxs, mtot, 3, MPI_DOUBLE, MPI_MAX, 0, mpi_st.comm);
+    MPI_Reduce(&first, &first_all, 1, MPI_DOUBLE, MPI_MIN, 0, mpi_st.comm);
     MPI_Reduce(&nsrc, &tot.nsources, 1, MPI_LONG_LONG, MPI_SUM, 0, mpi_st.comm);
     MPI_Reduce(&bytes, &tot.bytes_read, 1, MPI_UINT64_T, MPI_SUM, 0, mpi_st.comm);
     MPI_Reduce(&gpu, &gpu_any, 1, MPI_INT, MPI_MAX, 0, mpi_st.comm);
@@ -434,6 +437,8 @@ int batch_mpi_finish(batch_ctx *b, const sf_batch_stats *s, int aborted)
         tot.write_ms = stot[4];
         tot.wall_ms = mtot[0];
         tot.startup_ms = mtot[1];
+        tot.last_done_ms = mtot[2]; /* each from its rank's engine start */
+        tot.first_done_ms = first_all < 1e300 ? first_all : 0;
         b->ndone = 0;
         for (int i = 0; i + 1 < ntot; i += 2) {
             char name[1200];
