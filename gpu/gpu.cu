@@ -173,6 +173,23 @@ extern "C" void sf_pinned_free(void *ptr)
         cudaFreeHost(ptr);
 }
 
+extern "C" sf_status sf_host_register(void *ptr, size_t bytes)
+{
+    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return sf_fail(SF_ERR_CUDA, "cudaHostRegister of %.1f MB failed: %s", bytes / 1e6,
+                       cudaGetErrorString(e));
+    }
+    return SF_OK;
+}
+
+extern "C" void sf_host_unregister(void *ptr)
+{
+    if (ptr && cudaHostUnregister(ptr) != cudaSuccess)
+        cudaGetLastError();
+}
+
 extern "C" sf_status sf_gpu_upload_lane(sf_gpu *g, void *dst, const void *src, size_t bytes,
                                         double *ms)
 {

@@ -1,5 +1,5 @@
 /* The batch engine (include/skyfind/batch.h): reader threads -> a bounded
- * pool of host buffers (pinned for the GPU) -> per GPU an uploader thread
+ * pool of host buffers (pinned by the uploader once reused) -> per GPU an uploader thread
  * (copy lane, a few device slots ahead) and a compute thread (decode on the
  * device, then sf_pipeline_run), or N CPU workers -> one writer thread.
  * Memory is bounded by the pool (opts.queue buffers) and the device slots,
@@ -125,9 +125,10 @@ struct engine {
     pthread_mutex_t lock; /* next(), the stats */
     int seq;
     /* the buffer pool */
-    int npool, pinned;
+    int npool, pin;       /* pin: the uploader pins each pool buffer after its first use */
     void **pool;
     size_t *cap;
+    int *pinned;          /* pool buffer i is registered with CUDA (cudaHostRegister) */
     bq freebufs;          /* free pool buffers (as 1 + index) */
     bq ready;             /* read, waiting for a worker */
     bq done;              /* finished, waiting for the writer */
@@ -136,6 +137,7 @@ struct engine {
     sf_batch_stats st;
     double t0;
     gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
+    int abort;            /* take no more inputs */
     int finished;         /* the writer has handed on every image */
     pthread_cond_t fin;   /* signalled with finished, under lock */
     int workers_alive;    /* GPU workers with a context; the last to fail drains the queue */
@@ -148,7 +150,9 @@ static int take_next(engine *e)
 {
     int i;
     engine_lock(e);
-    if (e->o->next)
+    if (e->abort)
+        i = -1;
+    else if (e->o->next)
         i = e->o->next(e->o->ctx);
     else
         i = e->seq < e->n ? e->seq++ : -1;
@@ -192,13 +196,14 @@ static void *pool_get(void *ctx, size_t bytes)
     size_t want = (bytes + 15) & ~(size_t)15;
     if (e->cap[r->pb] < want) {
         void *p = NULL;
-        if (e->pinned)
-            sf_pinned_free(e->pool[r->pb]);
-        else
-            free(e->pool[r->pb]);
+        if (e->pinned[r->pb])
+            sf_host_unregister(e->pool[r->pb]);
+        e->pinned[r->pb] = 0;
+        free(e->pool[r->pb]);
         e->pool[r->pb] = NULL;
         e->cap[r->pb] = 0;
-        if (e->pinned ? sf_pinned_alloc(&p, want) != SF_OK : !(p = malloc(want)))
+        want = (want + 4095) & ~(size_t)4095;
+        if (posix_memalign(&p, 4096, want) != 0)
             return NULL;
         e->pool[r->pb] = p;
         e->cap[r->pb] = want;
@@ -467,6 +472,12 @@ static void *gpu_upload_main(void *arg)
         st = sf_gpu_buffer(w->g, SF_GBUF_RAW0 + slot, (bytes + 15) & ~(size_t)15, &d);
         if (st == SF_OK)
             st = sf_gpu_upload_lane(w->g, d, b->raw, bytes, &b->it.t_upload);
+        if (st == SF_OK && e->pin && !e->pinned[b->pb]) {
+            /* pinned from now on: the next images in this buffer go up at full
+             * PCIe speed, asynchronously (a buffer that cannot be pinned stays
+             * pageable: slower, still correct) */
+            e->pinned[b->pb] = sf_host_register(e->pool[b->pb], e->cap[b->pb]) == SF_OK ? 1 : -1;
+        }
         if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) { /* -b auto: the CPU takes it */
             char why[1024];
             snprintf(why, sizeof why, "%s", sf_errdetail());
@@ -647,6 +658,58 @@ static int ncores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* GPUs this process will likely see, without starting CUDA (for sizing the
+ * readers and the pool while the driver starts): CUDA_VISIBLE_DEVICES's
+ * entries, else the /dev/nvidiaN nodes; at least 1. */
+static int guess_gpus(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0;
+    if (v) {
+        for (const char *p = v; *p; p++)
+            n += *p == ',';
+        return *v ? n + 1 : 1;
+    }
+    for (int i = 0; i < SF_BATCH_MAXDEV; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/dev/nvidia%d", i);
+        if (access(path, F_OK) == 0)
+            n++;
+    }
+    return n > 0 ? n : 1;
+}
+
+/* Every visible GPU, counted now (the driver's start); 0 when none. */
+static int count_gpus(engine *e, int *devices)
+{
+    double t = now_ms();
+    int n = sf_gpu_count();
+    e->st.count_ms = now_ms() - t;
+    if (n > SF_BATCH_MAXDEV)
+        n = SF_BATCH_MAXDEV;
+    for (int i = 0; i < n; i++)
+        devices[i] = i;
+    return n;
+}
+
+static sf_status start_gpu_workers(engine *e, gworker **gwp, int n, const int *devices)
+{
+    gworker *gw = calloc((size_t)n, sizeof *gw);
+    *gwp = gw;
+    if (!gw)
+        return sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its workers");
+    for (int i = 0; i < n; i++) {
+        gw[i].e = e;
+        gw[i].dev = devices[i];
+        if (bq_init(&gw[i].devq, SLOTS) || bq_init(&gw[i].slots, SLOTS))
+            return sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
+        for (int k = 0; k < SLOTS; k++)
+            bq_push(&gw[i].slots, (void *)(intptr_t)(k + 1));
+    }
+    e->workers_alive = n;
+    return SF_OK;
+}
+
 sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
                        sf_batch_stats *stats)
 {
@@ -655,7 +718,9 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     cworker *cw = NULL;
     pthread_t *rt = NULL, *ct = NULL, wt;
     int gpu = o->backend == SF_BACKEND_GPU;
-    int nworkers = gpu ? o->ndevices : (o->jobs > 0 ? o->jobs : ncores());
+    int resolve = gpu && o->ndevices == 0; /* every visible GPU: counted beside the first reads */
+    int devices[SF_BATCH_MAXDEV];
+    int nworkers = gpu ? (resolve ? guess_gpus() : o->ndevices) : (o->jobs > 0 ? o->jobs : ncores());
     int nreaders, started_readers = 0, started_workers = 0, writer = 0;
     sf_status st = SF_OK;
 
@@ -665,11 +730,28 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     e.inputs = inputs;
     e.n = n;
     e.t0 = now_ms();
-    /* pinned buffers pay for themselves when reused (a batch); one image goes
-     * up from pageable memory rather than wait for the pinning */
-    e.pinned = gpu && (n > 1 || o->plane == SF_PLANE_ALL);
+    /* The readers fill pageable buffers (they never wait for CUDA to start);
+     * pinning a buffer costs about 2.5 times its pageable upload, so the
+     * uploader pins a buffer after its first use only when each buffer will
+     * carry four images or more. */
     pthread_mutex_init(&e.lock, NULL);
     pthread_cond_init(&e.fin, NULL);
+    if (!resolve)
+        memcpy(devices, o->devices, sizeof(int) * (size_t)(o->ndevices > 0 ? o->ndevices : 0));
+    if (resolve && !o->overlap) { /* nothing to overlap with: count now */
+        nworkers = count_gpus(&e, devices);
+        resolve = 0;
+        if (nworkers == 0 && !o->fallback_cpu) {
+            st = sf_fail(SF_ERR_NO_GPU, "no CUDA device found: cannot use --backend gpu (use -b cpu or -b auto)");
+            goto out;
+        }
+        if (nworkers == 0) {
+            gpu = 0;
+            nworkers = o->jobs > 0 ? o->jobs : ncores();
+            if (o->notice)
+                o->notice(o->ctx, "no CUDA device found: running on the CPU");
+        }
+    }
     if (gpu && (nworkers < 1 || nworkers > SF_BATCH_MAXDEV))
         return sf_fail(SF_ERR_PARAM, "%d GPUs asked for", nworkers);
     if (!o->overlap) {
@@ -685,9 +767,11 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         if (e.npool < 1)
             e.npool = 1;
     }
+    e.pin = gpu && o->overlap && (o->plane == SF_PLANE_ALL || n >= 4 * e.npool);
     e.pool = calloc((size_t)e.npool, sizeof *e.pool);
     e.cap = calloc((size_t)e.npool, sizeof *e.cap);
-    if (!e.pool || !e.cap || bq_init(&e.freebufs, e.npool) || bq_init(&e.ready, e.npool) ||
+    e.pinned = calloc((size_t)e.npool, sizeof *e.pinned);
+    if (!e.pool || !e.cap || !e.pinned || bq_init(&e.freebufs, e.npool) || bq_init(&e.ready, e.npool) ||
         bq_init(&e.done, e.npool + 2 * nworkers + 2)) {
         st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
         goto out;
@@ -697,23 +781,9 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
 
     /* GPU workers; without overlap their contexts are made here, otherwise
      * each worker makes its own while the readers start */
-    if (gpu) {
-        gw = calloc((size_t)nworkers, sizeof *gw);
-        if (!gw) {
-            st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its workers");
+    if (gpu && !resolve) {
+        if ((st = start_gpu_workers(&e, &gw, nworkers, devices)))
             goto out;
-        }
-        for (int i = 0; i < nworkers; i++) {
-            gw[i].e = &e;
-            gw[i].dev = o->devices[i];
-            if (bq_init(&gw[i].devq, SLOTS) || bq_init(&gw[i].slots, SLOTS)) {
-                st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
-                goto out;
-            }
-            for (int k = 0; k < SLOTS; k++)
-                bq_push(&gw[i].slots, (void *)(intptr_t)(k + 1));
-        }
-        e.workers_alive = nworkers;
         if (!o->overlap) {
             gpu_create_main(&gw[0]);
             e.st.startup_ms = gw[0].create_ms;
@@ -735,26 +805,16 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     }
 
     e.readers_left = nreaders;
-    e.producers = nreaders + nworkers;
+    e.producers = nreaders + (resolve ? 1 : nworkers); /* 1: the workers still to come */
     rt = calloc((size_t)nreaders, sizeof *rt);
-    ct = calloc((size_t)nworkers * 2, sizeof *ct);
-    cw = calloc((size_t)nworkers, sizeof *cw);
+    ct = calloc(SF_BATCH_MAXDEV + (size_t)ncores() + (size_t)(o->jobs > 0 ? o->jobs : 0), sizeof *ct);
+    cw = calloc(SF_BATCH_MAXDEV + (size_t)ncores() + (size_t)(o->jobs > 0 ? o->jobs : 0), sizeof *cw);
     if (!rt || !ct || !cw) {
         st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its threads");
         goto out;
     }
     if (pthread_create(&wt, NULL, writer_main, &e) == 0)
         writer = 1;
-    for (int i = 0; i < nworkers; i++) {
-        if (gpu) {
-            pthread_create(&ct[i], NULL, gpu_compute_main, &gw[i]);
-        } else {
-            cw[i].e = &e;
-            cw[i].omp_threads = ncores() / nworkers > 1 ? ncores() / nworkers : 1;
-            pthread_create(&ct[i], NULL, cpu_main, &cw[i]);
-        }
-        started_workers++;
-    }
     for (int i = 0; i < nreaders; i++)
         if (pthread_create(&rt[i], NULL, reader_main, &e) == 0)
             started_readers++;
@@ -766,6 +826,55 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         engine_unlock(&e);
         if (none)
             bq_close(&e.ready);
+    }
+    if (resolve) { /* the readers are reading: now start the driver and count the GPUs */
+        int ng = count_gpus(&e, devices);
+        if (ng > 0) {
+            nworkers = ng;
+            st = start_gpu_workers(&e, &gw, nworkers, devices);
+        } else if (o->fallback_cpu) {
+            gpu = 0;
+            e.pin = 0;
+            nworkers = o->jobs > 0 ? o->jobs : ncores();
+            if (o->notice)
+                o->notice(o->ctx, "no CUDA device found: running on the CPU");
+        } else {
+            st = sf_fail(SF_ERR_NO_GPU, "no CUDA device found: cannot use --backend gpu (use -b cpu or -b auto)");
+        }
+        if (st) { /* no workers: stop reading, drop what was read, unwrite nothing */
+            bitem *b;
+            char keep[1024];
+            snprintf(keep, sizeof keep, "%s", sf_errdetail());
+            engine_lock(&e);
+            e.abort = 1;
+            engine_unlock(&e);
+            while ((b = bq_pop(&e.ready))) {
+                pool_release(&e, b);
+                item_free(b);
+            }
+            producer_done(&e);
+            for (int i = 0; i < started_readers; i++)
+                pthread_join(rt[i], NULL);
+            started_readers = 0;
+            if (writer)
+                pthread_join(wt, NULL);
+            writer = 0;
+            sf_fail(st, "%s", keep);
+            goto out;
+        }
+        engine_lock(&e);
+        e.producers += nworkers - 1;
+        engine_unlock(&e);
+    }
+    for (int i = 0; i < nworkers; i++) {
+        if (gpu) {
+            pthread_create(&ct[i], NULL, gpu_compute_main, &gw[i]);
+        } else {
+            cw[i].e = &e;
+            cw[i].omp_threads = ncores() / nworkers > 1 ? ncores() / nworkers : 1;
+            pthread_create(&ct[i], NULL, cpu_main, &cw[i]);
+        }
+        started_workers++;
     }
     /* progress while the threads work: woken by the writer's end, or every 0.5 s */
     engine_lock(&e);
@@ -798,6 +907,8 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         pthread_join(wt, NULL);
 out:
     e.st.wall_ms = now_ms() - e.t0;
+    e.st.gpu = gpu;
+    e.st.workers = nworkers;
     *stats = e.st;
     if (gw) {
         for (int i = 0; i < nworkers; i++) {
@@ -813,13 +924,13 @@ out:
     free(rt);
     free(ct);
     for (int i = 0; e.pool && i < e.npool; i++) {
-        if (e.pinned)
-            sf_pinned_free(e.pool[i]);
-        else
-            free(e.pool[i]);
+        if (e.pinned[i] == 1)
+            sf_host_unregister(e.pool[i]);
+        free(e.pool[i]);
     }
     free(e.pool);
     free(e.cap);
+    free(e.pinned);
     if (e.freebufs.v)
         bq_free(&e.freebufs);
     if (e.ready.v)

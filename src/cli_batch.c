@@ -466,6 +466,12 @@ static sf_status batch_write(void *ctx, sf_batch_item *it)
 
 /* ---- progress and summary ------------------------------------------------------ */
 
+static void batch_notice(void *ctx, const char *msg)
+{
+    (void)ctx;
+    cli_note("%s", msg);
+}
+
 static void batch_progress(void *ctx, const sf_batch_stats *s, int ninputs)
 {
     batch_ctx *b = ctx;
@@ -504,8 +510,8 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
                 "write %.1f ms\n",
                 s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms, s->write_ms);
         fprintf(stderr,
-                "skyfind: start-up: process start to main %.1f ms, main to the engine %.1f ms (of it "
-                "counting CUDA devices %.1f ms), GPU context %.1f ms (beside the first reads); "
+                "skyfind: start-up: process start to main %.1f ms, main to the engine %.1f ms, "
+                "counting CUDA devices %.1f ms and GPU context %.1f ms (beside the first reads); "
                 "first image written at %.1f ms, last at %.1f ms of the engine's %.1f ms\n",
                 b->t_main_ms, b->t_engine_ms, b->t_count_ms, s->startup_ms, s->first_done_ms,
                 s->last_done_ms, s->wall_ms);
@@ -619,8 +625,16 @@ int cmd_run(int argc, char **argv)
     if (batch_mpi_setup(&b, &o, &rc))
         goto out_pipe;
 
-    /* the backend: every visible GPU (or those of --devices), else the CPU */
-    if (strcmp(a.backend, "cpu")) {
+    /* the backend: every visible GPU (or those of --devices), else the CPU.
+     * Without --devices (and outside mpirun) the engine counts the GPUs itself
+     * while its readers read the first files: the driver's start overlaps them. */
+    if (strcmp(a.backend, "cpu") && !a.ndevices && b.nranks <= 1 && sf_gpu_compiled()) {
+        o.backend = SF_BACKEND_GPU;
+        o.ndevices = 0;
+        o.fallback_cpu = !strcmp(a.backend, "auto");
+        o.notice = batch_notice;
+        ngpu = -1;
+    } else if (strcmp(a.backend, "cpu")) {
         double tc = wall_ms();
         ngpu = sf_gpu_count();
         b.t_count_ms = wall_ms() - tc;
@@ -642,7 +656,9 @@ int cmd_run(int argc, char **argv)
             cli_note("no CUDA device%s: running on the CPU",
                      sf_gpu_compiled() ? " found" : " (built without CUDA)");
     }
-    if (ngpu > 0) {
+    if (ngpu < 0) {
+        /* decided by the engine */
+    } else if (ngpu > 0) {
         o.backend = SF_BACKEND_GPU;
         o.fallback_cpu = !strcmp(a.backend, "auto");
         if (a.ndevices) {
@@ -660,6 +676,11 @@ int cmd_run(int argc, char **argv)
 
     b.t_engine_ms = wall_ms() - t_main;
     st = sf_batch_run(&o, (const char *const *)b.inputs, b.ninputs, &s);
+    if (ngpu < 0) {
+        b.gpu = s.gpu;
+        b.workers = s.workers;
+        b.t_count_ms = s.count_ms;
+    }
     if (st) {
         cli_error("%s", sf_errdetail());
         rc = SF_EXIT_FAIL;

@@ -32,6 +32,8 @@ sf_status sf_pinned_alloc(void **ptr, size_t bytes)
     return *ptr ? SF_OK : sf_fail(SF_ERR_NOMEM, "malloc of %.1f MB failed", bytes / 1e6);
 }
 void sf_pinned_free(void *ptr) { free(ptr); }
+sf_status sf_host_register(void *ptr, size_t bytes) { return NO_GPU; }
+void sf_host_unregister(void *ptr) { }
 sf_status sf_gpu_upload_lane(sf_gpu *g, void *d, const void *s, size_t n, double *ms) { return NO_GPU; }
 sf_status sf_gpu_meminfo(sf_gpu *g, size_t *f, size_t *t) { *f = *t = 0; return NO_GPU; }
 sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL; return NO_GPU; }

@@ -57,13 +57,17 @@ typedef struct {
     double read_ms, upload_ms, decode_ms, stages_ms, write_ms; /* summed over images */
     long long nsources;
     double first_done_ms, last_done_ms; /* when the first and the last image were written */
+    double count_ms;            /* counting the GPUs (the CUDA driver's start), 0 if not done here */
+    int gpu, workers;           /* the backend used (1: GPU) and its workers */
 } sf_batch_stats;
 
 typedef struct {
     const sf_pipeline *pl;
     sf_backend backend;
     int fallback_cpu;           /* -b auto: a file the GPU cannot take (out of memory) runs on the CPU */
-    int ndevices;               /* GPUs to use (backend GPU) */
+    int ndevices;               /* GPUs to use (backend GPU); 0: every visible one, counted
+                                   while the first files are read (none: the CPU with
+                                   fallback_cpu, else SF_ERR_NO_GPU) */
     int devices[SF_BATCH_MAXDEV];
     int jobs;                   /* CPU workers (0: one per core) */
     int readers;                /* reader threads (0: automatic) */
@@ -82,6 +86,8 @@ typedef struct {
     sf_status (*write)(void *ctx, sf_batch_item *it);
     /* called about twice a second from the calling thread (NULL: never) */
     void (*progress)(void *ctx, const sf_batch_stats *s, int ninputs);
+    /* a one-line note for the user ("no CUDA device found: running on the CPU"), or NULL */
+    void (*notice)(void *ctx, const char *msg);
     void *ctx;
 } sf_batch_opts;
 

@@ -54,6 +54,11 @@ sf_status sf_gpu_bind(sf_gpu *g);
  * engine's buffer pool; plain malloc in a build without CUDA. */
 sf_status sf_pinned_alloc(void **ptr, size_t bytes);
 void sf_pinned_free(void *ptr);
+/* Pin (and unpin) host memory that is already allocated, for every device
+ * (cudaHostRegister, portable); the batch engine pins its reused buffers.
+ * SF_ERR_NO_GPU in a build without CUDA. */
+sf_status sf_host_register(void *ptr, size_t bytes);
+void sf_host_unregister(void *ptr);
 
 /* The copy lane: host-to-device copies on a second stream of the context, so
  * the next image goes up while the stages run on the first. Waits for the
