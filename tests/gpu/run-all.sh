@@ -19,7 +19,8 @@ MODE=${2:-full}
 # their compute-sanitizer runs, skyfind compare and the background benchmark;
 # batch: the suites, sanitizer, compare and the batch benchmark
 # (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
-# main, the lesson's CuPy loop, one process per file); batchonly: that alone
+# main, the lesson's CuPy loop, one process per file); batchonly: that alone;
+# multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
@@ -34,7 +35,8 @@ case $MODE in
                 SUITES="background background_mesh threshold" BENCHES="background" ;;
     batch) SECTIONS="suites sanitizer compare batch" ;;
     batchonly) SECTIONS="batch" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly or quick" >&2; exit 2 ;;
+    multigpu) SECTIONS="multigpu" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly, multigpu or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -162,6 +164,10 @@ PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests
     --build "$BIN" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 3 --peer-repeat 3 --peer-budget 20 \
     --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
 sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
+fi
+if want multigpu; then
+say "one GPU against every GPU (tests/gpu/multi-gpu.sh)"
+tests/gpu/multi-gpu.sh "$OUTDIR/multigpu" 2>&1 | tee "$OUTDIR/multigpu.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 fi
 if want batch; then
 say "GPU faults: out of device memory (tests/gpu/faults.sh)"
