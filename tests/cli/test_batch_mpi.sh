@@ -4,7 +4,7 @@
 # catalogues and rank 0's merged catalogue are byte-identical to one process's;
 # one summary with the global counts; a bad file makes every rank exit 1 with
 # the other images complete; --resume --merge under mpirun recomputes nothing;
-# rank 0's list (from @LIST or -) is every rank's.
+# rank 0's list (from @LIST or -) is every rank's, --shard applies to it.
 set -u
 SKYFIND=${SKYFIND:-build-mpi/skyfind}
 MPIEXEC=${MPIEXEC:-mpirun}
@@ -78,6 +78,14 @@ n=0
 for i in $(seq 1 6); do cmp -s "$T/A/img$i.cat.csv" "$T/L/img$i.cat.csv" && n=$((n + 1)); done
 check '[ $rc = 0 ] && [ $n = 6 ] && [ $(ls "$T"/L/*.cat.csv | wc -l) = 6 ] && cmp "$T/L0.csv" "$T/L.csv"' \
     "ranks with their own lists: exit $rc, $n of 6 catalogues, merged $(cmp "$T/L0.csv" "$T/L.csv" 2>&1)"
+
+# --shard under mpirun: rank 0 hands out its shard of the list only
+mpi -n 3 "$SKYFIND" run -q -b cpu -j 1 --shard 2/3 -o "$T/S" @"$T/list.txt"; rc=$?
+want=$(for i in $(seq 2 3 $N); do echo "img$i.cat.csv"; done | sort | tr '\n' ' ')
+got=$(ls "$T/S" | grep 'cat\.csv$' | sort | tr '\n' ' ')
+n=0
+for i in $(seq 2 3 $N); do cmp -s "$T/A/img$i.cat.csv" "$T/S/img$i.cat.csv" && n=$((n + 1)); done
+check '[ $rc = 0 ] && [ "$got" = "$want" ] && [ $n = $((N / 3)) ]' "--shard 2/3 under mpirun: exit $rc, wrote '$got', $n identical"
 
 # - : the paths on standard input, which reaches rank 0 only
 mpi -n 3 "$SKYFIND" run -q -b cpu -j 1 -o "$T/P" - <"$T/l0.txt"; rc=$?
