@@ -4,7 +4,8 @@
 # catalogues and rank 0's merged catalogue are byte-identical to one process's;
 # one summary with the global counts; a bad file makes every rank exit 1 with
 # the other images complete; --resume --merge under mpirun recomputes nothing;
-# rank 0's list (from @LIST or -) is every rank's, --shard applies to it.
+# rank 0's list (from @LIST or -) is every rank's, --shard applies to it;
+# ranks that cannot start take part in the end all the same.
 set -u
 SKYFIND=${SKYFIND:-build-mpi/skyfind}
 MPIEXEC=${MPIEXEC:-mpirun}
@@ -105,6 +106,15 @@ for i in $(seq 1 8); do cmp -s "$T/A/img$i.cat.csv" "$T/M/img$i.cat.csv" && n=$(
 check '[ $n = 8 ] && [ ! -e "$T/M/bad.cat.csv" ]' "mpirun with a bad file: $n of 8 good catalogues complete"
 check '[ $(grep -v "^#" "$T/M.csv" | grep -v "^file,plane," | cut -d, -f1 | sort -u | wc -l) = 8 ]' \
     "the merged catalogue of the mixed batch does not hold the 8 good images"
+
+# ranks whose engine cannot start (-b gpu without a GPU) still meet in the
+# collectives: every rank exits 1, nothing hangs
+if ! "$SKYFIND" run -q -b gpu -o "$T/g1" "$T/in/img1.fits" 2>"$T/errG1"; then
+    timeout 120 "$MPIEXEC" --allow-run-as-root --oversubscribe -n 3 "$SKYFIND" run -b gpu -o "$T/G" @"$T/l0.txt" \
+        >/dev/null 2>"$T/errG"; rc=$?
+    check '[ $rc = 1 ] && [ $(grep -c "cannot use --backend gpu" "$T/errG") = 3 ] && ! grep -q "images ok" "$T/errG"' \
+        "mpirun -b gpu without a GPU: exit $rc (124: hung): $(head -c 1500 "$T/errG")"
+fi
 
 echo "test_batch_mpi: $pass passed, $fail failed"
 [ "$fail" = 0 ]
