@@ -1,7 +1,8 @@
 /* The batch engine (include/skyfind/batch.h): reader threads -> a bounded
  * pool of host buffers (pinned by the uploader once reused) -> per GPU an uploader thread
  * (copy lane, a few device slots ahead) and a compute thread (decode on the
- * device, then sf_pipeline_run), or N CPU workers -> one writer thread.
+ * device, then sf_pipeline_run), or N CPU workers -> writer threads (the
+ * catalogues, check images and markers of different images at once).
  * Memory is bounded by the pool (opts.queue buffers) and the device slots,
  * whatever the number of files. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -138,7 +139,8 @@ struct engine {
     double t0;
     gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
     int abort;            /* take no more inputs */
-    int finished;         /* the writer has handed on every image */
+    int finished;         /* the writers have handed on every image */
+    int writers_left;
     pthread_cond_t fin;   /* signalled with finished, under lock */
     int workers_alive;    /* GPU workers with a context; the last to fail drains the queue */
 };
@@ -611,8 +613,10 @@ static void *writer_main(void *arg)
     while ((b = bq_pop(&e->done)))
         write_one(e, b);
     engine_lock(e);
-    e->finished = 1;
-    pthread_cond_broadcast(&e->fin);
+    if (--e->writers_left == 0) {
+        e->finished = 1;
+        pthread_cond_broadcast(&e->fin);
+    }
     engine_unlock(e);
     return NULL;
 }
@@ -716,12 +720,12 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     engine e;
     gworker *gw = NULL;
     cworker *cw = NULL;
-    pthread_t *rt = NULL, *ct = NULL, wt;
+    pthread_t *rt = NULL, *ct = NULL, wt[16];
     int gpu = o->backend == SF_BACKEND_GPU;
     int resolve = gpu && o->ndevices == 0; /* every visible GPU: counted beside the first reads */
     int devices[SF_BATCH_MAXDEV];
     int nworkers = gpu ? (resolve ? guess_gpus() : o->ndevices) : (o->jobs > 0 ? o->jobs : ncores());
-    int nreaders, started_readers = 0, started_workers = 0, writer = 0;
+    int nreaders, started_readers = 0, started_workers = 0, writer = 0, nwriters;
     sf_status st = SF_OK;
 
     memset(&e, 0, sizeof e);
@@ -813,8 +817,20 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its threads");
         goto out;
     }
-    if (pthread_create(&wt, NULL, writer_main, &e) == 0)
-        writer = 1;
+    /* writers: one image's outputs take a few ms (world coordinates of every
+     * source, the catalogue text, check images), longer than its GPU stages */
+    nwriters = o->writers > 0 ? o->writers : (gpu ? 1 + 2 * nworkers : 2);
+    if (nwriters > 16)
+        nwriters = 16;
+    e.writers_left = nwriters;
+    for (int i = 0; i < nwriters; i++)
+        if (pthread_create(&wt[i], NULL, writer_main, &e) == 0)
+            writer++;
+    if (writer < nwriters) {
+        engine_lock(&e);
+        e.writers_left -= nwriters - writer;
+        engine_unlock(&e);
+    }
     for (int i = 0; i < nreaders; i++)
         if (pthread_create(&rt[i], NULL, reader_main, &e) == 0)
             started_readers++;
@@ -856,8 +872,8 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             for (int i = 0; i < started_readers; i++)
                 pthread_join(rt[i], NULL);
             started_readers = 0;
-            if (writer)
-                pthread_join(wt, NULL);
+            for (int i = 0; i < writer; i++)
+                pthread_join(wt[i], NULL);
             writer = 0;
             sf_fail(st, "%s", keep);
             goto out;
@@ -903,8 +919,8 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     for (int i = 0; gw && i < nworkers; i++)
         if (gw[i].create_ms > e.st.startup_ms)
             e.st.startup_ms = gw[i].create_ms;
-    if (writer)
-        pthread_join(wt, NULL);
+    for (int i = 0; i < writer; i++)
+        pthread_join(wt[i], NULL);
 out:
     e.st.wall_ms = now_ms() - e.t0;
     e.st.gpu = gpu;

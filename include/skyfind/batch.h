@@ -3,7 +3,7 @@
  * otherwise) into buffers of a fixed pool (pinned for the GPU); one worker per
  * GPU uploads the next image on a copy lane while the stages run on this one
  * (the pixels are decoded on the device); or N CPU workers run the CPU twins;
- * one writer thread hands every finished image to the caller's write function.
+ * writer threads hand every finished image to the caller's write function.
  * The per-image runner is sf_pipeline_run, the same a single run calls. */
 #ifndef SKYFIND_BATCH_H
 #define SKYFIND_BATCH_H
@@ -71,6 +71,7 @@ typedef struct {
     int devices[SF_BATCH_MAXDEV];
     int jobs;                   /* CPU workers (0: one per core) */
     int readers;                /* reader threads (0: automatic) */
+    int writers;                /* writer threads (0: automatic; at most 16) */
     int queue;                  /* host buffers in flight (0: automatic); bounds memory */
     int overlap;                /* 0: read, upload, run and write one image at a time */
     int plane;                  /* SF_PLANE_FIRST, SF_PLANE_ALL or a 0-based plane */
@@ -81,8 +82,9 @@ typedef struct {
     int (*next)(void *ctx);
     /* --resume: is (input, plane) complete already? NULL: never. */
     int (*done)(void *ctx, int index, int plane);
-    /* called on the writer thread for every image, failed ones too, in the
-     * order they finish; returns SF_OK or its own failure (item->error set) */
+    /* called on a writer thread for every image, failed ones too, in the
+     * order they finish (several images at once: it must be thread-safe);
+     * returns SF_OK or its own failure (item->error set) */
     sf_status (*write)(void *ctx, sf_batch_item *it);
     /* called about twice a second from the calling thread (NULL: never) */
     void (*progress)(void *ctx, const sf_batch_stats *s, int ninputs);
