@@ -14,7 +14,8 @@
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file)
 {
     FILE *f;
-    snprintf(tmp, tmpn, "%s.tmp.%ld", path, (long)getpid());
+    if (sf_tmp_name(path, tmp, tmpn))
+        return sf_fail(SF_ERR_IO, "%s: the name is too long", path);
     f = fopen(tmp, "w");
     *file = f;
     if (!f)
@@ -299,7 +300,8 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
     double area = sf_catalog_beam_area(m);
     sf_status st = SF_OK;
 
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (sf_tmp_name(path, tmp, sizeof tmp))
+        return sf_fail(SF_ERR_IO, "%s: the name is too long", path);
     snprintf(cname, sizeof cname, "!%s", tmp);
     dv = malloc((n > 0 ? n : 1) * sizeof *dv);
     lv = malloc((n > 0 ? n : 1) * sizeof *lv);

@@ -217,7 +217,8 @@ static sf_status write_marker(const batch_ctx *b, const sf_batch_item *it, const
     char path[4600], tmp[4700];
     FILE *f;
     marker_path(b, name, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (sf_tmp_name(path, tmp, sizeof tmp))
+        return sf_fail(SF_ERR_IO, "%s: the name is too long", path);
     if (!(f = fopen(tmp, "w")))
         return sf_fail(SF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     fprintf(f, "input %s\nplane %d\nname %s\ncatalog %s\nnsources %d\n", it->path, it->plane + 1,
@@ -285,7 +286,10 @@ int batch_merge(batch_ctx *b, const char *out)
     int header_done = 0;
     long long rows = 0;
     qsort(b->done, (size_t)b->ndone, sizeof *b->done, rec_cmp);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    if (sf_tmp_name(out, tmp, sizeof tmp)) {
+        cli_error("%s: the name is too long", out);
+        return SF_EXIT_FAIL;
+    }
     if (!(f = fopen(tmp, "w"))) {
         cli_error("%s: cannot create the merged catalogue: %s", out, strerror(errno));
         return SF_EXIT_FAIL;
@@ -589,12 +593,19 @@ int cmd_run(int argc, char **argv)
     }
     {
         char mk[4200];
+        int n1 = 0, n2 = 0;
         snprintf(mk, sizeof mk, "%s/.skyfind", a.outdir);
         if (ensure_dir(mk)) {
             cli_error("%s: cannot create the folder of completion markers: %s", mk, strerror(errno));
             rc = SF_EXIT_FAIL;
             goto out_pipe;
         }
+        /* temporaries of runs that were killed before they could rename them */
+        sf_outdir_clean_stale(a.outdir, &n1);
+        sf_outdir_clean_stale(mk, &n2);
+        if (n1 + n2 && sf_verbosity >= 2)
+            cli_note("%s: removed %d temporary file%s left by killed runs", a.outdir, n1 + n2,
+                     n1 + n2 == 1 ? "" : "s");
     }
     b.ntodo = b.ninputs;
     if (a.shard_n)

@@ -778,14 +778,17 @@ sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
         return sf_fail(SF_ERR_PARAM, "%s: unknown output pixel type %d", path, (int)type);
     }
     plen = strlen(path);
-    tmp = malloc(plen + 32);
-    cname = malloc(plen + 34);
+    tmp = malloc(plen + 160);
+    cname = malloc(plen + 162);
     if (!tmp || !cname) {
         st = sf_fail(SF_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    snprintf(cname, plen + 34, "!%s", tmp);
+    if (sf_tmp_name(path, tmp, plen + 160)) {
+        st = sf_fail(SF_ERR_IO, "%s: the name is too long", path);
+        goto fail;
+    }
+    snprintf(cname, plen + 162, "!%s", tmp);
     naxes[0] = nx;
     naxes[1] = ny;
     if (fits_create_file(&fp, cname, &status)) {

@@ -68,6 +68,16 @@ sf_status sf_atomic_commit(void *file, const char *tmp, const char *path);
 /* Move a finished temporary file into place (every atomic writer ends with
  * it); on failure the temporary is removed and the error names path. */
 sf_status sf_atomic_rename(const char *tmp, const char *path);
+/* The temporary name every writer uses beside its final path:
+ * "PATH.tmp.HOST.PID.N" (N counts the names made by this process), so runs
+ * on several nodes sharing a folder never take each other's temporaries for
+ * stale ones. -1 when it does not fit in n. */
+int sf_tmp_name(const char *path, char *out, size_t n);
+/* Remove the temporaries in dir left by processes of this host that are
+ * gone (a run killed with SIGKILL): "NAME.tmp.HOST.PID.N" with this host's
+ * name and a PID that no longer exists, and the older "NAME.tmp.PID[.N]".
+ * *nremoved counts them; the final names are never touched. */
+sf_status sf_outdir_clean_stale(const char *dir, int *nremoved);
 void sf_atomic_abort(void *file, const char *tmp);
 
 #ifdef __cplusplus

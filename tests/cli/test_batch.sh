@@ -125,5 +125,16 @@ check '[ -z "$(ls -A "$T/k" | grep -v -e "\.cat\.csv$" -e "\.seg\.fits$" -e "^\.
 run --resume --name '{index}_{stem}' --json -o "$T/k" @"$T/list5.txt" >"$T/resume2.json"
 check 'grep -q "\"skipped\":120" "$T/resume2.json" && ! grep -q "\"file\"" "$T/resume2.json"' "second --resume: $(tail -1 "$T/resume2.json")"
 
+# stale temporaries: a dead process's on this host go, a live one's and another host's stay
+mkdir -p "$T/st"
+host=$(hostname | tr -c 'A-Za-z0-9_\n-' '-')
+sleep 30 & live=$!
+touch "$T/st/a.cat.csv.tmp.999999" "$T/st/b.cat.csv.tmp.$host.999998.0" "$T/st/c.cat.csv.tmp.otherhost.999997.0" \
+      "$T/st/d.cat.csv.tmp.$host.$live.3" "$T/st/e.seg.fits.tmp.999996.1"
+run -o "$T/st" "$T/in/img1.fits"
+check '[ ! -e "$T/st/a.cat.csv.tmp.999999" ] && [ ! -e "$T/st/b.cat.csv.tmp.$host.999998.0" ] && [ ! -e "$T/st/e.seg.fits.tmp.999996.1" ]' "stale temporaries left: $(ls "$T/st")"
+check '[ -e "$T/st/c.cat.csv.tmp.otherhost.999997.0" ] && [ -e "$T/st/d.cat.csv.tmp.$host.$live.3" ] && [ -s "$T/st/img1.cat.csv" ]' "a live or foreign temporary was removed: $(ls "$T/st")"
+kill $live 2>/dev/null
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
