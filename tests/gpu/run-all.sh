@@ -62,9 +62,9 @@ done
 
 fi
 if want sanitizer; then
-say "compute-sanitizer memcheck and racecheck on the GPU cases (quick sizes)"
+say "compute-sanitizer memcheck, racecheck, initcheck and synccheck on the GPU cases (quick sizes)"
 for t in ${SUITES:-decode background background_mesh convolve threshold segment measure}; do
-    for tool in memcheck racecheck; do
+    for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
         printf '%-10s %-9s rc=%d  %s\n' $t $tool $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^[0-9]+%' "$W/san_${t}_$tool.log" | tr '\n' ' ')"
