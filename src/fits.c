@@ -87,6 +87,53 @@ static sf_status sf_fits_fail_read(const char *path, int status, const char *wha
     return sf_fail(code, "%s: %s (%s)", path, problem, cs);
 }
 
+int sf_fits_card_ok(const char *card)
+{
+    int i = 10;
+    for (int k = 0; k < 80; k++)
+        if ((unsigned char)card[k] < 0x20 || (unsigned char)card[k] > 0x7e)
+            return 0;
+    for (int k = 0; k < 8; k++) {
+        char c = card[k];
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == ' '))
+            return 0;
+    }
+    if (card[8] != '=' || card[9] != ' ')
+        return 1; /* commentary card (COMMENT, HISTORY, blank, CONTINUE...) */
+    while (i < 80 && card[i] == ' ')
+        i++;
+    if (i < 80 && card[i] == '\'') {
+        for (i++;; i++) {
+            if (i >= 80)
+                return 0; /* the string does not close */
+            if (card[i] == '\'') {
+                if (i + 1 < 80 && card[i + 1] == '\'') {
+                    i++;
+                    continue;
+                }
+                break;
+            }
+        }
+        for (i++; i < 80 && card[i] == ' '; i++)
+            ;
+        return i == 80 || card[i] == '/';
+    }
+    for (; i < 80 && card[i] != '/'; i++)
+        if (!strchr("0123456789+-.EeDdTF(), ", card[i]))
+            return 0;
+    return 1;
+}
+
+/* Cards of hdr (ncards x 80) that sf_fits_card_ok rejects. */
+static int sf_fits_count_bad(const char *hdr, int ncards)
+{
+    int n = 0;
+    for (int i = 0; hdr && i < ncards; i++)
+        n += !sf_fits_card_ok(hdr + (size_t)i * 80);
+    return n;
+}
+
 static int sf_fits_read_double(fitsfile *fp, const char *key, double *v)
 {
     int status = 0;
@@ -518,6 +565,7 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
         st = sf_fits_fail_read(path, status, "cannot read the header");
         goto fail;
     }
+    in.nbadcards = sf_fits_count_bad(in.header, in.ncards);
     sf_fits_read_double(fp, "BSCALE", &in.bscale);
     sf_fits_read_double(fp, "BZERO", &in.bzero);
     {

@@ -176,6 +176,9 @@ static void sf_fits_print_text(FILE *out, const sf_fits_info *in, const sf_image
     } else {
         fprintf(out, "wcs_center: none (no celestial WCS)\n");
     }
+    if (in->nbadcards > 0)
+        fprintf(out, "bad_cards: %d (unparseable header cards, left out of the WCS)\n",
+                in->nbadcards);
     fprintf(out, "nan: %lld of %zu pixels (%.2f%%)\n", in->nnan, n,
             n ? 100.0 * (double)in->nnan / (double)n : 0.0);
     if (isnan(s->vmed)) {

@@ -9,6 +9,7 @@
 
 struct sf_wcs {
     struct wcsprm sub;   /* axes 1 and 2 only, set up */
+    int ndropped;        /* cards left out as unparseable (sf_fits_card_ok) */
     char lon_name[8], lat_name[8];
     char frame[16];
     const char *kind;
@@ -51,7 +52,8 @@ sf_wcs *sf_wcs_open(const sf_fits_info *in, int nx, int ny)
     struct wcsprm *wcs = NULL;
     sf_wcs *w = NULL;
     int nreject = 0, nwcs = 0, fixstat[NWCSFIX], nsub = 2, axes[2] = {1, 2}, have_sub = 0;
-    int naxis_in[2] = {nx, ny}, err;
+    int naxis_in[2] = {nx, ny}, err = 0, ngood = 0;
+    char *hdr = NULL;
 
     if (!in || !in->header || in->ncards <= 0) {
         sf_fail(SF_ERR_FORMAT, "no header to read a WCS from");
@@ -63,8 +65,25 @@ sf_wcs *sf_wcs_open(const sf_fits_info *in, int nx, int ny)
         return NULL;
     }
     w->sub.flag = -1;
-    if ((err = wcspih(in->header, in->ncards, WCSHDR_all, 0, &nreject, &nwcs, &wcs)) ||
-        nwcs < 1) {
+    /* WCSLIB's header parser aborts the process on some malformed cards (an
+     * unclosed quote, a control byte): it only sees the cards that pass
+     * sf_fits_card_ok; the others are counted (sf_wcs_ndropped) */
+    if (!(hdr = malloc((size_t)in->ncards * 80 + 1))) {
+        sf_fail(SF_ERR_NOMEM, "sf_wcs_open: malloc failed");
+        goto fail;
+    }
+    for (int i = 0; i < in->ncards; i++) {
+        const char *card = in->header + (size_t)i * 80;
+        if (memchr(card, '\0', 80) || !sf_fits_card_ok(card)) {
+            w->ndropped++;
+            continue;
+        }
+        memcpy(hdr + (size_t)ngood * 80, card, 80);
+        ngood++;
+    }
+    hdr[(size_t)ngood * 80] = '\0';
+    if (ngood == 0 ||
+        (err = wcspih(hdr, ngood, WCSHDR_all, 0, &nreject, &nwcs, &wcs)) || nwcs < 1) {
         sf_fail(SF_ERR_FORMAT, "%s: no WCS in the header (wcspih %d)", in->path, err);
         goto fail;
     }
@@ -81,11 +100,13 @@ sf_wcs *sf_wcs_open(const sf_fits_info *in, int nx, int ny)
     }
     sf_wcs_names(w);
     wcsvfree(&nwcs, &wcs);
+    free(hdr);
     return w;
 fail:
     if (have_sub)
         wcsfree(&w->sub);
     free(w);
+    free(hdr);
     if (wcs)
         wcsvfree(&nwcs, &wcs);
     return NULL;
@@ -142,3 +163,4 @@ const char *sf_wcs_lon_name(const sf_wcs *w) { return w->lon_name; }
 const char *sf_wcs_lat_name(const sf_wcs *w) { return w->lat_name; }
 const char *sf_wcs_frame(const sf_wcs *w) { return w->frame; }
 const char *sf_wcs_kind(const sf_wcs *w) { return w->kind; }
+int sf_wcs_ndropped(const sf_wcs *w) { return w->ndropped; }

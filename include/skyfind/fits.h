@@ -33,8 +33,16 @@ typedef struct {
     char ctype[SF_FITS_MAXAXES][72]; /* "" when absent */
     char *header;         /* every card of the HDU, 80 chars each, no END (malloc) */
     int ncards;
-    long long nnan;       /* NaN (and blank) pixels in the plane read */
+    long long nnan;       /* blank pixels in the plane read: NaN, +-Inf, BLANK (sf_pixel_clean) */
+    int nbadcards;        /* cards of header that sf_fits_card_ok rejects (left out of the WCS) */
 } sf_fits_info;
+
+/* Is this 80-byte header card safe to hand to a header parser (WCSLIB's
+ * wcspih)? Printable ASCII only (0x20-0x7E), a keyword of A-Z 0-9 - _ and
+ * blanks, and, after "= ", either a quoted string that closes (with ''
+ * inside) followed by blanks or a comment, or a number, logical or complex
+ * value of the characters such values are made of. 0: the card is dropped. */
+int sf_fits_card_ok(const char *card);
 
 /* Read one plane (plane < 0: the first, with a note on stderr-free detail
  * left to the caller: see info->nplanes). Fills img on the host (malloc, or

@@ -14,7 +14,10 @@ typedef struct sf_wcs sf_wcs;
 
 /* Set up the celestial WCS of info's header on axes 1 and 2 (nx, ny: the
  * image size, used by wcsfix). NULL when there is none or WCSLIB rejects it
- * (sf_errdetail() then says why), or on allocation failure. */
+ * (sf_errdetail() then says why), or on allocation failure. Cards that
+ * sf_fits_card_ok rejects (control bytes, an unclosed quote, stray
+ * characters) never reach WCSLIB: they are left out and counted
+ * (sf_wcs_ndropped; info->nbadcards counts the same cards at read time). */
 sf_wcs *sf_wcs_open(const sf_fits_info *info, int nx, int ny);
 void sf_wcs_close(sf_wcs *w);
 
@@ -39,6 +42,9 @@ const char *sf_wcs_frame(const sf_wcs *w);
 
 /* "eq", "galactic", "ecliptic" or "other": which UCD words fit. */
 const char *sf_wcs_kind(const sf_wcs *w);
+
+/* Header cards left out as unparseable when the WCS was set up. */
+int sf_wcs_ndropped(const sf_wcs *w);
 
 #ifdef __cplusplus
 }
