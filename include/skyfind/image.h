@@ -4,6 +4,7 @@
 #ifndef SKYFIND_IMAGE_H
 #define SKYFIND_IMAGE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "skyfind/status.h"
@@ -56,6 +57,20 @@ sf_status sf_labels_download(sf_gpu *g, const sf_labels *dev, sf_labels *host);
 sf_status sf_mask_upload(sf_gpu *g, const sf_mask *host, sf_mask *dev);
 
 static inline size_t sf_npix(int nx, int ny) { return (size_t)nx * (size_t)ny; }
+
+/* The one rule for pixel values read from a file (CFITSIO's path in
+ * src/fits.c, the raw decode on the CPU and on the GPU): NaN, +Inf and -Inf
+ * are all blank, NaN inside skyfind, and counted with the blank pixels
+ * (sf_fits_info.nnan). Any finite float is kept as it is. */
+#ifdef __CUDACC__
+#define SF_PIXEL_HD static __host__ __device__ __forceinline__
+#else
+#define SF_PIXEL_HD static inline
+#endif
+SF_PIXEL_HD float sf_pixel_clean(float v)
+{
+    return isfinite(v) ? v : NAN;
+}
 
 #ifdef __cplusplus
 }
