@@ -957,8 +957,22 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
         goto fail;
     }
     in.nbadcards = sf_fits_count_bad(in.header, in.ncards);
-    sf_fits_read_double(fp, "BSCALE", &in.bscale);
-    sf_fits_read_double(fp, "BZERO", &in.bzero);
+    for (int k = 0; k < 2; k++) { /* a scaling that cannot scale: refused by name */
+        const char *key = k ? "BZERO" : "BSCALE";
+        char text[FLEN_VALUE];
+        double v = 0.0;
+        int s2 = 0;
+        if (fits_read_keyword(fp, key, text, NULL, &s2)) {
+            fits_clear_errmsg();
+            continue; /* absent: 1 or 0 */
+        }
+        if (!sf_fits_read_double(fp, key, &v) || !isfinite(v) || (k == 0 && v == 0.0)) {
+            st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d: %s = %s cannot scale the pixels (it must be "
+                         "a finite number%s)", path, hdunum, key, text, k ? "" : " other than 0");
+            goto fail;
+        }
+        *(k ? &in.bzero : &in.bscale) = v;
+    }
     {
         long long b;
         int s2 = 0;
@@ -1011,6 +1025,10 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, im.data, &anynul, &status)) {
         if (status == END_OF_FILE || status == READ_ERROR) {
             st = sf_fits_fail_read(path, status, "");
+        } else if (in.compressed) {
+            sf_fits_status_text(status, cs, sizeof cs);
+            st = sf_fail(SF_ERR_FITS, "%s: the tile-compressed data of HDU %d is corrupt: a tile "
+                         "of plane %d does not decompress (%s)", path, hdunum, plane + 1, cs);
         } else {
             sf_fits_status_text(status, cs, sizeof cs);
             st = sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
@@ -1166,6 +1184,12 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
         if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, *rq->buf, &anynul, &status)) {
             if (status == END_OF_FILE || status == READ_ERROR)
                 return sf_fits_fail_read(path, status, "");
+            if (in->compressed) {
+                sf_fits_status_text(status, cs, sizeof cs);
+                return sf_fail(SF_ERR_FITS, "%s: the tile-compressed data of HDU %d is corrupt: a "
+                               "tile of plane %d does not decompress (%s)", path, hdunum,
+                               plane + 1, cs);
+            }
             sf_fits_status_text(status, cs, sizeof cs);
             return sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
                            hdunum, cs);

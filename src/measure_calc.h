@@ -43,12 +43,21 @@ typedef struct {
     int subtract;
 } ms_in;
 
-/* Measured value of pixel (x, y) with image value v (float32 arithmetic). */
+/* Measured value of pixel (x, y) with image value v (float32 arithmetic).
+ * A difference of two finite floats that overflows (v = 3e38 over a
+ * background of -1e38) is clamped to +-FLT_MAX, so the pixel still counts
+ * (the threshold took it: +inf > any level) and no label is left without a
+ * measurable pixel; a non-finite v or background stays non-finite. */
 SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
 {
+    float b, m;
     if (!in->subtract)
         return v;
-    return v - (in->bkg ? in->bkg[(size_t)y * in->bstride + (size_t)x] : in->level);
+    b = in->bkg ? in->bkg[(size_t)y * in->bstride + (size_t)x] : in->level;
+    m = v - b;
+    if (isinf(m) && isfinite(v) && isfinite(b))
+        m = m > 0 ? 3.40282346638528859812e+38f : -3.40282346638528859812e+38f;
+    return m;
 }
 
 /* Noise of pixel (x, y). */
