@@ -770,14 +770,22 @@ static sf_status sf_fits_precheck(const char *path)
         size = (size + pcount) * gcount;
         isimage = hdu == 1 || (sf_raw_key(hdr, n, "XTENSION", xt) && !strcmp(xt, "IMAGE"));
         if (isimage && naxis >= 2 && size > 0 && pos + size > fsize) {
-            double gb = (double)npix * (double)(bitpix < 0 ? -bitpix : bitpix) / 8e9;
-            char dims[256];
+            double by = (double)(bitpix < 0 ? -bitpix : bitpix) / 8.0;
+            char dims[256], amount[32];
             int k2 = 0;
+            for (int k = 0; k < naxis; k++)
+                by *= (double)ax[k];
             for (int k = 0; k < naxis && k2 < 200; k++)
                 k2 += snprintf(dims + k2, sizeof dims - (size_t)k2, "%s%lld", k ? " x " : "", ax[k]);
+            if (by >= 1e9)
+                snprintf(amount, sizeof amount, "%.3g GB", by / 1e9);
+            else if (by >= 1e6)
+                snprintf(amount, sizeof amount, "%.3g MB", by / 1e6);
+            else
+                snprintf(amount, sizeof amount, "%.0f bytes", by);
             st = sf_fail(SF_ERR_FITS, "%s: file is truncated or its header is wrong: HDU %d "
-                         "declares %s pixels (%.3g GB) but the file holds only %lld bytes",
-                         path, hdu, dims, gb, fsize);
+                         "declares %s pixels (%s) but the file holds only %lld bytes",
+                         path, hdu, dims, amount, fsize);
             goto done;
         }
         {
