@@ -10,8 +10,10 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <fitsio.h>
+#include <sys/resource.h>
 #include "sftest.h"
 #include "skyfind/fits.h"
+#include "skyfind/wcs.h"
 
 #define NEED_DATA()                                                              \
     do {                                                                         \
@@ -440,6 +442,130 @@ START_TEST(test_read_errors)
 }
 END_TEST
 
+/* A FITS file of raw header cards (as given, unchecked) and data bytes. */
+static void write_raw_fits(const char *path, const char *const *cards, size_t ndata)
+{
+    FILE *f = fopen(path, "wb");
+    size_t n = 0;
+    char card[81];
+    ck_assert_ptr_nonnull(f);
+    for (; cards[n]; n++) {
+        snprintf(card, sizeof card, "%-80s", cards[n]);
+        fwrite(card, 1, 80, f);
+    }
+    snprintf(card, sizeof card, "%-80s", "END");
+    fwrite(card, 1, 80, f);
+    for (n = (n + 1) * 80; n % 2880; n++)
+        fputc(' ', f);
+    for (size_t i = 0; i < ndata; i++)
+        fputc(0, f);
+    fclose(f);
+}
+
+/* Hostile input (issue 16): the four crash reproducers of the data folder's
+ * fuzz/ and the bad files of the same kinds fail with one line naming the
+ * file and the problem (or, for the WCS ones, read with the bad cards left
+ * out), never a signal or a memory bomb: the test runs under a 4 GB
+ * address-space limit (not with AddressSanitizer, whose shadow needs more). */
+START_TEST(test_hostile_reads)
+{
+    sf_image im = {0};
+    sf_fits_info in;
+    sf_wcs *w;
+#if !defined(__SANITIZE_ADDRESS__)
+    struct rlimit rl = {4000000000UL, 4000000000UL};
+    setrlimit(RLIMIT_AS, &rl);
+#endif
+    NEED_DATA();
+    make_tmpdir();
+    expect_read_error(sftest_data("fuzz/cfitsio_sigfpe_ztile0.fits.fz"),
+                      "cfitsio_sigfpe_ztile0.fits.fz", "HDU 2: tile-compressed image with ZTILE1 = 0");
+    expect_read_error(sftest_data("fuzz/cfitsio_gzip_tile_bomb.fits.fz"),
+                      "cfitsio_gzip_tile_bomb.fits.fz", "tile 1 of the tile-compressed image is corrupt");
+    /* WCSLIB aborted on these: the bad cards are counted and kept from it */
+    ck_assert_int_eq(sf_fits_read(sftest_data("fuzz/wcspih_abort_specsys.fits"), 0, NULL, &im, &in),
+                     SF_OK);
+    ck_assert_int_eq(in.nbadcards, 1);
+    w = sf_wcs_open(&in, im.nx, im.ny);
+    ck_assert_msg(w != NULL, "%s", sf_errdetail());
+    ck_assert_int_eq(sf_wcs_ndropped(w), 1);
+    sf_wcs_close(w);
+    sf_image_free(&im, NULL);
+    sf_fits_info_free(&in);
+    ck_assert_int_eq(sf_fits_read(sftest_data("fuzz/wcspih_abort_ctype.fits"), 0, NULL, &im, &in),
+                     SF_OK);
+    ck_assert_int_eq(in.nbadcards, 3);
+    w = sf_wcs_open(&in, im.nx, im.ny); /* CTYPE1 is gone: no celestial WCS, no abort */
+    ck_assert_ptr_null(w);
+    sf_image_free(&im, NULL);
+    sf_fits_info_free(&in);
+    /* not regular files */
+    expect_read_error(tmpdir, tmpdir + strlen(tmpdir) - 6, "is a directory, not a FITS file");
+    ck_assert_int_eq(mkfifo(tmp_path("pipe.fits"), 0600), 0);
+    expect_read_error(tmp_path("pipe.fits"), "pipe.fits", "is a FIFO");
+    /* memory bomb: 5 kB declaring 2,000,000^2 float pixels */
+    {
+        const char *bomb[] = {"SIMPLE  =                    T", "BITPIX  =                  -32",
+                              "NAXIS   =                    2", "NAXIS1  =              2000000",
+                              "NAXIS2  =              2000000", NULL};
+        const char *nan[] = {"SIMPLE  =                    T", "BITPIX  =                   16",
+                             "NAXIS   =                    2", "NAXIS1  =                    4",
+                             "NAXIS2  =                    4", "BSCALE  =                  NAN", NULL};
+        write_raw_fits(tmp_path("bomb.fits"), bomb, 2000);
+        expect_read_error(tmp_path("bomb.fits"), "bomb.fits",
+                          "declares 2000000 x 2000000 pixels (1.6e+04 GB) but the file holds only "
+                          "4880 bytes");
+        write_raw_fits(tmp_path("bscale.fits"), nan, 32);
+        expect_read_error(tmp_path("bscale.fits"), "bscale.fits", "BSCALE = NAN cannot scale");
+    }
+    remove_tmpdir();
+}
+END_TEST
+
+/* The card check that keeps WCSLIB's parser safe. */
+START_TEST(test_card_ok)
+{
+    char c[81];
+#define CARD(text) (snprintf(c, sizeof c, "%-80s", text), c)
+    ck_assert(sf_fits_card_ok(CARD("CTYPE1  = 'RA---SIN'           / axis type")));
+    ck_assert(sf_fits_card_ok(CARD("OBJECT  = 'it''s here'")));
+    ck_assert(sf_fits_card_ok(CARD("CRVAL1  =   1.2345678901234E+02 / deg")));
+    ck_assert(sf_fits_card_ok(CARD("SIMPLE  =                    T")));
+    ck_assert(sf_fits_card_ok(CARD("HISTORY anything at all: 'unbalanced")));
+    ck_assert(sf_fits_card_ok(CARD("")));
+    ck_assert(!sf_fits_card_ok(CARD("SPECSYS = 'TOPOCENT#")));
+    ck_assert(!sf_fits_card_ok(CARD("CUNIT1  = 'deg     'x")));
+    ck_assert(!sf_fits_card_ok(CARD("CRPIX2  =                360.5           !")));
+    ck_assert(!sf_fits_card_ok(CARD("ctype1  = 'RA---SIN'")));
+    snprintf(c, sizeof c, "%-80s", "CTYPE1  = 'RA---TAN'");
+    c[18] = '\a';
+    ck_assert(!sf_fits_card_ok(c));
+#undef CARD
+}
+END_TEST
+
+/* +-Inf pixels are blank like NaN (sf_pixel_clean), counted in nnan. */
+START_TEST(test_nonfinite_pixels)
+{
+    float px[12] = {1, 2, INFINITY, 4, -INFINITY, 6, NAN, 8, 3.4e38f, -3.4e38f, 0, -0.0f};
+    sf_image im = {0};
+    sf_fits_info in;
+    ck_assert(isnan(sf_pixel_clean(INFINITY)) && isnan(sf_pixel_clean(-INFINITY)) &&
+              isnan(sf_pixel_clean(NAN)));
+    ck_assert(sf_pixel_clean(3.4e38f) == 3.4e38f && sf_pixel_clean(-1.5f) == -1.5f);
+    make_tmpdir();
+    ck_assert_int_eq(sf_fits_write_image(tmp_path("inf.fits"), NULL, SF_FITS_FLOAT32, px, 4, 3, 0,
+                                         NULL), SF_OK);
+    ck_assert_int_eq(sf_fits_read(tmp_path("inf.fits"), 0, NULL, &im, &in), SF_OK);
+    ck_assert_int_eq(in.nnan, 3);
+    ck_assert(isnan(im.data[2]) && isnan(im.data[4]) && isnan(im.data[6]));
+    ck_assert(im.data[8] == 3.4e38f && im.data[9] == -3.4e38f && im.data[0] == 1.0f);
+    sf_image_free(&im, NULL);
+    sf_fits_info_free(&in);
+    remove_tmpdir();
+}
+END_TEST
+
 START_TEST(test_write_roundtrip)
 {
     sf_image src = {0}, back = {0};
@@ -646,6 +772,9 @@ int main(void)
     tcase_add_test(tc, test_extended_names);
     tcase_add_test(tc, test_planes);
     tcase_add_test(tc, test_read_errors);
+    tcase_add_test(tc, test_hostile_reads);
+    tcase_add_test(tc, test_card_ok);
+    tcase_add_test(tc, test_nonfinite_pixels);
     tcase_add_test(tc, test_write_roundtrip);
     tcase_add_test(tc, test_write_failures);
     tcase_add_test(tc, test_describe);
