@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,18 +404,20 @@ fail:
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* A fresh name beside `path` ("path.tmp.PID.N"), reserved with O_EXCL and left
- * empty; the caller owns it. Mode 0666 less the umask, like any new output. */
+/* A fresh name beside `path` (sf_tmp_name: "path.tmp.HOST.PID.N"), reserved
+ * with O_EXCL and left empty; the caller owns it. Mode 0666 less the umask,
+ * like any new output. */
 static sf_status sf_sim_tmpname(const char *path, char **out)
 {
-    static atomic_uint counter;
-    size_t len = strlen(path) + 64;
+    size_t len = strlen(path) + 160;
     char *name = malloc(len);
     if (!name)
         return sf_fail(SF_ERR_NOMEM, "%s: no memory for a temporary name", path);
     for (int tries = 0; tries < 100; tries++) {
-        snprintf(name, len, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&counter, 1u));
+        if (sf_tmp_name(path, name, len)) {
+            free(name);
+            return sf_fail(SF_ERR_IO, "%s: the name is too long", path);
+        }
         int fd = open(name, O_WRONLY | O_CREAT | O_EXCL, 0666);
         if (fd >= 0) {
             close(fd);
