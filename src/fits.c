@@ -729,13 +729,14 @@ static sf_status sf_fits_precheck(const char *path)
         char xt[72] = "";
         /* the header: blocks until END */
         while (!ended) {
-            char *h2 = realloc(hdr, (size_t)(n / 36 + 1) * 2880);
+            char *h2 = realloc(hdr, (size_t)(n / 36 + 1) * 2880 + 1);
             if (!h2 || n >= 36 * 10000)
                 goto done;
             hdr = h2;
             if (fseeko(f, (off_t)(pos + (long long)n / 36 * 2880), SEEK_SET) ||
                 fread(hdr + (size_t)n * 80, 1, 2880, f) != 2880)
                 goto done; /* truncated header: CFITSIO says so */
+            hdr[(size_t)(n + 36) * 80] = '\0'; /* strspn and sf_raw_key stop there */
             for (int i = 0; i < 36 && !ended; i++, n++)
                 if (!strncmp(hdr + (size_t)n * 80, "END", 3) &&
                     strspn(hdr + (size_t)n * 80 + 3, " ") >= 77)
