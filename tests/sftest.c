@@ -46,6 +46,11 @@ int sftest_main(Suite *s, TCase **gpu_cases, int ngpu)
             for (int i = 0; i < ngpu; i++)
                 suite_add_tcase(s, gpu_cases[i]);
         } else {
+            /* the cases not run belong to a runner of their own, which frees them */
+            Suite *unused = suite_create("gpu (not run)");
+            for (int i = 0; i < ngpu; i++)
+                suite_add_tcase(unused, gpu_cases[i]);
+            srunner_free(srunner_create(unused));
             printf("SKIP: no CUDA device (%d GPU test case%s of this suite not run)\n", ngpu,
                    ngpu == 1 ? "" : "s");
         }
