@@ -1,0 +1,138 @@
+/* Shared by the libFuzzer harnesses of tests/fuzz: which FITS inputs are not
+ * handed to the readers (too large to keep an execution fast, whole-file
+ * compression, and the patterns of the known CFITSIO/WCSLIB crashes that
+ * ../shared/data/fuzz/ reproduces, until src/fits.c and src/wcs.c guard
+ * against them; SKYFIND_FUZZ_ALL=1 in the environment lets those through). */
+#ifndef SKYFIND_FUZZ_COMMON_H
+#define SKYFIND_FUZZ_COMMON_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fitsio.h>
+
+/* Largest image plane (nx * ny) and tile (product of ZTILEn) let through. */
+#define FUZZ_MAXPIX (512L * 512L)
+
+static int fuzz_all(void)
+{
+    static int all = -1;
+    if (all < 0) {
+        const char *e = getenv("SKYFIND_FUZZ_ALL");
+        all = e && *e && strcmp(e, "0") != 0;
+    }
+    return all;
+}
+
+/* The integer value of an 80-byte card, or def when it has none. */
+static long fuzz_card_long(const char *c, long def)
+{
+    char v[72], *end;
+    long x;
+    if (c[8] != '=')
+        return def;
+    memcpy(v, c + 10, 70);
+    v[70] = 0;
+    x = strtol(v, &end, 10);
+    return end == v ? def : x;
+}
+
+static int fuzz_card_has(const char *c, const char *word)
+{
+    char t[81];
+    memcpy(t, c, 80);
+    t[80] = 0;
+    return strstr(t, word) != NULL;
+}
+
+/* Scan the 80-byte cards of every 2880-byte block that looks like a header
+ * (data blocks that happen to hold card-like text are scanned too: a
+ * conservative skip). Returns a reason to skip, or NULL. */
+static const char *fuzz_scan_cards(const uint8_t *d, size_t n)
+{
+    long tile = 1;
+    int in_header = 1;
+    for (size_t off = 0; off + 80 <= n; off += 80) {
+        const char *c = (const char *)d + off;
+        if (off % 2880 == 0) /* a header starts with SIMPLE or XTENSION */
+            in_header = !memcmp(c, "SIMPLE  ", 8) || !memcmp(c, "XTENSION", 8) || in_header;
+        if (!in_header)
+            continue;
+        if (!memcmp(c, "END     ", 8)) {
+            in_header = 0;
+            tile = 1;
+            continue;
+        }
+        if (!memcmp(c, "ZTILE", 5)) {
+            long t = fuzz_card_long(c, 1);
+            if (t <= 0 && !fuzz_all())
+                return "ZTILEn <= 0 (known: CFITSIO SIGFPE)";
+            if (t > 0 && (tile *= (t > FUZZ_MAXPIX ? FUZZ_MAXPIX + 1 : t)) > FUZZ_MAXPIX)
+                return "tile too large";
+        }
+        if (fuzz_all())
+            continue;
+        if (!memcmp(c, "ZCMPTYPE", 8) && fuzz_card_has(c, "GZIP"))
+            return "GZIP tiles (known: CFITSIO realloc bomb on a corrupt tile)";
+        for (int i = 0; i < 80; i++)
+            if ((unsigned char)c[i] < 0x20 || (unsigned char)c[i] > 0x7e)
+                return "non-ASCII byte in a header card (known: WCSLIB wcspih abort)";
+        if (c[8] == '=' && c[10] == '\'') { /* a string value must close */
+            int closed = 0;
+            for (int i = 11; i < 80; i++) {
+                if (c[i] == '\'') {
+                    if (i + 1 < 80 && c[i + 1] == '\'') { i++; continue; }
+                    closed = 1;
+                    for (int j = i + 1; j < 80 && c[j] != '/'; j++)
+                        if (c[j] != ' ')
+                            closed = 0; /* text after the closing quote */
+                    break;
+                }
+            }
+            if (!closed)
+                return "malformed quoted string (known: WCSLIB wcspih abort)";
+        }
+    }
+    return NULL;
+}
+
+/* NULL when the FITS bytes may go to sf_fits_read; otherwise why not. */
+static const char *fuzz_fits_skip(const uint8_t *d, size_t n)
+{
+    const char *why;
+    fitsfile *fp = NULL;
+    void *mem = (void *)d;
+    size_t memsize = n;
+    int status = 0, nhdu = 0;
+    if (n >= 2 && ((d[0] == 0x1f && (d[1] == 0x8b || d[1] == 0x9d)) || (d[0] == 'B' && d[1] == 'Z')))
+        return "whole-file compression (CFITSIO trusts the stored size)";
+    if ((why = fuzz_scan_cards(d, n)))
+        return why;
+    /* every image HDU (tile-compressed ones as images) at most FUZZ_MAXPIX
+     * pixels per plane: sf_fits_read allocates the plane before reading */
+    if (fits_open_memfile(&fp, "fuzz", READONLY, &mem, &memsize, 0, NULL, &status)) {
+        fits_clear_errmsg();
+        return NULL; /* sf_fits_read will refuse it too: a path worth running */
+    }
+    fits_get_num_hdus(fp, &nhdu, &status);
+    for (int h = 1; h <= nhdu && h <= 64 && !status && !why; h++) {
+        int type, naxis = 0, bitpix;
+        long ax[9] = {0};
+        if (fits_movabs_hdu(fp, h, &type, &status))
+            break;
+        if (type != IMAGE_HDU && !fits_is_compressed_image(fp, &status))
+            continue;
+        if (fits_get_img_param(fp, 9, &bitpix, &naxis, ax, &status))
+            break;
+        if (naxis >= 2 && ax[0] > 0 && ax[1] > 0 && ax[0] > FUZZ_MAXPIX / ax[1])
+            why = "image plane over 512x512 pixels";
+        if (naxis == 1 && ax[0] > FUZZ_MAXPIX)
+            why = "image over 512x512 pixels";
+    }
+    status = 0;
+    fits_close_file(fp, &status);
+    fits_clear_errmsg();
+    return why;
+}
+
+#endif
