@@ -167,6 +167,77 @@ else
     skip_ "output folder on a full disk" "needs root and tmpfs mounts"
 fi
 
+# ---- SIGKILL at random points: no final name ever holds a partial file ---------
+# 20 runs writing every output (--save all, CSV and FITS catalogues) of a
+# 1500x1200 image into one folder, each killed after a random 0-1.5 s; after
+# each kill every final name must be complete (FITS: whole 2880-byte blocks
+# that astropy reads without a truncation warning; CSV: ends with a newline,
+# as many rows as its header says; PNG: ends with IEND; markers: end with a
+# newline). Then a new run in the folder removes the dead runs' temporaries.
+cat >"$T/complete.py" <<'EOF2'
+import sys, os, re, warnings
+from astropy.io import fits
+warnings.simplefilter('error')
+d = sys.argv[1]
+bad = []
+for root, _, files in os.walk(d):
+    for f in files:
+        p = os.path.join(root, f)
+        if '.tmp.' in f:
+            continue
+        with open(p, 'rb') as fh:
+            b = fh.read()
+        try:
+            if f.endswith('.fits'):
+                assert len(b) % 2880 == 0, 'size %d' % len(b)
+                with fits.open(p) as h:
+                    for u in h:
+                        u.data
+            elif f.endswith('.csv'):
+                t = b.decode()
+                assert t.endswith('\n'), 'no final newline'
+                n = int(re.search(r': (\d+) sources', t).group(1))
+                rows = [l for l in t.splitlines() if l and not l.startswith('#')]
+                assert len(rows) == n + 1, '%d rows for %d sources' % (len(rows) - 1, n)
+            elif f.endswith('.png'):
+                assert b.endswith(b'IEND\xaeB`\x82'), 'no IEND'
+            elif f.endswith('.done'):
+                assert b.endswith(b'\n'), 'marker without a final newline'
+        except Exception as e:
+            bad.append('%s: %s' % (p, e))
+print('\n'.join(bad) if bad else 'complete')
+sys.exit(1 if bad else 0)
+EOF2
+"$SKYFIND" simulate -q -n 1500 --ny 1200 --nsrc 200 --seed 5 -o "$T/big.fits"
+K=$T/killed; mkdir -p "$K"
+RANDOM=16
+partial=0 killed=0 withtmp=0
+ntmps() { ls -A "$K" "$K/.skyfind" 2>/dev/null | grep -c '\.tmp\.'; }
+killrun() { # $1: seconds before the kill
+    "$SKYFIND" run -q -b cpu --save all --format csv,fits -o "$K" "$T/big.fits" 2>/dev/null &
+    local pid=$!
+    sleep "$1"
+    kill -KILL "$pid" 2>/dev/null && killed=$((killed + 1))
+    wait "$pid" 2>/dev/null
+    [ "$(ntmps)" -gt 0 ] && withtmp=$((withtmp + 1))
+    if ! "$PY" "$T/complete.py" "$K" >"$T/complete.out" 2>&1; then
+        partial=$((partial + 1)); sed -n 1,3p "$T/complete.out"
+    fi
+}
+for i in $(seq 1 20); do
+    killrun "$((RANDOM % 16 / 10)).$((RANDOM % 10))$((RANDOM % 10))"
+done
+# end on a kill that left temporaries (during the writes), for the clean-up below
+for i in $(seq 1 15); do
+    [ "$(ntmps)" -gt 0 ] && break
+    killrun "1.$((RANDOM % 10))$((RANDOM % 10))"
+done
+ntmp=$(ntmps)
+case_ "SIGKILL x$killed: finals complete" 0 "" test "$partial" = 0
+case_ "  (kills that left temporaries: $withtmp; now $ntmp)" 0 "" test "$ntmp" -gt 0
+case_ "  next run removes the dead runs' temporaries" 0 "" "$SKYFIND" run -q -b cpu -o "$K" "$T/good.fits"
+case_ "  (none left)" 1 "" bash -c "ls -A '$K' '$K/.skyfind' | grep -q '\.tmp\.'"
+
 printf '%s\n' "result | case | exit | message"
 printf '%s\n' "${ROWS[@]}"
 echo "$pass passed, $fail failed, $skip skipped, $xf known failures"
