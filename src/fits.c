@@ -817,6 +817,39 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
                                          const sf_fits_info *in, const long *naxes, int plane,
                                          const sf_fits_rawreq *rq);
 
+/* One plane as float32 through CFITSIO's conversion (BSCALE/BZERO, BLANK and
+ * NaN as NaN): one subset read, as whole 4-D compressed reads fail. */
+static sf_status sf_fits_read_plane(const char *path, fitsfile *fp, int hdunum,
+                                    const sf_fits_info *in, const long *naxes, int plane,
+                                    float *out)
+{
+    long fpixel[SF_FITS_MAXAXES], lpixel[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
+    long long idx = plane;
+    float nulval = NAN;
+    int anynul = 0, status = 0;
+    char cs[128];
+    for (int k = 0; k < in->naxis; k++) {
+        inc[k] = 1;
+        if (k < 2) {
+            fpixel[k] = 1;
+            lpixel[k] = naxes[k];
+        } else {
+            fpixel[k] = lpixel[k] = (long)(idx % naxes[k]) + 1;
+            idx /= naxes[k];
+        }
+    }
+    if (!fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, out, &anynul, &status))
+        return SF_OK;
+    if (status == END_OF_FILE || status == READ_ERROR)
+        return sf_fits_fail_read(path, status, "");
+    sf_fits_status_text(status, cs, sizeof cs);
+    if (in->compressed)
+        return sf_fail(SF_ERR_FITS, "%s: the tile-compressed data of HDU %d is corrupt: a tile "
+                       "of plane %d does not decompress (%s)", path, hdunum, plane + 1, cs);
+    return sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
+                   hdunum, cs);
+}
+
 static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_image *img,
                                    sf_fits_info *info, const sf_fits_rawreq *rq);
 
@@ -842,12 +875,9 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     sf_fits_info in;
     sf_image im = {0};
     sf_status st = SF_OK;
-    int status = 0, hdutype = 0, naxis = 0, hdunum = 0, anynul = 0, bitpix = 0;
+    int status = 0, hdutype = 0, naxis = 0, hdunum = 0, bitpix = 0;
     long naxes[SF_FITS_MAXAXES] = {0};
-    long fpixel[SF_FITS_MAXAXES], lpixel[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
-    long long nplanes = 1, idx;
-    float nulval = NAN;
-    char cs[128];
+    long long nplanes = 1;
 
     memset(&in, 0, sizeof in);
     if (img)
@@ -1014,37 +1044,13 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
             free(in.header);
         return SF_OK;
     }
-    /* pixels of the plane: one subset read (whole 4-D compressed reads fail) */
-    idx = plane;
-    for (int k = 0; k < naxis; k++) {
-        inc[k] = 1;
-        if (k < 2) {
-            fpixel[k] = 1;
-            lpixel[k] = naxes[k];
-        } else {
-            fpixel[k] = lpixel[k] = (long)(idx % naxes[k]) + 1;
-            idx /= naxes[k];
-        }
-    }
     st = sf_image_alloc(&im, (int)naxes[0], (int)naxes[1], SF_HOST, g);
     if (st) {
         sf_errcontext("%s", path);
         goto fail;
     }
-    if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, im.data, &anynul, &status)) {
-        if (status == END_OF_FILE || status == READ_ERROR) {
-            st = sf_fits_fail_read(path, status, "");
-        } else if (in.compressed) {
-            sf_fits_status_text(status, cs, sizeof cs);
-            st = sf_fail(SF_ERR_FITS, "%s: the tile-compressed data of HDU %d is corrupt: a tile "
-                         "of plane %d does not decompress (%s)", path, hdunum, plane + 1, cs);
-        } else {
-            sf_fits_status_text(status, cs, sizeof cs);
-            st = sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
-                         hdunum, cs);
-        }
+    if ((st = sf_fits_read_plane(path, fp, hdunum, &in, naxes, plane, im.data)))
         goto fail;
-    }
     {
         size_t n = sf_npix(im.nx, im.ny);
         long long nn = 0;
@@ -1169,41 +1175,13 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
         return SF_OK;
     }
     /* compressed, gzip'd or filtered: CFITSIO converts to float32 */
-    {
-        long fpixel[SF_FITS_MAXAXES], lpixel[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
-        long long idx = plane;
-        float nulval = NAN;
-        int anynul = 0;
-        l->bitpix = SF_RAW_NATIVE;
-        l->bscale = 1.0;
-        l->bzero = 0.0;
-        for (int k = 0; k < in->naxis; k++) {
-            inc[k] = 1;
-            if (k < 2) {
-                fpixel[k] = 1;
-                lpixel[k] = naxes[k];
-            } else {
-                fpixel[k] = lpixel[k] = (long)(idx % naxes[k]) + 1;
-                idx /= naxes[k];
-            }
-        }
-        if (!(*rq->buf = rq->get(rq->ctx, sf_raw_bytes(l))))
-            return sf_fail(SF_ERR_NOMEM, "%s: no buffer for %.1f MB of pixels", path,
-                           sf_raw_bytes(l) / 1e6);
-        if (fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, *rq->buf, &anynul, &status)) {
-            if (status == END_OF_FILE || status == READ_ERROR)
-                return sf_fits_fail_read(path, status, "");
-            if (in->compressed) {
-                sf_fits_status_text(status, cs, sizeof cs);
-                return sf_fail(SF_ERR_FITS, "%s: the tile-compressed data of HDU %d is corrupt: a "
-                               "tile of plane %d does not decompress (%s)", path, hdunum,
-                               plane + 1, cs);
-            }
-            sf_fits_status_text(status, cs, sizeof cs);
-            return sf_fail(SF_ERR_FITS, "%s: cannot read plane %d of HDU %d (%s)", path, plane + 1,
-                           hdunum, cs);
-        }
-    }
+    l->bitpix = SF_RAW_NATIVE;
+    l->bscale = 1.0;
+    l->bzero = 0.0;
+    if (!(*rq->buf = rq->get(rq->ctx, sf_raw_bytes(l))))
+        return sf_fail(SF_ERR_NOMEM, "%s: no buffer for %.1f MB of pixels", path,
+                       sf_raw_bytes(l) / 1e6);
+    return sf_fits_read_plane(path, fp, hdunum, in, naxes, plane, *rq->buf);
     return SF_OK;
 }
 
