@@ -24,6 +24,7 @@ case_() {
     (ulimit -v 4000000; exec timeout -k 5 60 "$@") >"$T/out" 2>"$T/err" </dev/null
     local rc=$? msg
     msg=$(grep -v -e '^skyfind: no CUDA device' -e '^  ' -e 'images\? ok, ' -e '^skyfind: summed' "$T/err" | head -1)
+    [ -n "$want" ] && grep -qhE -- "$want" "$T/err" "$T/out" && msg=$(grep -hE -- "$want" "$T/err" "$T/out" | head -1)
     [ -z "$msg" ] && msg=$(head -1 "$T/out")
     msg=${msg//"$T"/\$T}
     if [ "$rc" != "$code" ]; then
