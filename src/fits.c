@@ -1264,6 +1264,8 @@ sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
         sf_card_key(card, key);
         if (sf_fits_structural(key, card))
             continue;
+        if (memchr(card, '\0', 80) || !sf_fits_card_ok(card))
+            continue; /* an unparseable card is not handed on to the next reader */
         if (strcmp(key, "BUNIT") == 0 && (drop_bunit || bunit))
             continue;
         if (fits_write_record(fp, card, &status)) {

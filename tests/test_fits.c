@@ -497,6 +497,13 @@ START_TEST(test_hostile_reads)
     ck_assert_int_eq(in.nbadcards, 3);
     w = sf_wcs_open(&in, im.nx, im.ny); /* CTYPE1 is gone: no celestial WCS, no abort */
     ck_assert_ptr_null(w);
+    /* outputs do not hand the bad cards on */
+    ck_assert_int_eq(sf_fits_write_image(tmp_path("out.fits"), &in, SF_FITS_FLOAT32, im.data, im.nx,
+                                         im.ny, 0, NULL), SF_OK);
+    sf_image_free(&im, NULL);
+    sf_fits_info_free(&in);
+    ck_assert_int_eq(sf_fits_read(tmp_path("out.fits"), 0, NULL, &im, &in), SF_OK);
+    ck_assert_int_eq(in.nbadcards, 0);
     sf_image_free(&im, NULL);
     sf_fits_info_free(&in);
     /* not regular files */

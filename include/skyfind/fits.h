@@ -66,7 +66,8 @@ typedef enum { SF_FITS_FLOAT32 = -32, SF_FITS_INT32 = 32, SF_FITS_UINT8 = 8 } sf
 /* Write a 2-D image (host data of the given type) to path, atomically
  * (temporary name in the same folder, renamed when complete). Non-structural
  * cards of src (WCS, BUNIT unless drop_bunit, beam, HISTORY) are copied when
- * src != NULL; cards of axes beyond 2 are kept as they are (WCSAXES rules).
+ * src != NULL (not those sf_fits_card_ok rejects); cards of axes beyond 2
+ * are kept as they are (WCSAXES rules).
  * bunit, when not NULL, replaces BUNIT. */
 sf_status sf_fits_write_image(const char *path, const sf_fits_info *src,
                               sf_fits_type type, const void *data, int nx, int ny,
