@@ -552,7 +552,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
     char val[72], key[16], cmp[72], pq = 0;
     long long znaxis, zbitpix, ntiles = 1, tilepix = 1, planepix = 1, v, rowlen, nrows;
     long long heap, pcount = 0, coloff = -1, off = 0, tfields;
-    int r, gzip;
+    int r, gzip, hcomp;
     unsigned char *tile = NULL, *out = NULL;
     sf_status st = SF_OK;
 
@@ -571,6 +571,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
         strcmp(cmp, "NOCOMPRESS"))
         ZBAD("%s: HDU %d: tile-compressed image with an unknown ZCMPTYPE = '%s'", path, hdu, cmp);
     gzip = !strncmp(cmp, "GZIP_", 5);
+    hcomp = !strcmp(cmp, "HCOMPRESS_1");
     if ((r = sf_raw_int(hdr, n, "ZNAXIS", &znaxis, val)) <= 0 || znaxis < 1 ||
         znaxis > SF_FITS_MAXAXES)
         ZBAD("%s: HDU %d: tile-compressed image with %s ZNAXIS%s%s (1..%d)", path, hdu,
@@ -655,6 +656,22 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
             if (len > (unsigned long long)pcount || pos > (unsigned long long)pcount - len)
                 ZBAD("%s: HDU %d: tile %lld of the tile-compressed image lies outside the heap "
                      "(%llu bytes at %llu, heap %lld bytes)", path, hdu, row + 1, len, pos, pcount);
+            if (hcomp && len > 0) {
+                /* the stream's own tile size: CFITSIO decodes nx x ny into a
+                 * buffer of the tile's pixels (a larger one: SIGSEGV) */
+                unsigned char h[10];
+                long long hx, hy;
+                if (len < 10 || fseeko(f, (off_t)(data + heap + (long long)pos), SEEK_SET) ||
+                    fread(h, 1, 10, f) != 10)
+                    ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (a "
+                         "HCOMPRESS stream of %llu bytes)", path, hdu, row + 1, len);
+                hx = (int32_t)((uint32_t)h[2] << 24 | (uint32_t)h[3] << 16 | (uint32_t)h[4] << 8 | h[5]);
+                hy = (int32_t)((uint32_t)h[6] << 24 | (uint32_t)h[7] << 16 | (uint32_t)h[8] << 8 | h[9]);
+                if (h[0] != 0xdd || h[1] != 0x99 || hx < 1 || hy < 1 || hx * hy > tilepix)
+                    ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its "
+                         "HCOMPRESS stream says %lld x %lld pixels, the tiles have %lld)",
+                         path, hdu, row + 1, hx, hy, tilepix);
+            }
             if (!gzip || len == 0)
                 continue;
             if (!(tile = realloc(tile, len)))
@@ -738,8 +755,7 @@ static sf_status sf_fits_precheck(const char *path)
                 goto done; /* truncated header: CFITSIO says so */
             hdr[(size_t)(n + 36) * 80] = '\0'; /* strspn and sf_raw_key stop there */
             for (int i = 0; i < 36 && !ended; i++, n++)
-                if (!strncmp(hdr + (size_t)n * 80, "END", 3) &&
-                    strspn(hdr + (size_t)n * 80 + 3, " ") >= 77)
+                if (!strncmp(hdr + (size_t)n * 80, "END     ", 8)) /* as CFITSIO finds it */
                     ended = 1;
             n = ((n + 35) / 36) * 36;
         }

@@ -90,6 +90,23 @@ heap = len(t) - 2880 + 100           # inside the last data block: the heap
 for k in range(heap - 1500, heap - 1200):
     t[k] ^= 0x5a
 open(f'{T}/tile_corrupt.fits', 'wb').write(bytes(t))
+# HCOMPRESS: the stream of tile 1 claims 100000 x 100000 pixels (CFITSIO: SIGSEGV)
+import struct
+hdu = fits.CompImageHDU((noise * 100).astype(np.int16), compression_type='HCOMPRESS_1', tile_shape=(16, 64))
+fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(f'{T}/hc.fits')
+h = bytearray(open(f'{T}/hc.fits', 'rb').read())
+tab = (h.find(b'END     ', 2880) // 2880 + 1) * 2880      # the table of HDU 2
+n0, o0 = struct.unpack('>ii', h[tab:tab + 8])
+s0 = tab + 4 * 8 + o0                                   # 4 rows of one descriptor
+assert h[s0:s0 + 2] == b'\xdd\x99'
+h[s0 + 2:s0 + 10] = struct.pack('>ii', 100000, 100000)
+open(f'{T}/hc_bomb.fits', 'wb').write(bytes(h))
+# ZTILE2 that is not an integer, END card with junk after it (CFITSIO: SIGFPE)
+h = bytearray(open(f'{T}/hc.fits', 'rb').read())
+for key, val in ((b'ZTILE2  =', b'ZTILE2  =    F              16'), (b'END     ', b'END                  `')):
+    k = h.find(key, 2880)
+    h[k:k + 80] = val.ljust(80)
+open(f'{T}/ztile_junk.fits', 'wb').write(bytes(h))
 raw('bomb.fits', img(-32, 2000000, 2000000), b'\0' * 2000)
 fits.PrimaryHDU(np.full((64, 64), np.nan, np.float32)).writeto(f'{T}/allnan.fits')
 fits.PrimaryHDU(np.ones((1, 1), np.float32)).writeto(f'{T}/one.fits')
@@ -128,6 +145,8 @@ case_ "BSCALE = 0"                1 "bscale_zero\.fits: HDU 1: BSCALE = 0\.0 can
 case_ "BLANK on a float image"    0 ""                                     "${RUN[@]}" "$T/blank_float.fits"
 case_ "gzip'd, corrupt stream"    1 "corrupt\.fits\.gz: "                  "${RUN[@]}" "$T/corrupt.fits.gz"
 case_ "tile-compressed, corrupt tile" 1 "tile_corrupt\.fits: the tile-compressed data of HDU 2 is corrupt" "${RUN[@]}" "$T/tile_corrupt.fits"
+case_ "HCOMPRESS tile claiming 1e5^2 px" 1 "hc_bomb\.fits: HDU 2: tile 1 .* corrupt \(its HCOMPRESS stream says 100000 x 100000 pixels" "${RUN[@]}" "$T/hc_bomb.fits"
+case_ "ZTILE2 = 'F 16', junk after END" 1 "ztile_junk\.fits: HDU 2: .*ZTILE2 = F +16 \(must be an integer" "${RUN[@]}" "$T/ztile_junk.fits"
 cp "$T/good.fits" "$T/unreadable.fits"; chmod 000 "$T/unreadable.fits"
 if [ "$(id -u)" = 0 ]; then skip_ "unreadable file" "root reads any file"
 else case_ "unreadable file"      1 "unreadable\.fits: .*permission denied" "${RUN[@]}" "$T/unreadable.fits"; fi
