@@ -412,6 +412,36 @@ static int sf_fits_names_hdu(const char *path)
 
 /* ---- checks on the raw header blocks, before CFITSIO reads the file ------ */
 
+/* Is the value of a card (its token: a closed quoted string, or anything up
+ * to the first blank or '/') made of printable ASCII? What follows the
+ * token is not looked at (CFITSIO does not read it either). */
+static int sf_card_value_ok(const char *c)
+{
+    int i = 10;
+    if (c[8] != '=' || c[9] != ' ')
+        return 1;
+    while (i < 80 && c[i] == ' ')
+        i++;
+    if (i < 80 && c[i] == '\'') {
+        for (i++; i < 80; i++) {
+            if ((unsigned char)c[i] < 0x20 || (unsigned char)c[i] > 0x7e)
+                return 0;
+            if (c[i] == '\'') {
+                if (i + 1 < 80 && c[i + 1] == '\'') {
+                    i++;
+                    continue;
+                }
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (; i < 80 && c[i] != ' ' && c[i] != '/'; i++)
+        if ((unsigned char)c[i] < 0x20 || (unsigned char)c[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
 /* The limit on the pixels of one plane of a tile-compressed image (whose
  * size the file's size does not bound): SKYFIND_MAX_PIXELS, else 2^32. */
 static long long sf_fits_max_pixels(void)
@@ -599,6 +629,28 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
             ZBAD("%s: HDU %d: tile-compressed image with tiles of more than 2^31 pixels (%s)",
                  path, hdu, key);
     }
+    for (int k = 1; k <= 99; k++) { /* compression parameters: CFITSIO divides by BLOCKSIZE */
+        char zname[72], zkey[16];
+        long long zv;
+        snprintf(key, sizeof key, "ZNAME%d", k);
+        if (!sf_raw_key(hdr, n, key, zname))
+            break;
+        snprintf(zkey, sizeof zkey, "ZVAL%d", k);
+        if (!strcmp(zname, "BLOCKSIZE") || !strcmp(zname, "BYTEPIX")) {
+            r = sf_raw_int(hdr, n, zkey, &zv, val);
+            if (r < 0 || (r > 0 && (zv < 1 || zv > 1 << 20 ||
+                                    (!strcmp(zname, "BYTEPIX") && zv != 1 && zv != 2 &&
+                                     zv != 4 && zv != 8))))
+                ZBAD("%s: HDU %d: tile-compressed image with %s = %s for %s", path, hdu, zkey,
+                     val, zname);
+        } else if (sf_raw_key(hdr, n, zkey, val)) {
+            char *end;
+            double d = strtod(val, &end);
+            if (end == val || *end != '\0' || !isfinite(d))
+                ZBAD("%s: HDU %d: tile-compressed image with %s = %s (not a number) for %s",
+                     path, hdu, zkey, val, zname);
+        }
+    }
     if (planepix > sf_fits_max_pixels())
         ZBAD("%s: HDU %d: tile-compressed image of %lld pixels per plane (%.3g GB as float32): "
              "more than the limit of %lld pixels (SKYFIND_MAX_PIXELS)",
@@ -760,6 +812,18 @@ static sf_status sf_fits_precheck(const char *path)
             n = ((n + 35) / 36) * 36;
         }
         pos += (long long)n / 36 * 2880;
+        for (int i = 0; i < n; i++) { /* CFITSIO parses these: a bad byte there aborted it */
+            const char *c = hdr + (size_t)i * 80;
+            char key[9];
+            sf_card_key(c, key);
+            if (key[0] && strcmp(key, "COMMENT") && sf_fits_structural(key, c) &&
+                (!sf_card_value_ok(c) || memchr(c, '\0', 8))) {
+                st = sf_fail(SF_ERR_FORMAT, "%s: HDU %d: the %s card is malformed (a byte that is "
+                             "not printable ASCII, or a quote that does not close)", path, hdu,
+                             key);
+                goto done;
+            }
+        }
         if (sf_raw_int(hdr, n, "BITPIX", &bitpix, val) <= 0 ||
             sf_raw_int(hdr, n, "NAXIS", &naxis, val) <= 0 || naxis < 0 || naxis > 999 ||
             (bitpix != 8 && bitpix != 16 && bitpix != 32 && bitpix != 64 && bitpix != -32 &&
