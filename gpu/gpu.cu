@@ -155,6 +155,14 @@ fail:
     return st;
 }
 
+extern "C" sf_status sf_gpu_use_device(int device)
+{
+    sf_status st = SF_OK;
+    SF_CUDA(cudaSetDevice(device));
+fail:
+    return st;
+}
+
 extern "C" sf_status sf_pinned_alloc(void **ptr, size_t bytes)
 {
     cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);

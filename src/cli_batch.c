@@ -511,8 +511,8 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
     if (sf_verbosity >= 2) {
         fprintf(stderr,
                 "skyfind: summed phases: read %.1f ms, upload %.1f ms, decode %.1f ms, stages %.1f ms, "
-                "write %.1f ms\n",
-                s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms, s->write_ms);
+                "write %.1f ms; pinning the buffers %.1f ms\n",
+                s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms, s->write_ms, s->pin_ms);
         fprintf(stderr,
                 "skyfind: start-up: process start to main %.1f ms, main to the engine %.1f ms, "
                 "counting CUDA devices %.1f ms and GPU context %.1f ms (beside the first reads); "

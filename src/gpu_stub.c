@@ -26,6 +26,7 @@ sf_status sf_gpu_buffer(sf_gpu *g, int slot, size_t bytes, void **ptr) { *ptr = 
 void *sf_gpu_stream(sf_gpu *g) { return NULL; }
 int sf_gpu_device(const sf_gpu *g) { return -1; }
 sf_status sf_gpu_bind(sf_gpu *g) { return NO_GPU; }
+sf_status sf_gpu_use_device(int device) { return NO_GPU; }
 sf_status sf_pinned_alloc(void **ptr, size_t bytes)
 {
     *ptr = malloc(bytes ? bytes : 1);

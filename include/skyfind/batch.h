@@ -58,6 +58,7 @@ typedef struct {
     long long nsources;
     double first_done_ms, last_done_ms; /* when the first and the last image were written */
     double count_ms;            /* counting the GPUs (the CUDA driver's start), 0 if not done here */
+    double pin_ms;              /* pinning the pool's buffers (beside the uploads) */
     int gpu, workers;           /* the backend used (1: GPU) and its workers */
 } sf_batch_stats;
 

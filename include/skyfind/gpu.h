@@ -49,6 +49,9 @@ sf_status sf_gpu_meminfo(sf_gpu *g, size_t *free_b, size_t *total_b);
 /* Make the context's device current on the calling thread (each thread of
  * the batch engine that touches a context calls this first). */
 sf_status sf_gpu_bind(sf_gpu *g);
+/* Make device `device` current on the calling thread without a context of
+ * skyfind's own (for a thread that only pins host memory). */
+sf_status sf_gpu_use_device(int device);
 
 /* Host memory pinned for every device (cudaHostAllocPortable), for the batch
  * engine's buffer pool; plain malloc in a build without CUDA. */
