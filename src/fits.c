@@ -573,6 +573,76 @@ static int sf_raw_gzip_tile_bad(const unsigned char *in, size_t nin, unsigned ch
     return r != Z_STREAM_END;
 }
 
+/* Does a RICE_1 tile of nx pixels decode within its n bytes? The same walk
+ * over the bits as CFITSIO's fits_rdecomp (bytepix 1, 2 or 4; blocks of
+ * nblock pixels), without the pixels: CFITSIO checks for the end of the
+ * stream only after each block and reads on past it inside one (a corrupt
+ * tile: SIGSEGV in fits_rdecomp_short); a tile that passes here never makes
+ * it read past its bytes. */
+static int sf_raw_rice_ok(const unsigned char *c, size_t n, long long nx, int bytepix, int nblock)
+{
+    const int fsbits = bytepix == 1 ? 3 : bytepix == 2 ? 4 : 5;
+    const int fsmax = bytepix == 1 ? 6 : bytepix == 2 ? 14 : 25;
+    const int bbits = 1 << fsbits;
+    size_t p = (size_t)bytepix;
+    unsigned int b;
+    int nbits = 8;
+#define RICE_NEXT(dst) do { if (p >= n) return 0; (dst) = c[p++]; } while (0)
+    if (n < (size_t)bytepix + 1 || nblock < 1)
+        return 0;
+    RICE_NEXT(b);
+    for (long long i = 0; i < nx;) {
+        unsigned int byte;
+        long long imax = i + nblock < nx ? i + nblock : nx;
+        int fs;
+        nbits -= fsbits;
+        while (nbits < 0) {
+            RICE_NEXT(byte);
+            b = (b << 8) | byte;
+            nbits += 8;
+        }
+        fs = (int)(b >> nbits) - 1;
+        b &= (1u << nbits) - 1;
+        if (fs < 0) {
+            i = imax;
+        } else if (fs == fsmax) {
+            for (; i < imax; i++) {
+                int k = bbits - nbits;
+                for (k -= 8; k >= 0; k -= 8)
+                    RICE_NEXT(byte);
+                if (nbits > 0) {
+                    RICE_NEXT(b);
+                    b &= (1u << nbits) - 1;
+                } else {
+                    b = 0;
+                }
+            }
+        } else {
+            for (; i < imax; i++) {
+                int nz, sig = 0;
+                while (b == 0) {
+                    nbits += 8;
+                    RICE_NEXT(b);
+                }
+                for (unsigned int t = b; t; t >>= 1)
+                    sig++;
+                nz = nbits - sig;
+                nbits -= nz + 1;
+                b ^= 1u << nbits;
+                nbits -= fs;
+                while (nbits < 0) {
+                    RICE_NEXT(byte);
+                    b = (b << 8) | byte;
+                    nbits += 8;
+                }
+                b &= (1u << nbits) - 1;
+            }
+        }
+    }
+#undef RICE_NEXT
+    return 1;
+}
+
 /* Check the keywords of a tile-compressed HDU (n cards at hdr, its data at
  * data in f) before CFITSIO sees it: CFITSIO divides by ZTILEn (SIGFPE at 0)
  * and trusts the table. */
@@ -581,8 +651,9 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
 {
     char val[72], key[16], cmp[72], pq = 0;
     long long znaxis, zbitpix, ntiles = 1, tilepix = 1, planepix = 1, v, rowlen, nrows;
+    long long zax[SF_FITS_MAXAXES], ztl[SF_FITS_MAXAXES], blocksize = 32, bytepix = 0;
     long long heap, pcount = 0, coloff = -1, off = 0, tfields;
-    int r, gzip, hcomp;
+    int r, gzip, hcomp, rice;
     unsigned char *tile = NULL, *out = NULL;
     sf_status st = SF_OK;
 
@@ -602,6 +673,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
         ZBAD("%s: HDU %d: tile-compressed image with an unknown ZCMPTYPE = '%s'", path, hdu, cmp);
     gzip = !strncmp(cmp, "GZIP_", 5);
     hcomp = !strcmp(cmp, "HCOMPRESS_1");
+    rice = !strcmp(cmp, "RICE_1") || !strcmp(cmp, "RICE_ONE");
     if ((r = sf_raw_int(hdr, n, "ZNAXIS", &znaxis, val)) <= 0 || znaxis < 1 ||
         znaxis > SF_FITS_MAXAXES)
         ZBAD("%s: HDU %d: tile-compressed image with %s ZNAXIS%s%s (1..%d)", path, hdu,
@@ -621,6 +693,8 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                  hdu, key, val);
         if (t > ax)
             t = ax;
+        zax[k - 1] = ax;
+        ztl[k - 1] = t;
         ntiles *= (ax + t - 1) / t;
         tilepix *= t;
         if (k <= 2)
@@ -643,6 +717,8 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                                      zv != 4 && zv != 8))))
                 ZBAD("%s: HDU %d: tile-compressed image with %s = %s for %s", path, hdu, zkey,
                      val, zname);
+            if (r > 0)
+                *(!strcmp(zname, "BYTEPIX") ? &bytepix : &blocksize) = zv;
         } else if (sf_raw_key(hdr, n, zkey, val)) {
             char *end;
             double d = strtod(val, &end);
@@ -651,6 +727,10 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                      path, hdu, zkey, val, zname);
         }
     }
+    if (bytepix == 0) /* CFITSIO's default: the integer size, 4 for quantised floats */
+        bytepix = zbitpix == 8 ? 1 : zbitpix == 16 ? 2 : 4;
+    if (rice && bytepix == 8)
+        ZBAD("%s: HDU %d: RICE_1 with BYTEPIX = 8 (CFITSIO cannot decode it)", path, hdu);
     if (planepix > sf_fits_max_pixels())
         ZBAD("%s: HDU %d: tile-compressed image of %lld pixels per plane (%.3g GB as float32): "
              "more than the limit of %lld pixels (SKYFIND_MAX_PIXELS)",
@@ -723,6 +803,23 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                     ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its "
                          "HCOMPRESS stream says %lld x %lld pixels, the tiles have %lld)",
                          path, hdu, row + 1, hx, hy, tilepix);
+            }
+            if (rice && len > 0) {
+                long long idx = row, tpix = 1;
+                for (int k = 0; k < znaxis; k++) { /* this tile's pixels (edge tiles are smaller) */
+                    long long nt = (zax[k] + ztl[k] - 1) / ztl[k], tk = idx % nt;
+                    idx /= nt;
+                    tpix *= zax[k] - tk * ztl[k] < ztl[k] ? zax[k] - tk * ztl[k] : ztl[k];
+                }
+                if (!(tile = realloc(tile, len)))
+                    ZBAD("%s: HDU %d: no memory to check tile %lld", path, hdu, row + 1);
+                if (fseeko(f, (off_t)(data + heap + (long long)pos), SEEK_SET) ||
+                    fread(tile, 1, len, f) != len)
+                    break;
+                if (!sf_raw_rice_ok(tile, len, tpix, (int)bytepix, (int)blocksize))
+                    ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its "
+                         "RICE_1 stream ends before the tile's %lld pixels)",
+                         path, hdu, row + 1, tpix);
             }
             if (!gzip || len == 0)
                 continue;

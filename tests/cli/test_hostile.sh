@@ -107,6 +107,16 @@ for key, val in ((b'ZTILE2  =', b'ZTILE2  =    F              16'), (b'END     '
     k = h.find(key, 2880)
     h[k:k + 80] = val.ljust(80)
 open(f'{T}/ztile_junk.fits', 'wb').write(bytes(h))
+# RICE BLOCKSIZE 0 (CFITSIO: SIGFPE); a byte above 0x7e in TFORM1 (CFITSIO: abort)
+h = bytearray(open(f'{T}/tile.fits', 'rb').read())
+k = h.find(b'ZVAL1   =', 2880)
+assert h.find(b"'BLOCKSIZE'", 2880) > 0
+h[k:k + 80] = b'ZVAL1   =                    0 / pixels per block'.ljust(80)
+open(f'{T}/blocksize0.fits', 'wb').write(bytes(h))
+h = bytearray(open(f'{T}/tile.fits', 'rb').read())
+k = h.find(b"TFORM1  = '1PB(", 2880)
+h[k + 14] = 0xf6
+open(f'{T}/tform_byte.fits', 'wb').write(bytes(h))
 raw('bomb.fits', img(-32, 2000000, 2000000), b'\0' * 2000)
 fits.PrimaryHDU(np.full((64, 64), np.nan, np.float32)).writeto(f'{T}/allnan.fits')
 fits.PrimaryHDU(np.ones((1, 1), np.float32)).writeto(f'{T}/one.fits')
@@ -144,9 +154,11 @@ case_ "BSCALE = NaN"              1 "bscale_nan\.fits: HDU 1: BSCALE = NAN canno
 case_ "BSCALE = 0"                1 "bscale_zero\.fits: HDU 1: BSCALE = 0\.0 cannot scale"          "${RUN[@]}" "$T/bscale_zero.fits"
 case_ "BLANK on a float image"    0 ""                                     "${RUN[@]}" "$T/blank_float.fits"
 case_ "gzip'd, corrupt stream"    1 "corrupt\.fits\.gz: "                  "${RUN[@]}" "$T/corrupt.fits.gz"
-case_ "tile-compressed, corrupt tile" 1 "tile_corrupt\.fits: the tile-compressed data of HDU 2 is corrupt" "${RUN[@]}" "$T/tile_corrupt.fits"
+case_ "tile-compressed, corrupt tile" 1 "tile_corrupt\.fits: HDU 2: tile [0-9]+ of the tile-compressed image is corrupt \(its RICE_1 stream ends" "${RUN[@]}" "$T/tile_corrupt.fits"
 case_ "HCOMPRESS tile claiming 1e5^2 px" 1 "hc_bomb\.fits: HDU 2: tile 1 .* corrupt \(its HCOMPRESS stream says 100000 x 100000 pixels" "${RUN[@]}" "$T/hc_bomb.fits"
 case_ "ZTILE2 = 'F 16', junk after END" 1 "ztile_junk\.fits: HDU 2: .*ZTILE2 = F +16 \(must be an integer" "${RUN[@]}" "$T/ztile_junk.fits"
+case_ "RICE BLOCKSIZE (ZVAL1) = 0" 1 "blocksize0\.fits: HDU 2: .*ZVAL1 = 0 for BLOCKSIZE" "${RUN[@]}" "$T/blocksize0.fits"
+case_ "byte 0xf6 in TFORM1"       1 "tform_byte\.fits: HDU 2: the TFORM1 card is malformed" "${RUN[@]}" "$T/tform_byte.fits"
 cp "$T/good.fits" "$T/unreadable.fits"; chmod 000 "$T/unreadable.fits"
 if [ "$(id -u)" = 0 ]; then skip_ "unreadable file" "root reads any file"
 else case_ "unreadable file"      1 "unreadable\.fits: .*permission denied" "${RUN[@]}" "$T/unreadable.fits"; fi
