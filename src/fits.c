@@ -493,8 +493,10 @@ static int sf_raw_key(const char *hdr, int n, const char *key, char val[72])
     return 0;
 }
 
-/* An integer keyword: 1 and *v when present and a whole integer, 0 when
- * absent, -1 when present but not an integer (text in val). */
+/* An integer keyword: 1 and *v when present and an integer, 0 when absent,
+ * -1 when present but not an integer (text in val). As CFITSIO reads it
+ * (ffc2jj): the number may be followed by a blank and anything ("0   10"
+ * is 0), so this walk sees the file as CFITSIO will. */
 static int sf_raw_int(const char *hdr, int n, const char *key, long long *v, char val[72])
 {
     char *end;
@@ -502,7 +504,7 @@ static int sf_raw_int(const char *hdr, int n, const char *key, long long *v, cha
         return 0;
     errno = 0;
     *v = strtoll(val, &end, 10);
-    if (end == val || *end != '\0' || errno)
+    if (end == val || (*end != '\0' && *end != ' ') || errno)
         return -1;
     return 1;
 }
