@@ -651,11 +651,11 @@ static int sf_raw_rice_ok(const unsigned char *c, size_t n, long long nx, int by
 static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const char *hdr, int n,
                                      long long data, long long datasize)
 {
-    char val[72], key[16], cmp[72], pq = 0;
+    char val[72], key[16], cmp[72], pq = 0, cpq = 0, gzpq = 0;
     long long znaxis, zbitpix, ntiles = 1, tilepix = 1, planepix = 1, v, rowlen, nrows;
     long long zax[SF_FITS_MAXAXES], ztl[SF_FITS_MAXAXES], blocksize = 32, bytepix = 0;
-    long long heap, pcount = 0, coloff = -1, off = 0, tfields;
-    int r, gzip, hcomp, rice;
+    long long heap, pcount = 0, coloff = -1, gzoff = -1, off = 0, tfields;
+    int r, gzip0, hcomp0, rice0;
     unsigned char *tile = NULL, *out = NULL;
     sf_status st = SF_OK;
 
@@ -673,9 +673,9 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
         strcmp(cmp, "GZIP_2") && strcmp(cmp, "PLIO_1") && strcmp(cmp, "HCOMPRESS_1") &&
         strcmp(cmp, "NOCOMPRESS"))
         ZBAD("%s: HDU %d: tile-compressed image with an unknown ZCMPTYPE = '%s'", path, hdu, cmp);
-    gzip = !strncmp(cmp, "GZIP_", 5);
-    hcomp = !strcmp(cmp, "HCOMPRESS_1");
-    rice = !strcmp(cmp, "RICE_1") || !strcmp(cmp, "RICE_ONE");
+    gzip0 = !strncmp(cmp, "GZIP_", 5);
+    hcomp0 = !strcmp(cmp, "HCOMPRESS_1");
+    rice0 = !strcmp(cmp, "RICE_1") || !strcmp(cmp, "RICE_ONE");
     if ((r = sf_raw_int(hdr, n, "ZNAXIS", &znaxis, val)) <= 0 || znaxis < 1 ||
         znaxis > SF_FITS_MAXAXES)
         ZBAD("%s: HDU %d: tile-compressed image with %s ZNAXIS%s%s (1..%d)", path, hdu,
@@ -731,7 +731,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
     }
     if (bytepix == 0) /* CFITSIO's default: the integer size, 4 for quantised floats */
         bytepix = zbitpix == 8 ? 1 : zbitpix == 16 ? 2 : 4;
-    if (rice && bytepix == 8)
+    if (rice0 && bytepix == 8)
         ZBAD("%s: HDU %d: RICE_1 with BYTEPIX = 8 (CFITSIO cannot decode it)", path, hdu);
     if (planepix > sf_fits_max_pixels())
         ZBAD("%s: HDU %d: tile-compressed image of %lld pixels per plane (%.3g GB as float32): "
@@ -757,35 +757,45 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
         char form[72], type[72];
         long long w;
         snprintf(key, sizeof key, "TFORM%d", k);
-        if (!sf_raw_key(hdr, n, key, form) || (w = sf_raw_tform_bytes(form, &pq)) < 0)
+        if (!sf_raw_key(hdr, n, key, form) || (w = sf_raw_tform_bytes(form, &cpq)) < 0)
             ZBAD("%s: HDU %d: tile-compressed image with a bad %s", path, hdu, key);
         snprintf(key, sizeof key, "TTYPE%d", k);
         if (sf_raw_key(hdr, n, key, type) && !strcmp(type, "COMPRESSED_DATA")) {
-            if (!pq)
+            if (!cpq)
                 ZBAD("%s: HDU %d: COMPRESSED_DATA is not a variable-length column", path, hdu);
             coloff = off;
-            break;
+            pq = cpq;
+        } else if (!strcmp(type, "GZIP_COMPRESSED_DATA") && cpq) {
+            gzoff = off; /* tiles CFITSIO kept lossless with GZIP (floats) */
+            gzpq = cpq;
         }
         off += w;
     }
     if (coloff < 0)
         ZBAD("%s: HDU %d: tile-compressed image without a COMPRESSED_DATA column", path, hdu);
-    if (coloff + (pq == 'P' ? 8 : 16) > rowlen)
+    if (coloff + (pq == 'P' ? 8 : 16) > rowlen || (gzoff >= 0 && gzoff + (gzpq == 'P' ? 8 : 16) > rowlen))
         ZBAD("%s: HDU %d: tile-compressed image: the columns are wider than NAXIS1", path, hdu);
     /* every tile's descriptor inside the heap; GZIP tiles must end in a tile's bytes */
     {
         size_t cap = (size_t)tilepix * 8 + 1024;
-        if (gzip && !(out = malloc(cap)))
+        if ((gzip0 || gzoff >= 0) && !(out = malloc(cap)))
             ZBAD("%s: HDU %d: no memory to check a tile", path, hdu);
-        for (long long row = 0; row < nrows; row++) {
+        for (long long rc = 0; rc < 2 * nrows; rc++) {
+            /* COMPRESSED_DATA's tiles, then GZIP_COMPRESSED_DATA's (if any) */
+            const long long row = rc % nrows, coff = rc < nrows ? coloff : gzoff;
+            const char kq = rc < nrows ? pq : gzpq;
+            const int hcomp = rc < nrows && hcomp0, rice = rc < nrows && rice0;
+            const int gzip = rc < nrows ? gzip0 : 1;
             unsigned char d[16];
             unsigned long long len = 0, pos = 0;
-            if (fseeko(f, (off_t)(data + row * rowlen + coloff), SEEK_SET) ||
-                fread(d, 1, pq == 'P' ? 8 : 16, f) != (size_t)(pq == 'P' ? 8 : 16))
+            if (coff < 0)
+                break;
+            if (fseeko(f, (off_t)(data + row * rowlen + coff), SEEK_SET) ||
+                fread(d, 1, kq == 'P' ? 8 : 16, f) != (size_t)(kq == 'P' ? 8 : 16))
                 break; /* short file: CFITSIO says it is truncated */
-            for (int b = 0; b < (pq == 'P' ? 4 : 8); b++) {
+            for (int b = 0; b < (kq == 'P' ? 4 : 8); b++) {
                 len = len << 8 | d[b];
-                pos = pos << 8 | d[b + (pq == 'P' ? 4 : 8)];
+                pos = pos << 8 | d[b + (kq == 'P' ? 4 : 8)];
             }
             if (len > (unsigned long long)pcount || pos > (unsigned long long)pcount - len)
                 ZBAD("%s: HDU %d: tile %lld of the tile-compressed image lies outside the heap "
@@ -833,7 +843,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
             if (sf_raw_gzip_tile_bad(tile, len, out, cap))
                 ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its %s "
                      "stream does not end within the tile's %lld pixels)",
-                     path, hdu, row + 1, cmp, tilepix);
+                     path, hdu, row + 1, rc < nrows ? cmp : "GZIP", tilepix);
         }
     }
 #undef ZBAD

@@ -117,6 +117,17 @@ h = bytearray(open(f'{T}/tile.fits', 'rb').read())
 k = h.find(b"TFORM1  = '1PB(", 2880)
 h[k + 14] = 0xf6
 open(f'{T}/tform_byte.fits', 'wb').write(bytes(h))
+# RICE floats: a tile that cannot be quantised (+Inf) is kept with GZIP in the
+# GZIP_COMPRESSED_DATA column; its stream cut short makes CFITSIO realloc without end
+g = rng.normal(0, 1, (64, 64)).astype(np.float32)
+g[:16, :] = np.inf
+fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(g, compression_type='RICE_1', tile_shape=(16, 64))]).writeto(f'{T}/gzcol.fits')
+h = bytearray(open(f'{T}/gzcol.fits', 'rb').read())
+tab = (h.find(b'END     ', 2880) // 2880 + 1) * 2880
+assert h.find(b"'GZIP_COMPRESSED_DATA'", 2880) > 0
+n1, o1 = struct.unpack('>ii', h[tab + 8:tab + 16])     # row 1, second column
+h[tab + 8:tab + 12] = struct.pack('>i', n1 - 12)
+open(f'{T}/gzcol_bomb.fits', 'wb').write(bytes(h))
 raw('bomb.fits', img(-32, 2000000, 2000000), b'\0' * 2000)
 fits.PrimaryHDU(np.full((64, 64), np.nan, np.float32)).writeto(f'{T}/allnan.fits')
 fits.PrimaryHDU(np.ones((1, 1), np.float32)).writeto(f'{T}/one.fits')
@@ -159,6 +170,7 @@ case_ "HCOMPRESS tile claiming 1e5^2 px" 1 "hc_bomb\.fits: HDU 2: tile 1 .* corr
 case_ "ZTILE2 = 'F 16', junk after END" 1 "ztile_junk\.fits: HDU 2: .*ZTILE2 = F +16 \(must be an integer" "${RUN[@]}" "$T/ztile_junk.fits"
 case_ "RICE BLOCKSIZE (ZVAL1) = 0" 1 "blocksize0\.fits: HDU 2: .*ZVAL1 = 0 for BLOCKSIZE" "${RUN[@]}" "$T/blocksize0.fits"
 case_ "byte 0xf6 in TFORM1"       1 "tform_byte\.fits: HDU 2: the TFORM1 card is malformed" "${RUN[@]}" "$T/tform_byte.fits"
+case_ "GZIP_COMPRESSED_DATA tile cut short" 1 "gzcol_bomb\.fits: HDU 2: tile 1 .* corrupt \(its GZIP stream does not end" "${RUN[@]}" "$T/gzcol_bomb.fits"
 cp "$T/good.fits" "$T/unreadable.fits"; chmod 000 "$T/unreadable.fits"
 if [ "$(id -u)" = 0 ]; then skip_ "unreadable file" "root reads any file"
 else case_ "unreadable file"      1 "unreadable\.fits: .*permission denied" "${RUN[@]}" "$T/unreadable.fits"; fi
