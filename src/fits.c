@@ -800,6 +800,15 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
             if (len > (unsigned long long)pcount || pos > (unsigned long long)pcount - len)
                 ZBAD("%s: HDU %d: tile %lld of the tile-compressed image lies outside the heap "
                      "(%llu bytes at %llu, heap %lld bytes)", path, hdu, row + 1, len, pos, pcount);
+            long long tpix = 1;
+            {
+                long long idx = row;
+                for (int k = 0; k < znaxis; k++) { /* this tile's pixels (edge tiles are smaller) */
+                    long long nt = (zax[k] + ztl[k] - 1) / ztl[k], tk = idx % nt;
+                    idx /= nt;
+                    tpix *= zax[k] - tk * ztl[k] < ztl[k] ? zax[k] - tk * ztl[k] : ztl[k];
+                }
+            }
             if (hcomp && len > 0) {
                 /* the stream's own tile size: CFITSIO decodes nx x ny into a
                  * buffer of the tile's pixels (a larger one: SIGSEGV) */
@@ -811,18 +820,12 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                          "HCOMPRESS stream of %llu bytes)", path, hdu, row + 1, len);
                 hx = (int32_t)((uint32_t)h[2] << 24 | (uint32_t)h[3] << 16 | (uint32_t)h[4] << 8 | h[5]);
                 hy = (int32_t)((uint32_t)h[6] << 24 | (uint32_t)h[7] << 16 | (uint32_t)h[8] << 8 | h[9]);
-                if (h[0] != 0xdd || h[1] != 0x99 || hx < 1 || hy < 1 || hx * hy > tilepix)
+                if (h[0] != 0xdd || h[1] != 0x99 || hx < 1 || hy < 1 || hx * hy != tpix)
                     ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its "
-                         "HCOMPRESS stream says %lld x %lld pixels, the tiles have %lld)",
-                         path, hdu, row + 1, hx, hy, tilepix);
+                         "HCOMPRESS stream says %lld x %lld pixels, the tile has %lld)",
+                         path, hdu, row + 1, hx, hy, tpix);
             }
             if (rice && len > 0) {
-                long long idx = row, tpix = 1;
-                for (int k = 0; k < znaxis; k++) { /* this tile's pixels (edge tiles are smaller) */
-                    long long nt = (zax[k] + ztl[k] - 1) / ztl[k], tk = idx % nt;
-                    idx /= nt;
-                    tpix *= zax[k] - tk * ztl[k] < ztl[k] ? zax[k] - tk * ztl[k] : ztl[k];
-                }
                 if (!(tile = realloc(tile, len)))
                     ZBAD("%s: HDU %d: no memory to check tile %lld", path, hdu, row + 1);
                 if (fseeko(f, (off_t)(data + heap + (long long)pos), SEEK_SET) ||

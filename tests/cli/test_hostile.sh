@@ -101,6 +101,13 @@ s0 = tab + 4 * 8 + o0                                   # 4 rows of one descript
 assert h[s0:s0 + 2] == b'\xdd\x99'
 h[s0 + 2:s0 + 10] = struct.pack('>ii', 100000, 100000)
 open(f'{T}/hc_bomb.fits', 'wb').write(bytes(h))
+# HCOMPRESS: ZNAXIS2 48 -> 41, so the last tile has 9 rows but its stream 16 (heap overflow)
+hdu = fits.CompImageHDU((noise[:48, :40] * 100).astype(np.int16), compression_type='HCOMPRESS_1', tile_shape=(16, 40))
+fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(f'{T}/hc48.fits')
+h = bytearray(open(f'{T}/hc48.fits', 'rb').read())
+k = h.find(b'ZNAXIS2 =', 2880)
+h[k:k + 80] = b'ZNAXIS2 =                   41 / length of original image axis'.ljust(80)
+open(f'{T}/hc_edge.fits', 'wb').write(bytes(h))
 # ZTILE2 that is not an integer, END card with junk after it (CFITSIO: SIGFPE)
 h = bytearray(open(f'{T}/hc.fits', 'rb').read())
 for key, val in ((b'ZTILE2  =', b'ZTILE2  =    F              16'), (b'END     ', b'END                  `')):
@@ -167,6 +174,7 @@ case_ "BLANK on a float image"    0 ""                                     "${RU
 case_ "gzip'd, corrupt stream"    1 "corrupt\.fits\.gz: "                  "${RUN[@]}" "$T/corrupt.fits.gz"
 case_ "tile-compressed, corrupt tile" 1 "tile_corrupt\.fits: HDU 2: tile [0-9]+ of the tile-compressed image is corrupt \(its RICE_1 stream ends" "${RUN[@]}" "$T/tile_corrupt.fits"
 case_ "HCOMPRESS tile claiming 1e5^2 px" 1 "hc_bomb\.fits: HDU 2: tile 1 .* corrupt \(its HCOMPRESS stream says 100000 x 100000 pixels" "${RUN[@]}" "$T/hc_bomb.fits"
+case_ "HCOMPRESS edge tile, stream too big" 1 "hc_edge\.fits: HDU 2: tile 3 .* corrupt \(its HCOMPRESS stream says 16 x 40 pixels, the tile has 360\)" "${RUN[@]}" "$T/hc_edge.fits"
 case_ "ZTILE2 = 'F 16', junk after END" 1 "ztile_junk\.fits: HDU 2: .*ZTILE2 = F +16 \(must be an integer" "${RUN[@]}" "$T/ztile_junk.fits"
 case_ "RICE BLOCKSIZE (ZVAL1) = 0" 1 "blocksize0\.fits: HDU 2: .*ZVAL1 = 0 for BLOCKSIZE" "${RUN[@]}" "$T/blocksize0.fits"
 case_ "byte 0xf6 in TFORM1"       1 "tform_byte\.fits: HDU 2: the TFORM1 card is malformed" "${RUN[@]}" "$T/tform_byte.fits"
