@@ -729,8 +729,8 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                      path, hdu, zkey, val, zname);
         }
     }
-    if (bytepix == 0) /* CFITSIO's default: the integer size, 4 for quantised floats */
-        bytepix = zbitpix == 8 ? 1 : zbitpix == 16 ? 2 : 4;
+    if (bytepix == 0) /* the convention's default, and CFITSIO's: 4 (whatever ZBITPIX) */
+        bytepix = 4;
     if (rice0 && bytepix == 8)
         ZBAD("%s: HDU %d: RICE_1 with BYTEPIX = 8 (CFITSIO cannot decode it)", path, hdu);
     if (planepix > sf_fits_max_pixels())

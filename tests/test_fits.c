@@ -472,7 +472,12 @@ START_TEST(test_hostile_reads)
     sf_image im = {0};
     sf_fits_info in;
     sf_wcs *w;
-#if !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define SF_NO_RLIMIT 1
+#endif
+#endif
+#if !defined(__SANITIZE_ADDRESS__) && !defined(SF_NO_RLIMIT)
     struct rlimit rl = {4000000000UL, 4000000000UL};
     setrlimit(RLIMIT_AS, &rl);
 #endif
