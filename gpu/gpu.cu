@@ -15,6 +15,9 @@ struct sf_gpu_timer {
 
 extern "C" int sf_gpu_compiled(void) { return 1; }
 
+static int gpu_used; // a context was made (written once, read at exit)
+extern "C" int sf_gpu_used(void) { return __atomic_load_n(&gpu_used, __ATOMIC_ACQUIRE); }
+
 extern "C" int sf_gpu_count(void)
 {
     int n = 0;
@@ -55,6 +58,7 @@ extern "C" sf_status sf_gpu_create(sf_gpu **out, int device)
     }
     g->pinned_bytes = 1 << 16;
     SF_CUDA(cudaMallocHost(&g->pinned, g->pinned_bytes));
+    __atomic_store_n(&gpu_used, 1, __ATOMIC_RELEASE);
     *out = g;
     return SF_OK;
 fail:

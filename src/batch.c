@@ -972,7 +972,8 @@ out:
     *stats = e.st;
     if (gw) {
         for (int i = 0; i < nworkers; i++) {
-            sf_gpu_destroy(gw[i].g);
+            if (!o->exiting)
+                sf_gpu_destroy(gw[i].g);
             if (gw[i].devq.v)
                 bq_free(&gw[i].devq);
             if (gw[i].slots.v)

@@ -627,6 +627,9 @@ int cmd_run(int argc, char **argv)
     if (a.save & SAVE_FILT)
         o.keep |= SF_KEEP_FILTERED;
     o.host_image = !!(a.save & SAVE_PNG);
+    /* the CLI exits after the run: no GPU teardown, unless a CUDA tool
+     * (compute-sanitizer, a profiler) watches the process */
+    o.exiting = !getenv("CUDA_INJECTION64_PATH") && !getenv("SKYFIND_CLEAN_EXIT");
     o.next = next_local;
     o.done = batch_done;
     o.write = batch_write;

@@ -13,6 +13,7 @@
 #define NO_GPU sf_fail(SF_ERR_NO_GPU, "this skyfind was built without CUDA (no nvcc at configure time)")
 
 int sf_gpu_compiled(void) { return 0; }
+int sf_gpu_used(void) { return 0; }
 int sf_gpu_count(void) { return 0; }
 sf_status sf_gpu_create(sf_gpu **g, int device) { *g = NULL; return NO_GPU; }
 void sf_gpu_destroy(sf_gpu *g) { (void)g; }

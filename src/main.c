@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "skyfind/gpu.h"
 
@@ -85,8 +86,17 @@ int main(int argc, char **argv)
         return SF_EXIT_OK;
     }
     argv[1] = argv[0];
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) {
+        int rc = cmd_run(argc - 1, argv + 1);
+        /* After a GPU run the CUDA runtime's exit handlers would destroy the
+         * contexts (tens to a hundred ms); the files are written and closed,
+         * so leave that to the driver, unless a CUDA tool is attached. */
+        if (sf_gpu_used() && !getenv("CUDA_INJECTION64_PATH") && !getenv("SKYFIND_CLEAN_EXIT")) {
+            fflush(NULL);
+            _exit(rc);
+        }
+        return rc;
+    }
     if (!strcmp(cmd, "compare"))
         return cmd_compare(argc - 1, argv + 1);
     if (!strcmp(cmd, "info"))

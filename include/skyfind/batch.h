@@ -78,6 +78,9 @@ typedef struct {
     int plane;                  /* SF_PLANE_FIRST, SF_PLANE_ALL or a 0-based plane */
     unsigned keep;              /* SF_KEEP_* for every run */
     int host_image;             /* the writer needs the decoded image on the host (previews) */
+    int exiting;                /* the process exits right after: leave the GPU contexts to
+                                   the driver's teardown instead of freeing them (saves
+                                   tens of ms; a program that goes on must leave it 0) */
     /* the next input index to take, -1 when there is none; NULL: 0..n-1.
      * Called from several reader threads at once, under the engine's lock. */
     int (*next)(void *ctx);

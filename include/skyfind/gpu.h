@@ -17,6 +17,8 @@ extern "C" {
 int sf_gpu_count(void);
 /* 1 if this build has the CUDA stages compiled in. */
 int sf_gpu_compiled(void);
+/* 1 once this process has made a GPU context (sf_gpu_create succeeded). */
+int sf_gpu_used(void);
 
 sf_status sf_gpu_create(sf_gpu **g, int device);
 void sf_gpu_destroy(sf_gpu *g);
