@@ -621,14 +621,12 @@ static int sf_raw_rice_ok(const unsigned char *c, size_t n, long long nx, int by
             }
         } else {
             for (; i < imax; i++) {
-                int nz, sig = 0;
+                int nz;
                 while (b == 0) {
                     nbits += 8;
                     RICE_NEXT(b);
                 }
-                for (unsigned int t = b; t; t >>= 1)
-                    sig++;
-                nz = nbits - sig;
+                nz = nbits - (32 - __builtin_clz(b)); /* b's significant bits */
                 nbits -= nz + 1;
                 b ^= 1u << nbits;
                 nbits -= fs;
