@@ -1043,6 +1043,43 @@ static sf_status sf_fits_read_plane(const char *path, fitsfile *fp, int hdunum,
 static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_image *img,
                                    sf_fits_info *info, const sf_fits_rawreq *rq);
 
+/* Before a plane's buffer is allocated: is its last pixel in the file? For
+ * what the raw walk cannot see (a gzip'd whole file, which CFITSIO inflates
+ * into memory first), a header declaring more data than there is fails
+ * here instead of after a malloc of the declared size. */
+static sf_status sf_fits_probe_plane_end(const char *path, fitsfile *fp, int hdunum,
+                                         const sf_fits_info *in, const long *naxes, int plane)
+{
+    long px[SF_FITS_MAXAXES], inc[SF_FITS_MAXAXES];
+    long long idx = plane;
+    float v, nulval = NAN;
+    int anynul = 0, status = 0;
+    if (in->compressed)
+        return SF_OK; /* bounded by SKYFIND_MAX_PIXELS; a tile decode says the rest */
+    for (int k = 0; k < in->naxis; k++) {
+        inc[k] = 1;
+        if (k < 2) {
+            px[k] = naxes[k];
+        } else {
+            px[k] = (long)(idx % naxes[k]) + 1;
+            idx /= naxes[k];
+        }
+    }
+    if (!fits_read_subset(fp, TFLOAT, px, px, inc, &nulval, &v, &anynul, &status))
+        return SF_OK;
+    fits_clear_errmsg();
+    if (status == END_OF_FILE || status == READ_ERROR) {
+        double by = (double)(in->bitpix < 0 ? -in->bitpix : in->bitpix) / 8.0;
+        for (int k = 0; k < in->naxis; k++)
+            by *= (double)naxes[k];
+        return sf_fail(SF_ERR_FITS, "%s: file is truncated or its header is wrong: HDU %d "
+                       "declares %ld x %ld pixels per plane (%.3g GB in all) but its data end "
+                       "before the last pixel of plane %d", path, hdunum, naxes[0], naxes[1],
+                       by / 1e9, plane + 1);
+    }
+    return SF_OK; /* other problems: the plane read names them */
+}
+
 sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
                        sf_fits_info *info)
 {
@@ -1220,6 +1257,8 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     }
     sf_fits_beam(fp, &in);
 
+    if ((st = sf_fits_probe_plane_end(path, fp, hdunum, &in, naxes, plane)) != SF_OK)
+        goto fail;
     if (rq) { /* the batch engine's buffer: raw bytes, or CFITSIO's floats */
         st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, rq);
         if (st)

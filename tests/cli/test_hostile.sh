@@ -145,6 +145,7 @@ n1, o1 = struct.unpack('>ii', h[tab + 8:tab + 16])     # row 1, second column
 h[tab + 8:tab + 12] = struct.pack('>i', n1 - 12)
 open(f'{T}/gzcol_bomb.fits', 'wb').write(bytes(h))
 raw('bomb.fits', img(-32, 2000000, 2000000), b'\0' * 2000)
+open(f'{T}/bomb.fits.gz', 'wb').write(gzip.compress(open(f'{T}/bomb.fits', 'rb').read()))
 fits.PrimaryHDU(np.full((64, 64), np.nan, np.float32)).writeto(f'{T}/allnan.fits')
 fits.PrimaryHDU(np.ones((1, 1), np.float32)).writeto(f'{T}/one.fits')
 fits.PrimaryHDU(noise.astype(np.float32)).writeto(f'{T}/with space é.fits')
@@ -200,6 +201,7 @@ case_ "  (its catalogue)"         0 "" test -s "$T/o/good.cat.csv"
 touch "$T/afile"
 case_ "output folder is a file"   1 "afile: cannot create or write the output folder: Not a directory" "$SKYFIND" run -q -b cpu -o "$T/afile" "$T/good.fits"
 case_ "5 kB file claiming 2e6^2 px" 1 "bomb\.fits: .*declares 2000000 x 2000000 pixels \(1\.6e\+04 GB\) but the file holds only 5760 bytes" "${RUN[@]}" "$T/bomb.fits"
+case_ "  the same gzip'd (.fits.gz)" 1 "bomb\.fits\.gz: .*declares 2000000 x 2000000 pixels per plane \(1\.6e\+04 GB in all\) but its data end" "${RUN[@]}" "$T/bomb.fits.gz"
 case_ "all NaN"                   1 "allnan\.fits: stage background .*no finite pixels"                                     "${RUN[@]}" "$T/allnan.fits"
 case_ "1x1"                       0 ""                                     "${RUN[@]}" "$T/one.fits"
 case_ "3x3 island of +Inf"        0 ""                                     "${RUN[@]}" "$T/inf_island.fits"
