@@ -2,6 +2,7 @@
 // The big-endian bytes of a plane go up as they lie in the file; the byte
 // swap, BSCALE/BZERO and BLANK -> NaN happen here (sf_decode_pixel, shared
 // with the twin), so the host only reads the file.
+#include <stdlib.h>
 #include "common.cuh"
 #include "skyfind/decode.h"
 
@@ -56,6 +57,11 @@ static __global__ void decode_kernel(const unsigned char *__restrict__ raw, sf_r
     }
 }
 
+// SKYFIND_GPU_FAULT=N: the N-th decode of the process writes through a bad
+// pointer, a sticky error (cudaErrorIllegalAddress) for the tests of the
+// batch engine's recovery (tests/gpu/faults.sh).
+static __global__ void fault_kernel(float *bad) { bad[threadIdx.x] = 1.0f; }
+
 // launchers
 
 extern "C" sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layout *l,
@@ -77,6 +83,16 @@ extern "C" sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layo
     blocks = sf_blocks(nq, threads);
     if (blocks > (unsigned)g->sm_count * 16)
         blocks = (unsigned)g->sm_count * 16;
+    {
+        static int fault_at = -1, calls;
+        if (fault_at < 0)
+            fault_at = getenv("SKYFIND_GPU_FAULT") ? atoi(getenv("SKYFIND_GPU_FAULT")) : 0;
+        if (fault_at > 0 && __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) == fault_at) {
+            fault_kernel<<<1, 32, 0, g->stream>>>((float *)(uintptr_t)0x10);
+            SF_LAUNCHED();
+            SF_CUDA(cudaStreamSynchronize(g->stream));
+        }
+    }
     SF_TRY(sf_gpu_scratch(g, sizeof *dcount, (void **)&dcount));
     SF_CUDA(cudaMemsetAsync(dcount, 0, sizeof *dcount, g->stream));
     switch (l->bitpix) {

@@ -167,6 +167,36 @@ fail:
     return st;
 }
 
+extern "C" int sf_gpu_sticky_error(sf_gpu *g)
+{
+    cudaError_t e;
+    if (!g)
+        return 1;
+    cudaSetDevice(g->device);
+    e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return 0;
+    // a sticky error stays: a second query still reports it
+    {
+        void *probe = NULL;
+        int sticky = cudaDeviceSynchronize() != cudaSuccess || cudaGetLastError() != cudaSuccess ||
+                     cudaMalloc(&probe, 256) != cudaSuccess;
+        if (probe)
+            cudaFree(probe);
+        cudaGetLastError();
+        return sticky;
+    }
+}
+
+extern "C" void sf_gpu_reset_device(int device)
+{
+    if (cudaSetDevice(device) == cudaSuccess)
+        cudaDeviceReset();
+    cudaGetLastError();
+}
+
 extern "C" sf_status sf_pinned_alloc(void **ptr, size_t bytes)
 {
     cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);

@@ -102,6 +102,7 @@ typedef struct {
     int pb;         /* pool buffer holding the pixels, -1 when released */
     void *raw;      /* its memory */
     int slot;       /* device slot holding the pixels (GPU), -1 none */
+    int epoch;      /* the worker's context epoch the pixels were uploaded in */
     double t_ready; /* when it entered the ready queue */
 } bitem;
 
@@ -118,6 +119,9 @@ typedef struct {
     bq slots;       /* free device slots (as 1 + index) */
     pthread_t up;
     int up_started;
+    pthread_rwlock_t ctx_lock; /* the uploader reads under it; a reset of the context writes */
+    int epoch;      /* contexts made so far: an image uploaded into an older one goes up again */
+    int nresets;
 } gworker;
 
 struct engine {
@@ -407,7 +411,36 @@ static void gw_fail(gworker *w, sf_status st)
 
 /* Decode the raw slot into the context's image buffer and run the stages;
  * on -b auto, an image the GPU has no memory for runs on the CPU. */
-static void run_gpu(gworker *w, bitem *b)
+/* After a CUDA error that sticks to the context (an illegal address, a
+ * launch failure), every later call fails: make the device's context anew,
+ * with the uploader held off. Returns SF_OK when the worker can go on. */
+static sf_status gpu_reset(gworker *w, const char *why)
+{
+    sf_status st;
+    pthread_rwlock_wrlock(&w->ctx_lock);
+    sf_gpu_destroy(w->g);
+    w->g = NULL;
+    sf_gpu_reset_device(w->dev);
+    st = sf_gpu_create(&w->g, w->dev);
+    w->epoch++;
+    w->nresets++;
+    pthread_rwlock_unlock(&w->ctx_lock);
+    if (st)
+        return st;
+    engine_lock(w->e);
+    w->e->st.gpu_resets++;
+    engine_unlock(w->e);
+    if (w->e->o->notice) {
+        char msg[1300];
+        snprintf(msg, sizeof msg, "GPU %d: the CUDA context was reset after a sticky error (%.1000s)",
+                 w->dev, why);
+        w->e->o->notice(w->e->o->ctx, msg);
+    }
+    return sf_gpu_bind(w->g);
+}
+
+/* Decode the raw slot into the context's image buffer and run the stages. */
+static sf_status run_gpu_once(gworker *w, bitem *b)
 {
     engine *e = w->e;
     sf_gpu *g = w->g;
@@ -417,10 +450,14 @@ static void run_gpu(gworker *w, bitem *b)
     void *raw = NULL, *p = NULL;
     size_t bytes = sf_raw_bytes(&b->it.layout);
     sf_status st;
-    b->it.device = w->dev;
-    b->it.backend = "gpu";
-    if ((st = sf_gpu_buffer(g, SF_GBUF_RAW0 + b->slot, 0, &raw)) ||
-        (st = sf_gpu_buffer(g, SF_GBUF_IMAGE, sf_npix(b->it.layout.nx, b->it.layout.ny) * sizeof(float), &p)))
+    if ((st = sf_gpu_buffer(g, SF_GBUF_RAW0 + b->slot, (bytes + 15) & ~(size_t)15, &raw)))
+        goto fail;
+    if (b->epoch != w->epoch) { /* uploaded into a context since reset: up again */
+        if ((st = sf_gpu_upload_lane(g, raw, b->raw, bytes, &b->it.t_upload)))
+            goto fail;
+        b->epoch = w->epoch;
+    }
+    if ((st = sf_gpu_buffer(g, SF_GBUF_IMAGE, sf_npix(b->it.layout.nx, b->it.layout.ny) * sizeof(float), &p)))
         goto fail;
     dimg.nx = b->it.layout.nx;
     dimg.ny = b->it.layout.ny;
@@ -440,21 +477,46 @@ static void run_gpu(gworker *w, bitem *b)
     st = sf_pipeline_run(e->o->pl, &dimg, &ro, &b->it.result);
 fail:
     sf_gpu_timer_destroy(tm);
-    if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) {
-        /* the raw pixels are still in the slot: bring them back, run the twins */
-        void *host = malloc(bytes ? bytes : 1);
+    return st;
+}
+
+/* One image on the GPU. A sticky CUDA error resets the context and the
+ * image is tried once more (its pixels are still in its host buffer), so
+ * one bad launch does not fail the images after it; on -b auto an image the
+ * GPU has no memory for runs on the CPU twins. */
+static void run_gpu(gworker *w, bitem *b)
+{
+    engine *e = w->e;
+    sf_status st;
+    b->it.device = w->dev;
+    b->it.backend = "gpu";
+    for (int attempt = 0;; attempt++) {
+        char why[1024];
+        st = run_gpu_once(w, b);
+        if (st != SF_ERR_CUDA && st != SF_ERR_CUFFT)
+            break;
+        snprintf(why, sizeof why, "%s: %s", b->it.path, sf_errdetail());
+        if (!sf_gpu_sticky_error(w->g))
+            break; /* the context is fine: this image's own failure */
+        sf_run_result_free(&b->it.result);
+        sf_image_free(&b->it.host_img, NULL);
+        if (gpu_reset(w, why) != SF_OK) {
+            item_fail(&b->it, SF_ERR_CUDA, why);
+            return;
+        }
+        if (attempt == 1) {
+            item_fail(&b->it, st, why);
+            return;
+        }
+    }
+    if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) { /* the host buffer still holds the pixels */
         char why[1024];
         snprintf(why, sizeof why, "%s", sf_errdetail());
         sf_run_result_free(&b->it.result);
         sf_image_free(&b->it.host_img, NULL);
-        if (host && raw && sf_gpu_to_host(g, host, raw, bytes) == SF_OK) {
-            run_cpu(e, b, host);
-            if (b->it.status == SF_OK)
-                snprintf(b->it.error, sizeof b->it.error, "%s: ran on the CPU: %s", b->it.path, why);
-        } else {
-            item_fail(&b->it, st, why);
-        }
-        free(host);
+        run_cpu(e, b, b->raw);
+        if (b->it.status == SF_OK)
+            snprintf(b->it.error, sizeof b->it.error, "%s: ran on the CPU: %s", b->it.path, why);
         return;
     }
     if (st)
@@ -480,9 +542,18 @@ static void *gpu_upload_main(void *arg)
             break;
         b->it.t_queue = now_ms() - b->t_ready;
         bytes = sf_raw_bytes(&b->it.layout);
-        st = sf_gpu_buffer(w->g, SF_GBUF_RAW0 + slot, (bytes + 15) & ~(size_t)15, &d);
+        pthread_rwlock_rdlock(&w->ctx_lock);
+        st = w->g ? sf_gpu_buffer(w->g, SF_GBUF_RAW0 + slot, (bytes + 15) & ~(size_t)15, &d)
+                  : SF_ERR_CUDA;
         if (st == SF_OK)
             st = sf_gpu_upload_lane(w->g, d, b->raw, bytes, &b->it.t_upload);
+        b->epoch = w->epoch;
+        pthread_rwlock_unlock(&w->ctx_lock);
+        if (st == SF_ERR_CUDA || st == SF_ERR_CUFFT) {
+            /* perhaps the context is being reset: the compute thread uploads again */
+            b->epoch = -1;
+            st = SF_OK;
+        }
         if (st == SF_OK && e->pin && !e->pin_sent[b->pb]) {
             /* the pinner pins it beside the uploads: the next images in this
              * buffer go up at full PCIe speed */
@@ -500,15 +571,15 @@ static void *gpu_upload_main(void *arg)
             bq_push(&e->done, b);
             continue;
         }
-        pool_release(e, b);
         if (st) {
+            pool_release(e, b);
             b->it.device = w->dev;
             item_fail(&b->it, st, NULL);
             bq_push(&w->slots, (void *)(intptr_t)(slot + 1));
             bq_push(&e->done, b);
             continue;
         }
-        b->slot = slot;
+        b->slot = slot; /* the host buffer stays with the image until the GPU is done with it */
         bq_push(&w->devq, b);
     }
     bq_close(&w->devq);
@@ -555,6 +626,7 @@ static void *gpu_compute_main(void *arg)
             run_gpu(w, b);
         else
             item_fail(&b->it, SF_ERR_CUDA, NULL);
+        pool_release(e, b);
         bq_push(&w->slots, (void *)(intptr_t)(b->slot + 1));
         b->slot = -1;
         bq_push(&e->done, b);
@@ -665,12 +737,15 @@ static void serial_sink(engine *e, bitem *b)
             sf_status st = sf_gpu_buffer(serial_worker->g, SF_GBUF_RAW0, (bytes + 15) & ~(size_t)15, &d);
             if (st == SF_OK)
                 st = sf_gpu_upload_lane(serial_worker->g, d, b->raw, bytes, &b->it.t_upload);
-            if (st) {
+            b->epoch = serial_worker->epoch;
+            b->slot = 0;
+            if (st == SF_ERR_CUDA || st == SF_ERR_CUFFT || st == SF_OK) {
+                if (st)
+                    b->epoch = -1; /* run_gpu uploads again after a reset */
+                run_gpu(serial_worker, b);
+            } else {
                 b->it.device = serial_worker->dev;
                 item_fail(&b->it, st, NULL);
-            } else {
-                b->slot = 0;
-                run_gpu(serial_worker, b);
             }
         } else {
             run_cpu(e, b, b->raw);
@@ -737,6 +812,7 @@ static sf_status start_gpu_workers(engine *e, gworker **gwp, int n, const int *d
     for (int i = 0; i < n; i++) {
         gw[i].e = e;
         gw[i].dev = devices[i];
+        pthread_rwlock_init(&gw[i].ctx_lock, NULL);
         if (bq_init(&gw[i].devq, SLOTS) || bq_init(&gw[i].slots, SLOTS))
             return sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its queues");
         for (int k = 0; k < SLOTS; k++)
@@ -800,7 +876,9 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             nreaders = 64;
         if (!gpu && nreaders > nworkers + 1)
             nreaders = nworkers + 1;
-        e.npool = o->queue > 0 ? o->queue : nreaders + (gpu ? 2 * nworkers : nworkers);
+        /* the images on a GPU's slots keep their host buffers (to go up again
+         * after a context reset): SLOTS more per GPU */
+        e.npool = o->queue > 0 ? o->queue : nreaders + (gpu ? (2 + SLOTS) * nworkers : nworkers);
         if (e.npool < 1)
             e.npool = 1;
     }
@@ -978,6 +1056,7 @@ out:
                 bq_free(&gw[i].devq);
             if (gw[i].slots.v)
                 bq_free(&gw[i].slots);
+            pthread_rwlock_destroy(&gw[i].ctx_lock);
         }
         free(gw);
     }

@@ -54,6 +54,13 @@ sf_status sf_gpu_bind(sf_gpu *g);
 /* Make device `device` current on the calling thread without a context of
  * skyfind's own (for a thread that only pins host memory). */
 sf_status sf_gpu_use_device(int device);
+/* 1 when the context's device has a sticky error (every later CUDA call on
+ * it would fail: an illegal address, a launch failure); clears the error
+ * otherwise. */
+int sf_gpu_sticky_error(sf_gpu *g);
+/* Destroy the device's primary context in this process (cudaDeviceReset),
+ * after a sticky error; every context of that device must be destroyed first. */
+void sf_gpu_reset_device(int device);
 
 /* Host memory pinned for every device (cudaHostAllocPortable), for the batch
  * engine's buffer pool; plain malloc in a build without CUDA. */
