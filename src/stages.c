@@ -256,7 +256,9 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
     if (q.min_area == 0) { /* auto: a quarter of the beam area (pi/(4 ln 2) bmaj bmin) */
         double bmin = s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix;
         double area = 1.1330900354567985 * s->beam_pix * bmin;
-        q.min_area = area / 4 > 3 ? (int)floor(area / 4) : 3;
+        /* a beam of 1e5 pixels (a header's BMAJ in the wrong unit) would
+         * overflow int: the parameter's maximum, 1e9, is the most it asks */
+        q.min_area = !(area / 4 > 3) ? 3 : area / 4 < 1e9 ? (int)floor(area / 4) : 1000000000;
     }
     st = gpu ? sf_segment_gpu(s->g, &s->mask, &q, &s->labels, &s->nlabels)
              : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
