@@ -418,9 +418,8 @@ static sf_status gpu_reset(gworker *w, const char *why)
 {
     sf_status st;
     pthread_rwlock_wrlock(&w->ctx_lock);
-    sf_gpu_destroy(w->g);
+    sf_gpu_abandon_reset(w->g, w->dev);
     w->g = NULL;
-    sf_gpu_reset_device(w->dev);
     st = sf_gpu_create(&w->g, w->dev);
     w->epoch++;
     w->nresets++;
