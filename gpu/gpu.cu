@@ -190,21 +190,6 @@ extern "C" int sf_gpu_sticky_error(sf_gpu *g)
     }
 }
 
-extern "C" void sf_gpu_abandon_reset(sf_gpu *g, int device)
-{
-    // A context with a sticky error refuses every call, cuFFT's teardown
-    // included: free only the host side and let cudaDeviceReset release the
-    // device memory, streams, events and plans' work areas of the context.
-    if (g) {
-        free(g->conv); // the cuFFT plan handles go with the context
-        pthread_mutex_destroy(&g->lock);
-        free(g);
-    }
-    if (cudaSetDevice(device) == cudaSuccess)
-        cudaDeviceReset();
-    cudaGetLastError();
-}
-
 extern "C" sf_status sf_pinned_alloc(void **ptr, size_t bytes)
 {
     cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);

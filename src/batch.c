@@ -119,9 +119,9 @@ typedef struct {
     bq slots;       /* free device slots (as 1 + index) */
     pthread_t up;
     int up_started;
-    pthread_rwlock_t ctx_lock; /* the uploader reads under it; a reset of the context writes */
-    int epoch;      /* contexts made so far: an image uploaded into an older one goes up again */
-    int nresets;
+    pthread_rwlock_t ctx_lock; /* the uploader's CUDA calls, against a retirement */
+    int epoch;      /* the context's generation the slots belong to */
+    volatile int dead; /* retired after a sticky error: takes no more images */
 } gworker;
 
 struct engine {
@@ -412,30 +412,44 @@ static void gw_fail(gworker *w, sf_status st)
 /* Decode the raw slot into the context's image buffer and run the stages;
  * on -b auto, an image the GPU has no memory for runs on the CPU. */
 /* After a CUDA error that sticks to the context (an illegal address, a
- * launch failure), every later call fails: make the device's context anew,
- * with the uploader held off. Returns SF_OK when the worker can go on. */
-static sf_status gpu_reset(gworker *w, const char *why)
+ * launch failure) every later call on that GPU fails, and making the context
+ * anew (cudaDeviceReset) leaves cuFFT's state behind: the worker retires
+ * instead. Its images, and with it the last GPU those still waiting, run on
+ * the CPU twins under -b auto, or fail naming the error under -b gpu. */
+static void gpu_retire(gworker *w, const char *why)
 {
-    sf_status st;
-    pthread_rwlock_wrlock(&w->ctx_lock);
-    sf_gpu_abandon_reset(w->g, w->dev);
-    w->g = NULL;
-    st = sf_gpu_create(&w->g, w->dev);
-    w->epoch++;
-    w->nresets++;
-    pthread_rwlock_unlock(&w->ctx_lock);
-    if (st)
-        return st;
-    engine_lock(w->e);
-    w->e->st.gpu_resets++;
-    engine_unlock(w->e);
-    if (w->e->o->notice) {
+    engine *e = w->e;
+    if (w->dead)
+        return;
+    w->dead = 1;
+    snprintf(w->err, sizeof w->err, "%.1000s", why);
+    engine_lock(e);
+    e->st.gpus_retired++;
+    engine_unlock(e);
+    if (e->o->notice) {
         char msg[1300];
-        snprintf(msg, sizeof msg, "GPU %d: the CUDA context was reset after a sticky error (%.1000s)",
-                 w->dev, why);
-        w->e->o->notice(w->e->o->ctx, msg);
+        snprintf(msg, sizeof msg, "GPU %d is out of use after a sticky CUDA error (%.1000s); %s", w->dev,
+                 why, e->o->fallback_cpu ? "its images run on the CPU" : "its images fail");
+        e->o->notice(e->o->ctx, msg);
     }
-    return sf_gpu_bind(w->g);
+}
+
+/* An image the retired GPU cannot take: the CPU twins, or a failure. */
+static void run_retired(gworker *w, bitem *b)
+{
+    engine *e = w->e;
+    sf_run_result_free(&b->it.result);
+    sf_image_free(&b->it.host_img, NULL);
+    if (e->o->fallback_cpu) {
+        run_cpu(e, b, b->raw);
+        if (b->it.status == SF_OK)
+            snprintf(b->it.error, sizeof b->it.error, "%s: ran on the CPU: GPU %d is out of use",
+                     b->it.path, w->dev);
+    } else {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "GPU %d is out of use after a sticky CUDA error (%.1000s)", w->dev, w->err);
+        item_fail(&b->it, SF_ERR_CUDA, msg);
+    }
 }
 
 /* Decode the raw slot into the context's image buffer and run the stages. */
@@ -451,7 +465,7 @@ static sf_status run_gpu_once(gworker *w, bitem *b)
     sf_status st;
     if ((st = sf_gpu_buffer(g, SF_GBUF_RAW0 + b->slot, (bytes + 15) & ~(size_t)15, &raw)))
         goto fail;
-    if (b->epoch != w->epoch) { /* uploaded into a context since reset: up again */
+    if (b->epoch != w->epoch) { /* the uploader's copy failed: up again here */
         if ((st = sf_gpu_upload_lane(g, raw, b->raw, bytes, &b->it.t_upload)))
             goto fail;
         b->epoch = w->epoch;
@@ -479,34 +493,27 @@ fail:
     return st;
 }
 
-/* One image on the GPU. A sticky CUDA error resets the context and the
- * image is tried once more (its pixels are still in its host buffer), so
- * one bad launch does not fail the images after it; on -b auto an image the
- * GPU has no memory for runs on the CPU twins. */
+/* One image on the GPU. After a sticky CUDA error the GPU retires (its
+ * images go to the CPU twins under -b auto: their pixels are still in their
+ * host buffers), so one bad launch does not fail every image after it; on
+ * -b auto an image the GPU has no memory for runs on the CPU twins. */
 static void run_gpu(gworker *w, bitem *b)
 {
     engine *e = w->e;
     sf_status st;
+    if (w->dead) {
+        run_retired(w, b);
+        return;
+    }
     b->it.device = w->dev;
     b->it.backend = "gpu";
-    for (int attempt = 0;; attempt++) {
+    st = run_gpu_once(w, b);
+    if ((st == SF_ERR_CUDA || st == SF_ERR_CUFFT) && sf_gpu_sticky_error(w->g)) {
         char why[1024];
-        st = run_gpu_once(w, b);
-        if (st != SF_ERR_CUDA && st != SF_ERR_CUFFT)
-            break;
-        snprintf(why, sizeof why, "%s: %s", b->it.path, sf_errdetail());
-        if (!sf_gpu_sticky_error(w->g))
-            break; /* the context is fine: this image's own failure */
-        sf_run_result_free(&b->it.result);
-        sf_image_free(&b->it.host_img, NULL);
-        if (gpu_reset(w, why) != SF_OK) {
-            item_fail(&b->it, SF_ERR_CUDA, why);
-            return;
-        }
-        if (attempt == 1) {
-            item_fail(&b->it, st, why);
-            return;
-        }
+        snprintf(why, sizeof why, "%.1000s", sf_errdetail());
+        gpu_retire(w, why);
+        run_retired(w, b);
+        return;
     }
     if (st == SF_ERR_GPU_NOMEM && e->o->fallback_cpu) { /* the host buffer still holds the pixels */
         char why[1024];
@@ -537,7 +544,7 @@ static void *gpu_upload_main(void *arg)
         void *d = NULL;
         size_t bytes;
         sf_status st;
-        if (slot < 0 || !(b = bq_pop(&e->ready)))
+        if (slot < 0 || w->dead || !(b = bq_pop(&e->ready)))
             break;
         b->it.t_queue = now_ms() - b->t_ready;
         bytes = sf_raw_bytes(&b->it.layout);
@@ -549,7 +556,7 @@ static void *gpu_upload_main(void *arg)
         b->epoch = w->epoch;
         pthread_rwlock_unlock(&w->ctx_lock);
         if (st == SF_ERR_CUDA || st == SF_ERR_CUFFT) {
-            /* perhaps the context is being reset: the compute thread uploads again */
+            /* the compute thread tries the copy again, and retires the GPU if it sticks */
             b->epoch = -1;
             st = SF_OK;
         }
@@ -632,6 +639,18 @@ static void *gpu_compute_main(void *arg)
     }
     if (w->up_started)
         pthread_join(w->up, NULL);
+    if (w->dead) { /* the last GPU left takes care of the images still waiting */
+        int last;
+        engine_lock(e);
+        last = --e->workers_alive == 0;
+        engine_unlock(e);
+        while (last && (b = bq_pop(&e->ready))) {
+            b->it.device = w->dev;
+            run_retired(w, b);
+            pool_release(e, b);
+            bq_push(&e->done, b);
+        }
+    }
     producer_done(e);
     return NULL;
 }
@@ -740,7 +759,7 @@ static void serial_sink(engine *e, bitem *b)
             b->slot = 0;
             if (st == SF_ERR_CUDA || st == SF_ERR_CUFFT || st == SF_OK) {
                 if (st)
-                    b->epoch = -1; /* run_gpu uploads again after a reset */
+                    b->epoch = -1; /* run_gpu tries the copy again */
                 run_gpu(serial_worker, b);
             } else {
                 b->it.device = serial_worker->dev;
@@ -875,8 +894,8 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             nreaders = 64;
         if (!gpu && nreaders > nworkers + 1)
             nreaders = nworkers + 1;
-        /* the images on a GPU's slots keep their host buffers (to go up again
-         * after a context reset): SLOTS more per GPU */
+        /* the images on a GPU's slots keep their host buffers (for the CPU
+         * twins if the GPU fails): SLOTS more per GPU */
         e.npool = o->queue > 0 ? o->queue : nreaders + (gpu ? (2 + SLOTS) * nworkers : nworkers);
         if (e.npool < 1)
             e.npool = 1;

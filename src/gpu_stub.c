@@ -29,7 +29,6 @@ int sf_gpu_device(const sf_gpu *g) { return -1; }
 sf_status sf_gpu_bind(sf_gpu *g) { return NO_GPU; }
 sf_status sf_gpu_use_device(int device) { return NO_GPU; }
 int sf_gpu_sticky_error(sf_gpu *g) { return 0; }
-void sf_gpu_abandon_reset(sf_gpu *g, int device) { }
 sf_status sf_pinned_alloc(void **ptr, size_t bytes)
 {
     *ptr = malloc(bytes ? bytes : 1);

@@ -60,7 +60,7 @@ typedef struct {
     double count_ms;            /* counting the GPUs (the CUDA driver's start), 0 if not done here */
     double pin_ms;              /* pinning the pool's buffers (beside the uploads) */
     int gpu, workers;           /* the backend used (1: GPU) and its workers */
-    int gpu_resets;             /* GPU contexts made anew after a sticky CUDA error */
+    int gpus_retired;           /* GPUs taken out of use after a sticky CUDA error */
 } sf_batch_stats;
 
 typedef struct {

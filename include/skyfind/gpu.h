@@ -58,10 +58,7 @@ sf_status sf_gpu_use_device(int device);
  * it would fail: an illegal address, a launch failure); clears the error
  * otherwise. */
 int sf_gpu_sticky_error(sf_gpu *g);
-/* After a sticky error: free the host side of g (its device resources are
- * unusable) and destroy the device's primary context in this process
- * (cudaDeviceReset); nothing else may use that device meanwhile. */
-void sf_gpu_abandon_reset(sf_gpu *g, int device);
+
 
 /* Host memory pinned for every device (cudaHostAllocPortable), for the batch
  * engine's buffer pool; plain malloc in a build without CUDA. */
