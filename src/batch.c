@@ -855,6 +855,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     int nreaders, started_readers = 0, started_workers = 0, writer = 0, nwriters;
     sf_status st = SF_OK;
 
+    sf_fits_threads_init();
     memset(&e, 0, sizeof e);
     memset(stats, 0, sizeof *stats);
     e.o = o;

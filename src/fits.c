@@ -2,6 +2,7 @@
  * named) image HDU as float32 with its header, beam and WCS axis names, and
  * write 2-D float32/int32/uint8 images atomically with the input's cards. */
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -940,7 +941,7 @@ static sf_status sf_fits_precheck(const char *path)
              bitpix != -64))
             goto done; /* CFITSIO's message is as good */
         for (int k = 0; k < naxis && ok; k++) {
-            char key[16];
+            char key[24];
             snprintf(key, sizeof key, "NAXIS%d", k + 1);
             if (sf_raw_int(hdr, n, key, &ax[k], val) <= 0 || ax[k] < 0)
                 ok = 0;
@@ -992,6 +993,19 @@ done:
     if (f)
         fclose(f);
     return st;
+}
+
+static void sf_fits_threads_init_once(void)
+{
+    fitsfile *fp = NULL;
+    int status = 0;
+    float v;
+    fits_clear_errmsg(); /* the lock */
+    /* the driver table: open a nonexistent file (fails, as it should) */
+    if (!fits_open_file(&fp, "/nonexistent/skyfind-cfitsio-init.fits", READONLY, &status))
+        fits_close_file(fp, &status);
+    fits_clear_errmsg();
+    fits_get_version(&v);
 }
 
 /* The batch engine's request (sf_fits_read_raw): pixels into a buffer of its
@@ -1533,4 +1547,14 @@ fail:
     free(tmp);
     free(cname);
     return st;
+}
+
+/* CFITSIO (reentrant build) makes its lock and its driver table on first use,
+ * and two threads making them at once race (ThreadSanitizer saw
+ * fitsio_init_lock's pthread_mutex_init beside another thread's lock in
+ * ffxmsg). Call this once on one thread before threads read FITS files. */
+void sf_fits_threads_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sf_fits_threads_init_once);
 }

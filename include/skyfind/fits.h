@@ -58,6 +58,9 @@ void sf_fits_info_free(sf_fits_info *info);
  * converted by CFITSIO (layout->bitpix SF_RAW_NATIVE). *buf is what get
  * returned (NULL if it was not called), also on failure: the caller owns it. */
 typedef void *(*sf_fits_buf_fn)(void *ctx, size_t bytes);
+/* Once, before several threads read FITS files: CFITSIO's lazy set-up of its
+ * lock and driver table is not itself thread-safe. */
+void sf_fits_threads_init(void);
 sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
                            void **buf, sf_raw_layout *layout, sf_fits_info *info);
 
