@@ -1274,27 +1274,16 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     if ((st = sf_fits_probe_plane_end(path, fp, hdunum, &in, naxes, plane)) != SF_OK)
         goto fail;
     if (rq) { /* the batch engine's buffer: raw bytes, or CFITSIO's floats */
-        st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, rq);
-        if (st)
+        if ((st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, rq)))
             goto fail;
-        status = 0;
-        fits_close_file(fp, &status);
-        fp = NULL;
-        fits_clear_errmsg();
-        if (info)
-            *info = in;
-        else
-            free(in.header);
-        return SF_OK;
-    }
-    st = sf_image_alloc(&im, (int)naxes[0], (int)naxes[1], SF_HOST, g);
-    if (st) {
-        sf_errcontext("%s", path);
-        goto fail;
-    }
-    if ((st = sf_fits_read_plane(path, fp, hdunum, &in, naxes, plane, im.data)))
-        goto fail;
-    {
+    } else {
+        st = sf_image_alloc(&im, (int)naxes[0], (int)naxes[1], SF_HOST, g);
+        if (st) {
+            sf_errcontext("%s", path);
+            goto fail;
+        }
+        if ((st = sf_fits_read_plane(path, fp, hdunum, &in, naxes, plane, im.data)))
+            goto fail;
         size_t n = sf_npix(im.nx, im.ny);
         long long nn = 0;
         for (size_t i = 0; i < n; i++) { /* +-Inf are blank like NaN */
@@ -1307,7 +1296,8 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     fits_close_file(fp, &status);
     fp = NULL;
     fits_clear_errmsg();
-    *img = im;
+    if (!rq)
+        *img = im;
     if (info)
         *info = in;
     else
