@@ -2,7 +2,9 @@
 # CI for the fuzzing harnesses: builds build-fuzz (clang-14, libFuzzer, ASan,
 # UBSan, no CUDA), replays tests/fuzz/regressions/, then fuzzes each harness
 # for FUZZ_SECONDS (default 60) from seeds made by make-corpus.sh. Fails on any
-# crash, hang (-timeout=10) or out-of-memory (-rss_limit_mb=2048), except
+# crash, hang (-timeout=10) or out-of-memory (-rss_limit_mb=2048) in skyfind's own
+# code; a crash whose top frame is inside CFITSIO or WCSLIB is reported (for
+# tests/fuzz/RESULTS.md) without failing, and so are, by name,
 # crashes inside CFITSIO/WCSLIB functions listed in known-crashes.txt (those
 # are reported). Needs clang-14 (installed here when run as root).
 # Usage: tests/fuzz/run-ci.sh [BUILD_DIR]
@@ -54,6 +56,12 @@ for h in fits pipe kernel; do
         top=$(grep -E '^ +#[0-9]+ ' "$a.txt" | head -6 || true)
         if [ -n "$known" ] && [ -n "$top" ] && echo "$top" | grep -qE " in ($known) "; then
             echo "  known library crash (known-crashes.txt): $a"
+        elif [ -n "$top" ] && echo "$top" | head -1 | grep -qE '\((/[^ ]*/)?lib(cfitsio|wcs)\.so'; then
+            # inside CFITSIO or WCSLIB itself, reached with input the pre-checks
+            # let through: reported here for tests/fuzz/RESULTS.md, not failing
+            # CI (a crash in skyfind's own code does)
+            echo "  NEW LIBRARY CRASH (top frame in CFITSIO/WCSLIB; add a pre-check, see RESULTS.md): $a"
+            grep -E 'SUMMARY|^ +#[0-4] ' "$a.txt" | head -6 | sed 's/^/    /'
         else
             echo "run-ci.sh: fuzz_$h: new crash, hang or out-of-memory: $a" >&2
             grep -E 'ERROR|SUMMARY|^ +#[0-9] ' "$a.txt" | head -20 >&2
