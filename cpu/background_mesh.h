@@ -24,6 +24,7 @@
 #ifndef SKYFIND_CPU_BACKGROUND_MESH_H
 #define SKYFIND_CPU_BACKGROUND_MESH_H
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include "skyfind/background.h"
@@ -145,7 +146,7 @@ typedef struct {
 
 SF_BKG_HD static inline int sf_bkg_quantise(sf_bkg_moments m, sf_bkg_quant *q)
 {
-    double mean, sigma, step = sqrt(2.0 / SF_BKG_PI) * SF_BKG_QUANTIF_NSIGMA / SF_BKG_QUANTIF_AMIN;
+    double mean, sigma, qs, qz, step = sqrt(2.0 / SF_BKG_PI) * SF_BKG_QUANTIF_NSIGMA / SF_BKG_QUANTIF_AMIN;
     int nl;
     if (m.n == 0) /* cannot happen for a finite mesh: the cuts hold some value */
         return 0;
@@ -156,8 +157,15 @@ SF_BKG_HD static inline int sf_bkg_quantise(sf_bkg_moments m, sf_bkg_quant *q)
     q->nlevels = nl;
     q->mean = (float)mean;
     q->sigma = (float)sigma;
-    q->qscale = sigma > 0.0 ? (float)(SF_BKG_DMUL(2.0 * SF_BKG_QUANTIF_NSIGMA, sigma) / nl) : 1.0f;
-    q->qzero = (float)(mean - SF_BKG_DMUL(SF_BKG_QUANTIF_NSIGMA, sigma));
+    qs = sigma > 0.0 ? SF_BKG_DMUL(2.0 * SF_BKG_QUANTIF_NSIGMA, sigma) / nl : 1.0;
+    qz = mean - SF_BKG_DMUL(SF_BKG_QUANTIF_NSIGMA, sigma);
+    /* Noise near the float limit (sigma above 6.8e37): mean - 5 sigma and
+     * 10 sigma / nlevels leave float's range, and an infinite origin would
+     * bin nothing and give a level of -inf. Both are clamped to +-FLT_MAX:
+     * the histogram still spans every finite value, and ordinary meshes,
+     * far from the limit, are not touched. */
+    q->qscale = (float)(qs < FLT_MAX ? qs : FLT_MAX);
+    q->qzero = (float)(qz > -FLT_MAX ? (qz < FLT_MAX ? qz : FLT_MAX) : -FLT_MAX);
     q->cste = (float)(SF_BKG_BIN_ROUND - (double)(q->qzero / q->qscale));
     return 1;
 }
