@@ -10,6 +10,7 @@ void sf_thresh_params_default(sf_thresh_params *p)
     p->nsigma = 5.0;
     p->subtract = 1;
     p->flood = 0;
+    p->rms_global = 0;
     p->filtered = 0;
     p->level_scale = p->noise_scale = 1;
 }
@@ -18,10 +19,10 @@ sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
                           const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                           const sf_mask *mask)
 {
-    if (!bkg != !rms)
-        return sf_fail(SF_ERR_PARAM, "threshold: give both background maps or neither");
-    if (bkg && (bkg->nx != img->nx || bkg->ny != img->ny || rms->nx != img->nx ||
-                rms->ny != img->ny || bkg->loc != img->loc || rms->loc != img->loc))
+    if (!bkg && rms)
+        return sf_fail(SF_ERR_PARAM, "threshold: a noise map needs its background map");
+    if (bkg && (bkg->nx != img->nx || bkg->ny != img->ny || bkg->loc != img->loc ||
+                (rms && (rms->nx != img->nx || rms->ny != img->ny || rms->loc != img->loc))))
         return sf_fail(SF_ERR_INTERNAL, "threshold: background maps do not match the image");
     if (!isfinite(p->nsigma))
         return sf_fail(SF_ERR_PARAM, "threshold nsigma %g is not a number", p->nsigma);
@@ -33,6 +34,8 @@ sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
                        p->level_scale, p->noise_scale);
     if (!bkg && (!isfinite(st->sigma) || !isfinite(st->median)))
         return sf_fail(SF_ERR_PARAM, "threshold: the background level or sigma is not finite");
+    if (bkg && !rms && !isfinite(st->sigma))
+        return sf_fail(SF_ERR_PARAM, "threshold: the global sigma is not finite");
     if (mask->nx != img->nx || mask->ny != img->ny)
         return sf_fail(SF_ERR_INTERNAL, "threshold: mask %dx%d for image %dx%d", mask->nx,
                        mask->ny, img->nx, img->ny);
@@ -66,10 +69,14 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
     for (long y = 0; y < (long)img->ny; y++) {
         const float *row = img->data + (size_t)y * img->stride;
         uint8_t *out = mask->data + (size_t)y * mask->stride;
-        if (bkg) { /* per-pixel level and noise */
+        if (bkg && rms) { /* per-pixel level and noise */
             const float *b = bkg->data + (size_t)y * bkg->stride, *r = rms->data + (size_t)y * rms->stride;
             for (size_t x = 0; x < (size_t)img->nx; x++)
                 out[x] = sf_thresh_pixel(row[x], p->subtract ? b[x] * ls : 0.0f, r[x] * ns, seed, flood);
+        } else if (bkg) { /* per-pixel level, one sigma */
+            const float *b = bkg->data + (size_t)y * bkg->stride;
+            for (size_t x = 0; x < (size_t)img->nx; x++)
+                out[x] = sf_thresh_pixel(row[x], p->subtract ? b[x] * ls : 0.0f, sigma, seed, flood);
         } else {
             for (size_t x = 0; x < (size_t)img->nx; x++)
                 out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);

@@ -32,16 +32,17 @@ static __global__ void thresh_kernel(const float *__restrict__ img, uint8_t *__r
         mask[i] = sf_thresh_pixel(img[i], level, sigma, seed, flood);
 }
 
-// With background maps: the level and noise of each pixel.
+// With background maps: the level of each pixel, and its noise from the rms
+// map or (rms == NULL: rms=global) the one sigma.
 static __global__ void thresh_map_kernel(const float *__restrict__ img, const float *__restrict__ bkg,
                                          const float *__restrict__ rms, uint8_t *__restrict__ mask,
-                                         size_t n, int subtract, float ls, float ns, float seed,
-                                         float flood)
+                                         size_t n, int subtract, float ls, float ns, float sigma,
+                                         float seed, float flood)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride)
         mask[i] = sf_thresh_pixel(img[i], subtract ? __fmul_rn(bkg[i], ls) : 0.0f,
-                                  __fmul_rn(rms[i], ns), seed, flood);
+                                  rms ? __fmul_rn(rms[i], ns) : sigma, seed, flood);
 }
 
 // launchers
@@ -62,8 +63,9 @@ extern "C" sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_t
         unsigned blocks = sf_blocks(n, 256);
         if (blocks > (unsigned)g->sm_count * 16)
             blocks = (unsigned)g->sm_count * 16;
-        thresh_map_kernel<<<blocks, 256, 0, g->stream>>>(img->data, bkg->data, rms->data, mask->data,
-                                                         n, p->subtract, ls, ns, seed, flood);
+        thresh_map_kernel<<<blocks, 256, 0, g->stream>>>(img->data, bkg->data, rms ? rms->data : NULL,
+                                                         mask->data, n, p->subtract, ls, ns,
+                                                         (float)bs->sigma * ns, seed, flood);
         SF_LAUNCHED();
         return SF_OK;
     }

@@ -58,7 +58,7 @@ START_TEST(test_cpu_two_level)
     for (int k = 0; sftest_sizes[k][0]; k++) {
         sf_image im;
         sf_mask m;
-        sf_thresh_params p = {4.0, 1, 2.0, 1, 2.0, 0.5};
+        sf_thresh_params p = {4.0, 1, 2.0, 0, 1, 2.0, 0.5};
         long long n1 = 0, n2 = 0;
         make_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 31 + k);
         ck_assert_int_eq(sf_mask_alloc(&m, im.nx, im.ny, SF_HOST, NULL), SF_OK);

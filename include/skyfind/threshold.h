@@ -23,6 +23,9 @@ typedef struct {
     double nsigma;    /* 5.0; detection (seed) threshold in units of the background sigma */
     int subtract;     /* 1; subtract the background level before comparing (0: lesson) */
     double flood;     /* 0: one level; else the analysis (flood) threshold in sigma, <= nsigma */
+    int rms_global;   /* 0: the noise map at each pixel (when the background stage made maps);
+                         1: one sigma for the whole image (st->sigma, the maps' median rms),
+                         SExtractor's convention without a weight map */
     /* Set by the runner, not by users: thresholding a filtered image. */
     int filtered;     /* 0: level_scale and noise_scale are taken as 1 */
     double level_scale, noise_scale;
@@ -33,7 +36,12 @@ void sf_thresh_params_default(sf_thresh_params *p);
 /* Comparisons are made in float32 (cpu/threshold_pixel.h), identically on
  * both backends.
  * bkg and rms: NULL for the global level and sigma of st, or the maps of
- * method=mesh (same shape and location as img). */
+ * method=mesh (same shape and location as img); rms may be NULL with a bkg
+ * map (rms_global): the level of each pixel against st->sigma. */
+/* The float32 levels both backends use: seed, flood (in sigma; flood = seed
+ * for one level) and the scales of a filtered image (1 otherwise). */
+void sf_thresh_levels(const sf_thresh_params *p, float *seed, float *flood, float *ls, float *ns);
+
 sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
                            const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                            sf_mask *mask);
