@@ -91,6 +91,9 @@ int cmd_simulate(int argc, char **argv)
         {"nsrc", required_argument, 0, 'N'},   {"noise", required_argument, 0, 'r'},
         {"beam", required_argument, 0, 'B'},   {"pixel", required_argument, 0, 'x'},
         {"truth", required_argument, 0, 't'},  {"quiet", no_argument, 0, 'q'},
+        {"pairs", required_argument, 0, 'P'},  {"pair-sep", required_argument, 0, 'S'},
+        {"pair-ratio", required_argument, 0, 'R'}, {"ext-frac", required_argument, 0, 'E'},
+        {"snr", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     sf_sim_params p;
     const char *out = NULL, *truth = NULL;
@@ -115,6 +118,17 @@ int cmd_simulate(int argc, char **argv)
                 return cli_usage_error("simulate", "--beam takes BMAJ,BMIN,BPA (arcsec, arcsec, deg)");
             break;
         case 't': truth = optarg; break;
+        case 'P': p.npairs = (int)strtol(optarg, &end, 10); break;
+        case 'R': p.pair_ratio_max = strtod(optarg, &end); break;
+        case 'E': p.ext_frac = strtod(optarg, &end); break;
+        case 'S':
+            if (sscanf(optarg, "%lf,%lf", &p.pair_sep_min, &p.pair_sep_max) != 2)
+                return cli_usage_error("simulate", "--pair-sep takes MIN,MAX (beam FWHMs)");
+            break;
+        case 'L':
+            if (sscanf(optarg, "%lf,%lf", &p.snr_min, &p.snr_max) != 2)
+                return cli_usage_error("simulate", "--snr takes LO,HI (peak signal-to-noise)");
+            break;
         case 'q': sf_verbosity = 0; break;
         case 'h':
             printf("Usage: skyfind simulate -n SIZE -o FILE [OPTIONS]\n"
@@ -131,6 +145,11 @@ int cmd_simulate(int argc, char **argv)
                    "      --beam A,B,PA    restoring beam FWHM in arcsec and PA in deg (default 10,7,30)\n"
                    "      --pixel ARCSEC   pixel size (default 2)\n"
                    "      --truth FILE     where to write the truth catalogue\n"
+                   "      --snr LO,HI      peak SNR range of the sources (default 3,300; power law)\n"
+                   "      --ext-frac F     fraction of extended sources (default 0.2)\n"
+                   "      --pairs N        add N blended pairs of point sources (truth column pair)\n"
+                   "      --pair-sep A,B   their separation, uniform in [A, B] beam FWHMs (default 0.5,3)\n"
+                   "      --pair-ratio R   their flux ratio, log-uniform in [1, R] (default 10)\n"
                    "  -q, --quiet          no summary\n");
             return SF_EXIT_OK;
         default: return cli_usage_error("simulate", "invalid option");

@@ -26,6 +26,7 @@
 #define SF_SIM_CUT_NOISE 1e-3    /* render a source until it falls below 1e-3 * noise */
 #define SF_SIM_TAG_NOISE 0x6e6f697365ULL /* stream tags: "noise", "srcs" */
 #define SF_SIM_TAG_SRC 0x73726373ULL
+#define SF_SIM_TAG_PAIR 0x7061697273ULL /* "pairs" */
 
 void sf_sim_params_default(sf_sim_params *p)
 {
@@ -45,6 +46,10 @@ void sf_sim_params_default(sf_sim_params *p)
     p->ra_deg = 150.0;
     p->dec_deg = -30.0;
     p->freq_hz = 1.4e9;
+    p->npairs = 0;
+    p->pair_sep_min = 0.5;
+    p->pair_sep_max = 3.0;
+    p->pair_ratio_max = 10.0;
 }
 
 /* ---- deterministic random numbers: splitmix64 seeds xoshiro256** ---------- */
@@ -135,6 +140,13 @@ static sf_status sf_sim_check(const sf_sim_params *p)
                        p->snr_max, p->snr_min);
     if (!(p->ext_frac >= 0 && p->ext_frac <= 1))
         return sf_fail(SF_ERR_PARAM, "simulate: ext_frac = %g must be in [0, 1]", p->ext_frac);
+    if (p->npairs < 0 || p->npairs > 10000000)
+        return sf_fail(SF_ERR_PARAM, "simulate: pairs = %d must be in [0, 10000000]", p->npairs);
+    if (!(p->pair_sep_min >= 0) || !(p->pair_sep_max >= p->pair_sep_min) || !isfinite(p->pair_sep_max))
+        return sf_fail(SF_ERR_PARAM, "simulate: pair separations %g..%g FWHM must satisfy 0 <= min <= max",
+                       p->pair_sep_min, p->pair_sep_max);
+    if (!(p->pair_ratio_max >= 1) || !isfinite(p->pair_ratio_max))
+        return sf_fail(SF_ERR_PARAM, "simulate: pair flux ratio %g must be >= 1", p->pair_ratio_max);
     if (!(fabs(p->dec_deg) <= 90))
         return sf_fail(SF_ERR_PARAM, "simulate: dec = %g deg must be in [-90, 90]", p->dec_deg);
     if (!isfinite(p->ra_deg))
@@ -318,7 +330,8 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
         sf_errcontext("simulate: %dx%d image", p->nx, p->ny);
         goto fail;
     }
-    int n = p->nsrc > 0 ? p->nsrc : sf_sim_auto_nsrc(p);
+    const int nsingle = p->nsrc > 0 ? p->nsrc : sf_sim_auto_nsrc(p);
+    int n = nsingle + 2 * p->npairs;
     src = calloc((size_t)n, sizeof *src);
     if (!src) {
         st = sf_fail(SF_ERR_NOMEM, "simulate: no memory for %d sources", n);
@@ -355,7 +368,7 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
     const double margin = SF_SIM_MARGIN_BEAMS * p->bmaj_arcsec / pix;
     sf_sim_rng r;
     sf_sim_rng_init(&r, seed, SF_SIM_TAG_SRC, 0);
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < nsingle; k++) {
         sf_sim_source *s = &src[k];
         s->id = k + 1;
         s->x = sf_sim_position(&r, nx, margin);
@@ -384,6 +397,32 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
         if (kmax < 5.0)
             kmax = 5.0;
         sf_sim_render(&im, s->x, s->y, s->peak, c, kmax);
+    }
+    /* Blended pairs of point sources, from their own stream. */
+    sf_sim_rng_init(&r, seed, SF_SIM_TAG_PAIR, 0);
+    {
+        const double fwhm = sqrt(p->bmaj_arcsec * p->bmin_arcsec) / pix, two_pi = 6.283185307179586;
+        for (int k = 0; k < p->npairs; k++) {
+            sf_sim_source *a = &src[nsingle + 2 * k], *b = a + 1;
+            double snr = 50.0 * pow(10.0, sf_sim_uniform(&r));
+            double ratio = pow(p->pair_ratio_max, sf_sim_uniform(&r));
+            double sep = fwhm * (p->pair_sep_min + (p->pair_sep_max - p->pair_sep_min) * sf_sim_uniform(&r));
+            double ang = two_pi * sf_sim_uniform(&r);
+            a->id = nsingle + 2 * k + 1;
+            b->id = a->id + 1;
+            a->pair = b->pair = k + 1;
+            a->x = sf_sim_position(&r, nx, margin + sep);
+            a->y = sf_sim_position(&r, ny, margin + sep);
+            b->x = a->x + sep * cos(ang);
+            b->y = a->y + sep * sin(ang);
+            a->peak = snr * noise;
+            b->peak = a->peak / ratio;
+            for (sf_sim_source *s = a; s <= b; s++) {
+                double kmax = sqrt(2.0 * log(fmax(s->peak / noise, 1.0) / SF_SIM_CUT_NOISE));
+                s->flux = s->peak; /* a point source: Jy = Jy/beam */
+                sf_sim_render(&im, s->x, s->y, s->peak, beam, kmax < 5.0 ? 5.0 : kmax);
+            }
+        }
     }
     if ((st = sf_sim_world(p, src, n)) != SF_OK)
         goto fail;
@@ -527,6 +566,8 @@ static sf_status sf_sim_write_fits(const sf_sim_params *p, const sf_image *im, i
     SF_SIM_KEYD("SIMSNRLO", p->snr_min, "simulation: lowest peak SNR");
     SF_SIM_KEYD("SIMSNRHI", p->snr_max, "simulation: highest peak SNR");
     SF_SIM_KEYD("SIMEXTFR", p->ext_frac, "simulation: fraction of extended sources");
+    iv = p->npairs;
+    SF_SIM_KEY(TINT, "SIMPAIRS", &iv, "simulation: blended pairs (in SIMNSRC)");
     snprintf(s, sizeof s, "skyfind simulate %s: seed %llu, %dx%d pixels of %g arcsec, %d sources",
              SKYFIND_VERSION, seed, p->nx, p->ny, p->pix_arcsec, n);
     what = "fits_write_history";
@@ -561,14 +602,14 @@ static sf_status sf_sim_write_csv(const sf_sim_source *src, int n, const char *t
     bad |= fprintf(fp, "# skyfind simulate truth catalogue; x,y are 0-based pixel coordinates "
                        "(add 1 for FITS/ds9 convention); flux in Jy, peak in Jy/beam; sizes "
                        "are intrinsic FWHM in arcsec\n"
-                       "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg\n") < 0;
+                       "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair\n") < 0;
     for (int i = 0; i < n && !bad; i++) {
         const sf_sim_source *s = &src[i];
         /* ra, dec with 15 digits (~1e-12 deg) so they match the header's WCS to
          * well under 1e-9 deg; everything else with 10 */
-        bad |= fprintf(fp, "%d,%.10g,%.10g,%.15g,%.15g,%.10g,%.10g,%.10g,%.10g,%.10g\n", s->id,
+        bad |= fprintf(fp, "%d,%.10g,%.10g,%.15g,%.15g,%.10g,%.10g,%.10g,%.10g,%.10g,%d\n", s->id,
                        s->x, s->y, s->ra, s->dec, s->peak, s->flux, s->maj_arcsec,
-                       s->min_arcsec, s->pa_deg) < 0;
+                       s->min_arcsec, s->pa_deg, s->pair) < 0;
     }
     int e = errno;
     if (fclose(fp) != 0 && !bad) {

@@ -458,7 +458,7 @@ START_TEST(test_write_read_back)
     ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
     ck_assert(strncmp(line, "# skyfind simulate truth catalogue; x,y are 0-based", 51) == 0);
     ck_assert_ptr_nonnull(fgets(line, sizeof line, fp));
-    ck_assert_str_eq(line, "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg\n");
+    ck_assert_str_eq(line, "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair\n");
     int rows = 0, id;
     double x, y, ra, dec;
     while (fgets(line, sizeof line, fp)) {

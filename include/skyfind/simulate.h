@@ -21,6 +21,15 @@ typedef struct {
     double bmaj_arcsec, bmin_arcsec, bpa_deg; /* 10, 7, 30: restoring beam (FWHM) */
     double ra_deg, dec_deg;  /* 150.0, -30.0: pointing at the image centre (SIN) */
     double freq_hz;        /* 1.4e9 */
+    /* Blended pairs, added after the nsrc sources (from their own random
+     * stream, so the other sources do not change): two point sources each,
+     * the brighter with a peak SNR log-uniform in [50, 500], the fainter
+     * fainter by a ratio log-uniform in [1, pair_ratio_max], separated by
+     * pair_sep_min .. pair_sep_max (uniform) times the beam's FWHM (the
+     * geometric mean of its axes) in a uniform direction. */
+    int npairs;            /* 0 */
+    double pair_sep_min, pair_sep_max; /* 0.5, 3 (beam FWHMs) */
+    double pair_ratio_max; /* 10 */
 } sf_sim_params;
 
 typedef struct {
@@ -30,6 +39,7 @@ typedef struct {
     double peak;           /* peak brightness (Jy/beam) */
     double flux;           /* integrated flux density (Jy) */
     double maj_arcsec, min_arcsec, pa_deg; /* intrinsic FWHM (0 for points) */
+    int pair;              /* 0, or the number (1..npairs) of the blended pair it belongs to */
 } sf_sim_source;
 
 void sf_sim_params_default(sf_sim_params *p);

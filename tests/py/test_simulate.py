@@ -18,7 +18,7 @@ NX, NY, SEED, NSRC = 300, 200, 4242, 40
 COMMENT = ("# skyfind simulate truth catalogue; x,y are 0-based pixel coordinates "
            "(add 1 for FITS/ds9 convention); flux in Jy, peak in Jy/beam; sizes are "
            "intrinsic FWHM in arcsec")
-HEADER = "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg"
+HEADER = "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair"
 
 passed = failed = 0
 
