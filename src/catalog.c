@@ -127,7 +127,7 @@ static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catal
     fputs("# errors: flux_err = sqrt(sum rms_i^2), x_err = sqrt(sum rms_i^2 (x_i-x)^2)/flux_sum "
           "(y_err alike): lower bounds when the noise is correlated (radio beams)\n", f);
     fputs("# flags: 1 island touches the border, 2 NaN/blank pixel in or next to it, 4 peak on the "
-          "border (truncated), 8 merged (several seed maxima)\n", f);
+          "border (truncated), 8 merged (several seed maxima), 16 deblended (one of several objects cut from one island)\n", f);
     fputs("# ucd:", f);
     for (int k = 0; k < nc; k++)
         fprintf(f, " %s=%s", c[k].name, c[k].ucd);
@@ -350,7 +350,7 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
     fits_write_comment(fp, "flux_err = sqrt(sum rms_i^2); x_err = sqrt(sum rms_i^2 (x_i - x)^2) "
                            "/ flux_sum, y_err alike: lower bounds for correlated noise.", &status);
     fits_write_comment(fp, "flags: 1 edge, 2 NaN/blank in or next to the island, 4 peak on the "
-                           "border (truncated), 8 merged (several seed maxima).", &status);
+                           "border (truncated), 8 merged (several seed maxima), 16 deblended.", &status);
     fits_write_comment(fp, "x, y, peak_x, peak_y and the box xmin..ymax are 1-based FITS pixel "
                            "coordinates (SExtractor/ds9 convention: the first pixel's centre is "
                            "1,1).",

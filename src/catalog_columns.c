@@ -37,6 +37,8 @@ static double get_ymin(const sf_cat_row *r) { return r->s->ymin + 1.0; }
 static double get_ymax(const sf_cat_row *r) { return r->s->ymax + 1.0; }
 static double get_npeaks(const sf_cat_row *r) { return r->s->npeaks; }
 static double get_flags(const sf_cat_row *r) { return r->s->flags; }
+static double get_parent(const sf_cat_row *r) { return r->s->parent; }
+static double get_nchildren(const sf_cat_row *r) { return r->s->nchildren; }
 static double get_lon(const sf_cat_row *r) { return r->lon; }
 static double get_lat(const sf_cat_row *r) { return r->lat; }
 static double get_plon(const sf_cat_row *r) { return r->plon; }
@@ -109,9 +111,13 @@ static const struct {
      "bounding box: largest y (1-based, inclusive)", get_ymax},
     {"npeaks", "", "meta.number", "%d", SF_COL_INT,
      "local maxima that are detection seeds (-1: no mask)", get_npeaks},
+    {"parent", "", "meta.id.parent", "%d", SF_COL_INT,
+     "the island (segment label) the object was cut from; id when not deblended", get_parent},
+    {"nchildren", "", "meta.number", "%d", SF_COL_INT,
+     "objects the deblend stage cut from that island (1: not split)", get_nchildren},
     {"flags", "", "meta.code", "%d", SF_COL_INT,
      "1 edge, 2 NaN/blank inside or next to the island, 4 peak on the border (truncated), "
-     "8 merged (several seed maxima)",
+     "8 merged (several seed maxima), 16 deblended (one of several objects of an island)",
      get_flags},
 };
 _Static_assert(sizeof sf_cat_base / sizeof sf_cat_base[0] == SF_CAT_NBASE,

@@ -85,7 +85,8 @@ static void measure_more(const sf_source *a, const sf_source *b, cmp_result *m)
         }
     }
     m->int_diff += a->xmin != b->xmin || a->xmax != b->xmax || a->ymin != b->ymin ||
-                   a->ymax != b->ymax || a->flags != b->flags || a->npeaks != b->npeaks;
+                   a->ymax != b->ymax || a->flags != b->flags || a->npeaks != b->npeaks ||
+                   a->parent != b->parent || a->nchildren != b->nchildren;
 }
 
 static void compare_runs(const sf_run_result *c, const sf_run_result *g, const sf_thresh_params *tp,
@@ -232,7 +233,7 @@ static void compare_print(const char *file, const sf_run_result *c, const sf_run
                (c->nsources == g->nsources && m->dx <= tol && m->dy <= tol && m->dflux <= tol &&
                 m->dpeak <= tol && !m->npix_diff && !m->peakpos_diff) ? "OK" : "DIFFER");
     if (c->nsources >= 0 && c->nsources == g->nsources)
-        printf("              moments, shape, noise, errors: max rel diff %.3g%s%s; box/flags/npeaks "
+        printf("              moments, shape, noise, errors: max rel diff %.3g%s%s; box/flags/npeaks/parent "
                "mismatches %lld  %s\n", m->dmore, m->dmore_col ? " in " : "",
                m->dmore_col ? m->dmore_col : "", m->int_diff,
                (m->dmore <= tol && !m->int_diff) ? "OK" : "DIFFER");

@@ -20,6 +20,9 @@ static double now_ms(void)
  * host buffers of a CPU run are freed here. */
 static void state_free(sf_state *s)
 {
+    free(s->db_parent); /* host memory on both backends */
+    free(s->db_nchild);
+    s->db_parent = s->db_nchild = NULL;
     if (s->backend == SF_BACKEND_GPU) {
         memset(s, 0, sizeof *s);
         return;
@@ -153,6 +156,15 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
             memcpy(r->sources, s->sources, (size_t)r->nsources * sizeof(sf_source));
         if (st)
             return st;
+        if (s->db_parent) /* a deblend stage: each object's island */
+            for (int i = 0; i < r->nsources; i++) {
+                sf_source *o = &r->sources[i];
+                int isl = o->id >= 1 && o->id <= r->nsources ? s->db_parent[o->id] : 0;
+                o->parent = isl;
+                o->nchildren = isl >= 1 && isl <= s->db_nislands ? s->db_nchild[isl] : 0;
+                if (o->nchildren > 1)
+                    o->flags |= SF_SRC_DEBLENDED;
+            }
     }
 #define KEEP(flag, what, field, kind)                                                         \
     if ((o->keep & flag) && (s->have & what)) {                                               \

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include "state.h"
 #include "skyfind/convolve.h"
+#include "skyfind/deblend.h"
 #include "skyfind/gpu.h"
 
 /* ---- background ---------------------------------------------------------- */
@@ -214,12 +215,17 @@ static const sf_param_spec thr_params[] = {
     {"subtract", SF_PT_BOOL, "yes", 0, 1, NULL, "",
      "subtract the background level first (no: v > nsigma*sigma, as the lesson)",
      offsetof(sf_thresh_params, subtract)},
+    {"rms", SF_PT_CHOICE, "local", 0, 0, "local|global", "",
+     "with mesh maps: local: the noise map at each pixel; global: one sigma, the maps' median "
+     "rms (SExtractor without a weight map)",
+     offsetof(sf_thresh_params, rms_global)},
 };
 
 static sf_status thr_run(sf_state *s, const void *pp, int gpu)
 {
     sf_thresh_params q = *(const sf_thresh_params *)pp;
-    const sf_image *b = s->have_maps ? &s->bkgmap : NULL, *r = s->have_maps ? &s->rmsmap : NULL;
+    const sf_image *b = s->have_maps ? &s->bkgmap : NULL,
+                   *r = s->have_maps && !q.rms_global ? &s->rmsmap : NULL;
     const sf_image *img = &s->img;
     sf_status st;
     q.filtered = 0;
@@ -231,8 +237,10 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
     }
     st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
              : sf_threshold_cpu(img, &q, &s->bkg, b, r, &s->mask);
-    if (st == SF_OK)
+    if (st == SF_OK) {
         s->have |= SF_DATA_MASK;
+        s->thr = q;
+    }
     return st;
 }
 static sf_status thr_cpu(sf_state *s, const void *p) { return thr_run(s, p, 0); }
@@ -262,12 +270,108 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
     }
     st = gpu ? sf_segment_gpu(s->g, &s->mask, &q, &s->labels, &s->nlabels)
              : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
-    if (st == SF_OK)
+    if (st == SF_OK) {
         s->have |= SF_DATA_LABELS;
+        s->seg_min_area = q.min_area;
+        s->seg_conn = q.connectivity;
+        free(s->db_parent); /* labels of islands again */
+        free(s->db_nchild);
+        s->db_parent = s->db_nchild = NULL;
+    }
     return st;
 }
 static sf_status seg_cpu(sf_state *s, const void *p) { return seg_run(s, p, 0); }
 static sf_status seg_gpu(sf_state *s, const void *p) { return seg_run(s, p, 1); }
+
+/* ---- deblend ------------------------------------------------------------- */
+static const sf_param_spec db_params[] = {
+    {"nthresh", SF_PT_INT, "32", 1, 1024, NULL, "",
+     "levels between each island's threshold and its peak (SExtractor DEBLEND_NTHRESH; 1: none)",
+     offsetof(sf_deblend_params, nthresh)},
+    {"mincont", SF_PT_REAL, "0.005", 0, 1, NULL, "fraction",
+     "flux a branch needs above its level, as a fraction of the island's (DEBLEND_MINCONT)",
+     offsetof(sf_deblend_params, mincont)},
+    {"minarea", SF_PT_INT, "auto", 1, 1e9, "auto", "pixels",
+     "pixels a branch needs (auto: the segment stage's min_area, as SExtractor's DETECT_MINAREA)",
+     offsetof(sf_deblend_params, minarea)},
+};
+
+static sf_status db_run(sf_state *s, const void *pp, int gpu)
+{
+    sf_deblend_params q = *(const sf_deblend_params *)pp;
+    const sf_thresh_params *t = &s->thr;
+    float seed, flood, ls, ns;
+    sf_deblend_in in;
+    sf_image det = s->have_filt ? s->filt : s->img, hdet, hb, hr;
+    sf_labels hl;
+    int nobj = 0, *parent = NULL, *nchild = NULL;
+    sf_status st = SF_OK;
+    if (!(s->have & SF_DATA_MASK) || !(s->have & SF_DATA_LABELS))
+        return sf_fail(SF_ERR_PARAM, "deblend needs the threshold and segment stages before it");
+    if (s->db_parent)
+        return sf_fail(SF_ERR_PARAM, "deblend runs once after each segment stage");
+    if (q.minarea == 0)
+        q.minarea = s->seg_min_area > 0 ? s->seg_min_area : 1;
+    q.connectivity = s->seg_conn ? s->seg_conn : 8;
+    sf_thresh_levels(t, &seed, &flood, &ls, &ns);
+    memset(&in, 0, sizeof in);
+    in.level_scale = ls;
+    in.noise_scale = ns;
+    in.subtract = t->subtract;
+    in.level = t->subtract ? (float)s->bkg.median * ls : 0.0f;
+    in.sigma = (float)s->bkg.sigma * ns;
+    in.t0 = flood;
+    memset(&hdet, 0, sizeof hdet);
+    memset(&hb, 0, sizeof hb);
+    memset(&hr, 0, sizeof hr);
+    memset(&hl, 0, sizeof hl);
+    if (!gpu) {
+        in.bkg = s->have_maps ? &s->bkgmap : NULL;
+        in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
+        st = sf_deblend_cpu(&det, &in, &q, &s->labels, s->nlabels, &nobj, &parent, &nchild);
+    } else {
+        /* The GPU backend deblends on the host for now: the detection image,
+         * the maps and the labels come down, the new labels go back up (the
+         * CUDA version is the next step of the deblending issue). */
+        if ((st = sf_image_alloc(&hdet, det.nx, det.ny, SF_HOST, NULL)) ||
+            (st = sf_labels_alloc(&hl, det.nx, det.ny, SF_HOST, NULL)) ||
+            (st = sf_image_download(s->g, &det, &hdet)) ||
+            (st = sf_labels_download(s->g, &s->labels, &hl)))
+            goto gpu_done;
+        if (s->have_maps) {
+            if ((st = sf_image_alloc(&hb, det.nx, det.ny, SF_HOST, NULL)) ||
+                (st = sf_image_download(s->g, &s->bkgmap, &hb)))
+                goto gpu_done;
+            in.bkg = &hb;
+        }
+        if (s->have_maps && !t->rms_global) {
+            if ((st = sf_image_alloc(&hr, det.nx, det.ny, SF_HOST, NULL)) ||
+                (st = sf_image_download(s->g, &s->rmsmap, &hr)))
+                goto gpu_done;
+            in.rms = &hr;
+        }
+        if ((st = sf_deblend_cpu(&hdet, &in, &q, &hl, s->nlabels, &nobj, &parent, &nchild)))
+            goto gpu_done;
+        st = sf_labels_upload(s->g, &hl, &s->labels);
+    gpu_done:
+        sf_image_free(&hdet, NULL);
+        sf_image_free(&hb, NULL);
+        sf_image_free(&hr, NULL);
+        sf_labels_free(&hl, NULL);
+    }
+    if (st) {
+        free(parent);
+        free(nchild);
+        return st;
+    }
+    s->db_parent = parent;
+    s->db_nchild = nchild;
+    s->db_nislands = s->nlabels;
+    s->nlabels = nobj;
+    return SF_OK;
+}
+static sf_status db_cpu(sf_state *s, const void *p) { return db_run(s, p, 0); }
+static sf_status db_gpu(sf_state *s, const void *p) { return db_run(s, p, 1); }
 
 /* ---- measure ------------------------------------------------------------- */
 static const sf_param_spec meas_params[] = {
@@ -326,6 +430,9 @@ static const sf_stage_def stages[] = {
     {"segment", "connected islands of the mask, labelled 1..N in raster order", seg_params,
      NP(seg_params), sizeof(sf_seg_params), SF_DATA_MASK, SF_DATA_LABELS, seg_cpu, seg_gpu,
      NULL},
+    {"deblend", "split islands into objects at levels between threshold and peak (SExtractor's "
+     "multi-threshold deblending)", db_params, NP(db_params), sizeof(sf_deblend_params),
+     SF_DATA_IMAGE | SF_DATA_MASK | SF_DATA_LABELS, SF_DATA_LABELS, db_cpu, db_gpu, NULL},
     {"measure", "per source: flux, peak, centroid, moments and shape, box, noise, errors, flags",
      meas_params, NP(meas_params), sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
      meas_gpu, NULL},

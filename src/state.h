@@ -30,6 +30,11 @@ struct sf_state {
     double filt_gain;       /* the filtered noise is rms * filt_gain */
     char filt_desc[160];
     int box;                /* the mesh size used, 0 for method=global */
+    sf_thresh_params thr;   /* the threshold stage's parameters as it ran (filtered scales set) */
+    int seg_min_area, seg_conn; /* the segment stage's resolved min_area and connectivity */
+    int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
+    int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
+    int db_nislands;
 };
 
 #endif

@@ -80,7 +80,8 @@ enum {
     SF_SRC_EDGE = 1,      /* the island touches the image border */
     SF_SRC_NAN = 2,       /* the island holds or borders (8-neighbour) a NaN/blank pixel */
     SF_SRC_TRUNCATED = 4, /* the peak lies on the image border (the source continues outside) */
-    SF_SRC_MERGED = 8     /* more than one local maximum that is a seed pixel (npeaks > 1) */
+    SF_SRC_MERGED = 8,    /* more than one local maximum that is a seed pixel (npeaks > 1) */
+    SF_SRC_DEBLENDED = 16 /* one of several objects the deblend stage cut from one island */
 };
 
 typedef struct {
@@ -95,6 +96,9 @@ typedef struct {
     float bkg, rms;   /* background level and noise at the peak pixel (image units) */
     int npeaks;       /* 8-neighbour strict local maxima of m inside the island that are
                          seed pixels; -1 when no mask was given */
+    int parent;       /* the segment label of the island the object comes from (id without
+                         a deblend stage) */
+    int nchildren;    /* objects cut from that island (1: not deblended) */
     double x2, y2, xy;  /* second central moments (pix^2), SExtractor X2/Y2/XY */
     double a, b;      /* semi-major and semi-minor axes (pix), SExtractor A/B */
     double theta;     /* position angle of a, degrees counter-clockwise from +x, (-90, 90] */

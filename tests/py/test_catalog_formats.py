@@ -36,14 +36,14 @@ BUILD = os.environ.get("SKYFIND_BUILD", os.path.join(SOURCE, "build"))
 TOOL = os.path.join(BUILD, "tests", "sf_catwrite")
 PIX = ["id", "x", "y", "npix", "flux_sum", "peak", "peak_x", "peak_y", "x_err", "y_err",
        "flux_err", "flux_jy", "flux_jy_err", "snr", "bkg", "rms", "x2", "y2", "xy", "a", "b",
-       "theta", "xmin", "xmax", "ymin", "ymax", "npeaks", "flags"]
+       "theta", "xmin", "xmax", "ymin", "ymax", "npeaks", "parent", "nchildren", "flags"]
 WORLD = ["ra", "dec", "peak_ra", "peak_dec", "a_arcsec", "b_arcsec", "pa_deg"]
 B = "\x01"  # the image's BUNIT
 UNITS = {"id": "", "x": "pix", "y": "pix", "npix": "pix", "flux_sum": B, "peak": B,
          "peak_x": "pix", "peak_y": "pix", "x_err": "pix", "y_err": "pix", "flux_err": B,
          "flux_jy": "Jy", "flux_jy_err": "Jy", "snr": "", "bkg": B, "rms": B, "x2": "pix2",
          "y2": "pix2", "xy": "pix2", "a": "pix", "b": "pix", "theta": "deg", "xmin": "pix",
-         "xmax": "pix", "ymin": "pix", "ymax": "pix", "npeaks": "", "flags": "", "ra": "deg",
+         "xmax": "pix", "ymin": "pix", "ymax": "pix", "npeaks": "", "parent": "", "nchildren": "", "flags": "", "ra": "deg",
          "dec": "deg", "peak_ra": "deg", "peak_dec": "deg", "a_arcsec": "arcsec",
          "b_arcsec": "arcsec", "pa_deg": "deg"}
 HWHM = math.sqrt(2 * math.log(2))
@@ -219,7 +219,7 @@ def one(image, has_wcs, tmp):
     for lo, c, hi in (("xmin", "x", "xmax"), ("ymin", "y", "ymax")):
         check(np.all((t[lo][good] <= t[c][good]) & (t[c][good] <= t[hi][good]) & (t[lo][good] >= 1)),
               f"{name}: {c} outside its box")
-    check(np.all(np.asarray(t["flags"]) & ~15 == 0), f"{name}: unknown flag bits")
+    check(np.all(np.asarray(t["flags"]) & ~31 == 0), f"{name}: unknown flag bits")
     shaped = good & np.isfinite(np.asarray(t["a"], float))
     check(np.all(t["a"][shaped] >= t["b"][shaped]), f"{name}: a < b")
     if bunit.replace(" ", "").lower() == "jy/beam" and "BMAJ" in hdr:

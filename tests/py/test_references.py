@@ -120,11 +120,12 @@ SEX_MAX_DPOS = 1.0                # measured max 0.749 px (object 4, 3 px
 #     weights (the background-subtracted image filtered with default.conv,
 #     zero beyond the border) reproduces X_IMAGE, Y_IMAGE to the catalogue's
 #     1e-4 px for 54/62 matched objects: the pixel sets are then identical.
-#     The other 8 differ by 0.01-0.62 px because SExtractor (no weight map)
-#     thresholds against the global rms, skyfind against the local rms map
-#     (within 3.5% of it here), which adds or drops a few pixels.
+#     sextractor.pipe thresholds against one global rms as SExtractor does
+#     without a weight map (threshold rms=global): measured 64/64. (With the
+#     local rms map, within 3.5% of it here, 8 of 62 differed by 0.01-0.62 px:
+#     a few pixels added or dropped.)
 SEX_SAME_PIXELS_TOL = 2e-4
-SEX_MIN_SAME_PIXELS = 0.80        # measured 54/62 (0.871)
+SEX_MIN_SAME_PIXELS = 0.80        # measured 64/64
 #     The catalogue has no FLUX_ISO; flux_sum (isophotal) vs FLUX_AUTO (Kron)
 #     for isolated objects with FLUX_AUTO > 2e4 (8 of them): the isophote at
 #     1.5 sigma holds nearly all the light of bright objects.
@@ -423,7 +424,11 @@ def sextractor(tmp):
     rx, ry = ref[:, cols["X_IMAGE"]], ref[:, cols["Y_IMAGE"]]  # 1-based, as skyfind's x, y
     rauto = ref[:, cols["FLUX_AUTO"]]
     rnum = ref[:, cols["NUMBER"]].astype(int) if "NUMBER" in cols else np.arange(1, len(ref) + 1)
-    cat, stem = run(img, tmp, os.path.join(PIPES, "sextractor.pipe"), "--save", "seg,background")
+    # the reference was made with DETECT_MINAREA 5 and DEBLEND_MINCONT 1.0
+    # (sep's default.sex); sextractor.pipe follows SExtractor 2.25's
+    # default.sex (3 and 0.005): set to the reference's configuration
+    cat, stem = run(img, tmp, os.path.join(PIPES, "sextractor.pipe"), "--save", "seg,background",
+                    "--set", "segment.min_area=5", "--set", "deblend.mincont=1")
     data = image_plane(img)
     ny, nx = data.shape
     seg = fits.getdata(stem + ".seg.fits")

@@ -1,0 +1,320 @@
+/* Check suite for the `deblend` stage (CPU twin): blended Gaussians are
+ * split where SExtractor's rule says so and not otherwise, every pixel of an
+ * island goes to exactly one of its objects, labels stay canonical across
+ * islands, parents and child counts are right, and the deterministic log
+ * and exp the levels are built from match libm. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sftest.h"
+#include "skyfind/deblend.h"
+#include "skyfind/segment.h"
+#include "skyfind/threshold.h"
+#include "../src/deblend_calc.h"
+
+typedef struct {
+    double x, y, amp, sigma;
+} blob;
+
+/* Noise-free image of Gaussian blobs (plus optional noise of rms `noise`). */
+static void blobs(sf_image *im, int nx, int ny, const blob *b, int nb, double noise, uint64_t seed)
+{
+    sftest_rng r = {seed};
+    ck_assert_int_eq(sf_image_alloc(im, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++) {
+            double v = noise > 0 ? noise * sftest_normal(&r) : 0;
+            for (int k = 0; k < nb; k++) {
+                double dx = x - b[k].x, dy = y - b[k].y;
+                v += b[k].amp * exp(-(dx * dx + dy * dy) / (2 * b[k].sigma * b[k].sigma));
+            }
+            im->data[(size_t)y * nx + x] = (float)v;
+        }
+}
+
+typedef struct {
+    sf_labels lab;
+    int nisl, nobj, *parent, *nchild;
+    int *isl; /* the island label of each pixel, before deblending */
+} run_out;
+
+/* threshold (global level 0, sigma 1, nsigma t0) + segment (8, minarea) +
+ * deblend with p; keeps the island map for the checks. */
+static void run(const sf_image *im, double t0, int minarea, const sf_deblend_params *p, run_out *o)
+{
+    sf_bkg_stats bs = {.median = 0, .sigma = 1};
+    sf_thresh_params tp;
+    sf_seg_params sp = {8, minarea};
+    sf_mask m;
+    sf_deblend_in in;
+    sf_deblend_params q = *p;
+    size_t n = sf_npix(im->nx, im->ny);
+    sf_thresh_params_default(&tp);
+    tp.nsigma = t0;
+    ck_assert_int_eq(sf_mask_alloc(&m, im->nx, im->ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(im, &tp, &bs, NULL, NULL, &m), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&o->lab, im->nx, im->ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &o->lab, &o->nisl), SF_OK);
+    o->isl = malloc(n * sizeof *o->isl);
+    for (size_t i = 0; i < n; i++)
+        o->isl[i] = o->lab.data[i];
+    memset(&in, 0, sizeof in);
+    in.level = 0;
+    in.sigma = 1;
+    in.level_scale = in.noise_scale = 1;
+    in.subtract = 1;
+    in.t0 = (float)t0;
+    if (q.minarea == 0)
+        q.minarea = minarea;
+    ck_assert_int_eq(sf_deblend_cpu(im, &in, &q, &o->lab, o->nisl, &o->nobj, &o->parent, &o->nchild),
+                     SF_OK);
+    sf_mask_free(&m, NULL);
+}
+
+static void run_free(run_out *o)
+{
+    sf_labels_free(&o->lab, NULL);
+    free(o->parent);
+    free(o->nchild);
+    free(o->isl);
+}
+
+/* The invariants of any deblending: the same pixels are labelled, each
+ * object lies in its parent island, objects are numbered by first pixel,
+ * and each island's child count is its number of objects. */
+static void check_invariants(const run_out *o, size_t n)
+{
+    int next = 1;
+    int *count = calloc((size_t)o->nisl + 1, sizeof *count);
+    for (size_t i = 0; i < n; i++) {
+        int l = o->lab.data[i];
+        ck_assert_int_eq(l != 0, o->isl[i] != 0);
+        if (!l)
+            continue;
+        ck_assert_int_ge(l, 1);
+        ck_assert_int_le(l, o->nobj);
+        ck_assert_int_eq(o->parent[l], o->isl[i]);
+        ck_assert_msg(l <= next, "object %d appears before object %d's first pixel", l, next);
+        if (l == next) {
+            count[o->isl[i]]++;
+            next++;
+        }
+    }
+    ck_assert_int_eq(next - 1, o->nobj);
+    for (int j = 1; j <= o->nisl; j++)
+        ck_assert_int_eq(o->nchild[j], count[j]);
+    free(count);
+}
+
+START_TEST(test_two_peaks)
+{
+    /* 100 and 40 at 10 px: one island above 3 sigma, two objects */
+    const blob b[] = {{20, 20, 100, 2.5}, {30, 22, 40, 2.5}};
+    sf_image im;
+    sf_deblend_params p;
+    run_out o;
+    sf_deblend_params_default(&p);
+    blobs(&im, 64, 48, b, 2, 0, 1);
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nisl, 1);
+    ck_assert_int_eq(o.nobj, 2);
+    check_invariants(&o, sf_npix(64, 48));
+    ck_assert_int_eq(o.nchild[1], 2);
+    ck_assert_int_eq(o.lab.data[20 * 64 + 20], 1);
+    ck_assert_int_eq(o.lab.data[22 * 64 + 30], 2);
+    /* the saddle lies between: the pixels nearer each peak go to it */
+    ck_assert_int_eq(o.lab.data[20 * 64 + 23], 1);
+    ck_assert_int_eq(o.lab.data[22 * 64 + 28], 2);
+    run_free(&o);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_not_split)
+{
+    const blob one[] = {{32, 24, 100, 3}};
+    const blob two[] = {{20, 20, 100, 2.5}, {30, 22, 40, 2.5}};
+    /* a companion on the wing of a broad source: a second maximum in the
+     * island, but holding about 0.3% of its flux above the split level */
+    const blob faint[] = {{25, 24, 50, 6}, {40, 24, 4, 1.0}};
+    sf_image im;
+    sf_deblend_params p;
+    run_out o;
+    sf_deblend_params_default(&p);
+    blobs(&im, 64, 48, one, 1, 0, 1);
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nobj, 1);
+    check_invariants(&o, sf_npix(64, 48));
+    run_free(&o);
+    sf_image_free(&im, NULL);
+
+    blobs(&im, 64, 48, two, 2, 0, 1);
+    p.nthresh = 1; /* no levels */
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nobj, 1);
+    run_free(&o);
+    p.nthresh = 32;
+    p.mincont = 1; /* no branch can hold the whole island's flux above its level */
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nobj, 1);
+    run_free(&o);
+    p.mincont = 0.005;
+    p.minarea = 400; /* branches too small */
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nobj, 1);
+    run_free(&o);
+    sf_image_free(&im, NULL);
+
+    sf_deblend_params_default(&p);
+    blobs(&im, 64, 48, faint, 2, 0, 1);
+    run(&im, 3, 1, &p, &o);
+    ck_assert_int_eq(o.nisl, 1);
+    ck_assert_int_eq(o.nobj, 1);
+    run_free(&o);
+    p.mincont = 0; /* any branch counts: now it splits */
+    run(&im, 3, 1, &p, &o);
+    ck_assert_int_eq(o.nobj, 2);
+    check_invariants(&o, sf_npix(64, 48));
+    run_free(&o);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_canonical_order)
+{
+    /* island 1: two peaks one above the other; island 2 to the right,
+     * starting on a row between them: the lower object of island 1 starts
+     * after island 2 and is numbered after it */
+    const blob b[] = {{12, 10, 100, 2.5}, {12, 22, 100, 2.5}, {45, 14, 50, 2.0}};
+    sf_image im;
+    sf_deblend_params p;
+    run_out o;
+    sf_deblend_params_default(&p);
+    blobs(&im, 64, 40, b, 3, 0, 1);
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_eq(o.nisl, 2);
+    ck_assert_int_eq(o.nobj, 3);
+    check_invariants(&o, sf_npix(64, 40));
+    ck_assert_int_eq(o.lab.data[10 * 64 + 12], 1);
+    ck_assert_int_eq(o.lab.data[14 * 64 + 45], 2);
+    ck_assert_int_eq(o.lab.data[22 * 64 + 12], 3);
+    ck_assert_int_eq(o.parent[1], 1);
+    ck_assert_int_eq(o.parent[2], 2);
+    ck_assert_int_eq(o.parent[3], 1);
+    ck_assert_int_eq(o.nchild[1], 2);
+    ck_assert_int_eq(o.nchild[2], 1);
+    run_free(&o);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_three_and_noise)
+{
+    /* three sources in a row with noise: three objects; then a random
+     * crowded field: the invariants hold and some islands split */
+    const blob b[] = {{15, 20, 80, 2.2}, {24, 20, 60, 2.2}, {33, 21, 90, 2.2}};
+    sf_image im;
+    sf_deblend_params p;
+    run_out o;
+    int split = 0;
+    sf_deblend_params_default(&p);
+    blobs(&im, 48, 40, b, 3, 1.0, 5);
+    run(&im, 3, 5, &p, &o);
+    ck_assert_int_ge(o.nobj, 3);
+    check_invariants(&o, sf_npix(48, 40));
+    ck_assert_int_ne(o.lab.data[20 * 48 + 15], o.lab.data[20 * 48 + 24]);
+    ck_assert_int_ne(o.lab.data[20 * 48 + 24], o.lab.data[21 * 48 + 33]);
+    run_free(&o);
+    sf_image_free(&im, NULL);
+
+    sftest_noise_image(&im, 300, 200, 11, 400, 0.01);
+    run(&im, 2.5, 3, &p, &o);
+    check_invariants(&o, sf_npix(300, 200));
+    for (int j = 1; j <= o.nisl; j++)
+        split += o.nchild[j] > 1;
+    ck_assert_int_gt(split, 0);
+    ck_assert_int_gt(o.nobj, o.nisl);
+    run_free(&o);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_math)
+{
+    double worst = 0;
+    for (double x = 1e-300; x < 1e300; x *= 1.37) {
+        double r = fabs(sf_db_log(x) - log(x)) / fmax(1.0, fabs(log(x)));
+        worst = fmax(worst, r);
+    }
+    ck_assert_msg(worst < 4e-16, "log: worst relative error %g", worst);
+    worst = 0;
+    for (double x = -700; x < 700; x += 0.731) {
+        double r = fabs(sf_db_exp(x) - exp(x)) / exp(x);
+        worst = fmax(worst, r);
+    }
+    ck_assert_msg(worst < 2e-15, "exp: worst relative error %g", worst);
+    ck_assert(sf_db_exp(-800) == 0);
+    ck_assert(isinf(sf_db_exp(800)));
+    {
+        float t[31];
+        sf_db_levels(1.5f, 1000.0f, 32, t);
+        for (int k = 1; k < 32; k++) {
+            double want = 1.5 * pow(1000.0 / 1.5, k / 32.0);
+            ck_assert_msg(fabs(t[k - 1] - want) <= 1e-6 * want, "level %d: %g, want %g", k, t[k - 1],
+                          want);
+            if (k > 1)
+                ck_assert(t[k - 1] > t[k - 2]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    sf_image im;
+    sf_labels l;
+    sf_deblend_params p;
+    sf_deblend_in in;
+    int nobj, *par, *nch;
+    memset(&in, 0, sizeof in);
+    in.t0 = 3;
+    in.sigma = 1;
+    in.level_scale = in.noise_scale = 1;
+    ck_assert_int_eq(sf_image_alloc(&im, 8, 8, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&l, 8, 8, SF_HOST, NULL), SF_OK);
+    memset(l.data, 0, 64 * sizeof *l.data);
+    sf_deblend_params_default(&p);
+    p.minarea = 1;
+    p.nthresh = 0;
+    ck_assert_int_eq(sf_deblend_cpu(&im, &in, &p, &l, 0, &nobj, &par, &nch), SF_ERR_PARAM);
+    p.nthresh = 32;
+    p.mincont = -0.1;
+    ck_assert_int_eq(sf_deblend_cpu(&im, &in, &p, &l, 0, &nobj, &par, &nch), SF_ERR_PARAM);
+    p.mincont = 0.005;
+    l.data[5] = 3; /* a label beyond nislands */
+    ck_assert_int_eq(sf_deblend_cpu(&im, &in, &p, &l, 1, &nobj, &par, &nch), SF_ERR_INTERNAL);
+    l.data[5] = 0;
+    ck_assert_int_eq(sf_deblend_cpu(&im, &in, &p, &l, 0, &nobj, &par, &nch), SF_OK);
+    ck_assert_int_eq(nobj, 0);
+    free(par);
+    free(nch);
+    sf_labels_free(&l, NULL);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("deblend");
+    TCase *cpu = tcase_create("cpu");
+    tcase_add_test(cpu, test_two_peaks);
+    tcase_add_test(cpu, test_not_split);
+    tcase_add_test(cpu, test_canonical_order);
+    tcase_add_test(cpu, test_three_and_noise);
+    tcase_add_test(cpu, test_math);
+    tcase_add_test(cpu, test_params);
+    tcase_set_timeout(cpu, 120);
+    suite_add_tcase(s, cpu);
+    return sftest_main(s, NULL, 0);
+}
