@@ -58,7 +58,7 @@ START_TEST(test_cpu_two_level)
     for (int k = 0; sftest_sizes[k][0]; k++) {
         sf_image im;
         sf_mask m;
-        sf_thresh_params p = {4.0, 1, 2.0, 0, 1, 2.0, 0.5};
+        sf_thresh_params p = {4.0, 1, 2.0, 1, 2.0, 0.5};
         long long n1 = 0, n2 = 0;
         make_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 31 + k);
         ck_assert_int_eq(sf_mask_alloc(&m, im.nx, im.ny, SF_HOST, NULL), SF_OK);
@@ -109,6 +109,16 @@ START_TEST(test_cpu_maps)
                 ck_assert_msg(m.data[i] == want, "maps %dx%d sub=%d pixel %zu", im.nx, im.ny, sub, i);
             }
             ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, NULL, &m), SF_ERR_PARAM);
+            /* rms=global: each pixel's level against one sigma */
+            bs.sigma = 0.7;
+            p.rms_global = 1;
+            ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, NULL, &m), SF_OK);
+            for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) {
+                float v = im.data[i], t = 2.5f * 0.7f;
+                int want = isfinite(v) && (sub ? v - b.data[i] : v) > t;
+                ck_assert_msg(m.data[i] == want, "global rms %dx%d sub=%d pixel %zu", im.nx, im.ny,
+                              sub, i);
+            }
             sf_mask_free(&m, NULL);
             sf_image_free(&im, NULL);
             sf_image_free(&b, NULL);
@@ -208,6 +218,14 @@ START_TEST(test_gpu_maps)
         ck_assert_int_eq(sf_mask_download(g, &md, &mh), SF_OK);
         ck_assert_msg(memcmp(mh.data, mc.data, n) == 0, "maps %dx%d levels %d: GPU mask differs", nx,
                       ny, lev + 1);
+        /* rms=global: the level map against one sigma */
+        p.rms_global = 1;
+        sftest_poison(g, md.data, n);
+        ck_assert_int_eq(sf_threshold_cpu(&im, &p, &bs, &b, NULL, &mc), SF_OK);
+        ck_assert_int_eq(sf_threshold_gpu(g, &di, &p, &bs, &db, NULL, &md), SF_OK);
+        ck_assert_int_eq(sf_mask_download(g, &md, &mh), SF_OK);
+        ck_assert_msg(memcmp(mh.data, mc.data, n) == 0, "maps %dx%d levels %d rms=global: GPU mask "
+                      "differs", nx, ny, lev + 1);
         sf_image_free(&di, g);
         sf_image_free(&db, g);
         sf_image_free(&dr, g);

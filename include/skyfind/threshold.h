@@ -23,12 +23,12 @@ typedef struct {
     double nsigma;    /* 5.0; detection (seed) threshold in units of the background sigma */
     int subtract;     /* 1; subtract the background level before comparing (0: lesson) */
     double flood;     /* 0: one level; else the analysis (flood) threshold in sigma, <= nsigma */
-    int rms_global;   /* 0: the noise map at each pixel (when the background stage made maps);
-                         1: one sigma for the whole image (st->sigma, the maps' median rms),
-                         SExtractor's convention without a weight map */
     /* Set by the runner, not by users: thresholding a filtered image. */
     int filtered;     /* 0: level_scale and noise_scale are taken as 1 */
     double level_scale, noise_scale;
+    int rms_global;   /* 0: the noise map at each pixel (when the background stage made maps);
+                         1: one sigma for the whole image (st->sigma, the maps' median rms),
+                         SExtractor's convention without a weight map */
 } sf_thresh_params;
 
 void sf_thresh_params_default(sf_thresh_params *p);
