@@ -343,7 +343,10 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
             fprintf(stderr, "median %.6g, sigma %.6g (%d iterations%s)", r->bkg.median,
                     r->bkg.sigma, r->bkg.niter, r->bkg.converged ? "" : ", not converged");
         else if (!strcmp(r->stage[i], "segment"))
-            fprintf(stderr, "%d islands", r->nlabels);
+            fprintf(stderr, "%d islands", r->nislands);
+        else if (!strcmp(r->stage[i], "deblend"))
+            fprintf(stderr, "%d islands split into %d objects; %d objects", r->nsplit,
+                    r->nsplit_objects, r->nlabels);
         else if (!strcmp(r->stage[i], "measure"))
             fprintf(stderr, "%d sources", r->nsources);
         else if (!strcmp(r->stage[i], "threshold") && r->nmask >= 0)

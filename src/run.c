@@ -140,6 +140,13 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     r->have_bkg = !!(s->have & SF_DATA_BKG);
     r->bkg = s->bkg;
     r->nlabels = s->nlabels;
+    r->nislands = s->db_nchild ? s->db_nislands : s->nlabels;
+    r->nsplit = r->nsplit_objects = 0;
+    for (int j = 1; s->db_nchild && j <= s->db_nislands; j++)
+        if (s->db_nchild[j] > 1) {
+            r->nsplit++;
+            r->nsplit_objects += s->db_nchild[j];
+        }
     r->box = s->box;
     r->have_filtered = s->have_filt;
     r->filter_sum = s->filt_sum;

@@ -123,7 +123,9 @@ typedef struct {
     int have_filtered;          /* a convolve stage filtered the image */
     char filter_desc[160];      /* the kernel used (or why the stage did nothing) */
     double filter_sum, filter_gain; /* the filtered level is level * sum, its noise rms * gain */
-    int nlabels;
+    int nlabels;                /* labels of the final map (objects after a deblend stage) */
+    int nislands;               /* islands of the segment stage */
+    int nsplit, nsplit_objects; /* deblend: islands split, and the objects cut from them */
     int box;                    /* mesh size used by method=mesh, 0 otherwise */
     int nstages;
     const char *stage[SF_RUN_MAXSTAGES];
