@@ -30,6 +30,7 @@ typedef struct {
     long long npix;
     sf_fix128 flux, excess;   /* sum d, sum (d - t sigma) (scale 2^e) */
     int ok, nsplit;           /* SExtractor's ok[]; children above the contrast */
+    int contrast;             /* its flux above its level passes mincont */
     int out;                  /* the object (branch) this node's pixels go to, -1 */
 } db_node;
 
@@ -175,8 +176,8 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         int x = (int)(q % (size_t)nx), y = (int)(q / (size_t)nx);
         float v = det->data[(size_t)y * det->stride + (size_t)x], lev, sg;
         if (in->bkg) {
-            lev = in->subtract ? sf_db_fmul(in->bkg->data[(size_t)y * in->bkg->stride + x], in->level_scale) : 0.0f;
-            sg = in->rms ? sf_db_fmul(in->rms->data[(size_t)y * in->rms->stride + x], in->noise_scale)
+            lev = in->subtract ? SF_THR_FMUL(in->bkg->data[(size_t)y * in->bkg->stride + x], in->level_scale) : 0.0f;
+            sg = in->rms ? SF_THR_FMUL(in->rms->data[(size_t)y * in->rms->stride + x], in->noise_scale)
                          : in->sigma;
         } else {
             lev = in->level;
@@ -285,8 +286,8 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             c->ok = 0;
         }
         par->ok &= c->ok;
-        if (sf_fix_to_double(c->excess, e) > value0)
-            par->nsplit++;
+        c->contrast = sf_fix_to_double(c->excess, e) > value0;
+        par->nsplit += c->contrast;
     }
     if (w->node[0].nsplit > 1)
         w->node[0].ok = 0;
@@ -301,7 +302,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
     nobj = 0;
     for (int i = 1; i < w->nnode; i++) {
         db_node *c = &w->node[i];
-        if (w->node[c->parent].nsplit > 1 && c->ok && sf_fix_to_double(c->excess, e) > value0) {
+        if (w->node[c->parent].nsplit > 1 && c->ok && c->contrast) {
             if (nobj == w->cobj) {
                 int cap = w->cobj ? 2 * w->cobj : 16;
                 if (!GROW(w->mom, (size_t)cap * 6) || !GROW(w->g, (size_t)cap) ||

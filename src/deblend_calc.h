@@ -8,6 +8,7 @@
 
 #include "skyfind/deblend.h"
 #include "measure_calc.h"
+#include "../cpu/threshold_pixel.h"
 
 /* ln(x) for finite x > 0: x = m 2^E with m in [sqrt(1/2), sqrt(2)), then
  * ln m = 2 atanh(u), u = (m - 1)/(m + 1), |u| < 0.172, by its series to
@@ -59,15 +60,9 @@ SF_FIX_FN void sf_db_levels(float t0, float P, int n, float *t)
         t[k - 1] = (float)ms_mul((double)t0, sf_db_exp(ms_div(ms_mul((double)k, l), (double)n)));
 }
 
-/* d and sigma of a pixel, as the threshold stage forms them (float32). */
-SF_FIX_FN float sf_db_fmul(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
+/* d and sigma of a pixel, as the threshold stage forms them (float32): its
+ * product SF_THR_FMUL (cpu/threshold_pixel.h), the difference and quotient
+ * rounded alike on both backends. */
 SF_FIX_FN float sf_db_fsub(float a, float b)
 {
 #ifdef __CUDA_ARCH__
@@ -86,12 +81,12 @@ SF_FIX_FN float sf_db_fdiv(float a, float b)
 }
 
 /* The pixel test of a level (threshold_pixel.h's rule). */
-SF_FIX_FN int sf_db_above(float d, float sig, float t) { return d > sf_db_fmul(t, sig); }
+SF_FIX_FN int sf_db_above(float d, float sig, float t) { return d > SF_THR_FMUL(t, sig); }
 
 /* A branch's term above level t: d - t sigma (float32), >= 0 for its pixels. */
 SF_FIX_FN float sf_db_excess(float d, float sig, float t)
 {
-    return sf_db_fsub(d, sf_db_fmul(t, sig));
+    return sf_db_fsub(d, SF_THR_FMUL(t, sig));
 }
 
 /* The Gaussian of an object for gatherup, from the exact sums of its branch

@@ -20,9 +20,7 @@ static double now_ms(void)
  * host buffers of a CPU run are freed here. */
 static void state_free(sf_state *s)
 {
-    free(s->db_parent); /* host memory on both backends */
-    free(s->db_nchild);
-    s->db_parent = s->db_nchild = NULL;
+    sf_state_drop_deblend(s); /* host memory on both backends */
     if (s->backend == SF_BACKEND_GPU) {
         memset(s, 0, sizeof *s);
         return;

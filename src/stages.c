@@ -274,9 +274,7 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
         s->have |= SF_DATA_LABELS;
         s->seg_min_area = q.min_area;
         s->seg_conn = q.connectivity;
-        free(s->db_parent); /* labels of islands again */
-        free(s->db_nchild);
-        s->db_parent = s->db_nchild = NULL;
+        sf_state_drop_deblend(s); /* labels of islands again */
     }
     return st;
 }

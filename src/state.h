@@ -4,6 +4,7 @@
 #ifndef SKYFIND_STATE_H
 #define SKYFIND_STATE_H
 
+#include <stdlib.h>
 #include "skyfind/pipeline.h"
 #include "skyfind/threshold.h"
 #include "skyfind/segment.h"
@@ -36,5 +37,13 @@ struct sf_state {
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
 };
+
+/* Forget a deblend stage's tables (host memory on both backends). */
+static inline void sf_state_drop_deblend(sf_state *s)
+{
+    free(s->db_parent);
+    free(s->db_nchild);
+    s->db_parent = s->db_nchild = NULL;
+}
 
 #endif
