@@ -659,6 +659,11 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
     sf_status st = SF_OK;
 
 #define ZBAD(...) do { st = sf_fail(SF_ERR_FORMAT, __VA_ARGS__); goto done; } while (0)
+    /* a tile's descriptor or bytes past the end of the file: CFITSIO would
+     * allocate what stale buffer bytes say (gigabytes) before it notices */
+#define ZSHORT(what) do { st = sf_fail(SF_ERR_FITS, "%s: file is truncated: the %s of tile " \
+        "%lld of the tile-compressed image in HDU %d lie past the end of the file", \
+        path, (what), row + 1, hdu); goto done; } while (0)
     if ((r = sf_raw_int(hdr, n, "ZBITPIX", &zbitpix, val)) <= 0)
         ZBAD("%s: HDU %d: tile-compressed image %s ZBITPIX%s%s", path, hdu,
              r ? "with a bad" : "without", r ? " = " : "", r ? val : "");
@@ -791,7 +796,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                 break;
             if (fseeko(f, (off_t)(data + row * rowlen + coff), SEEK_SET) ||
                 fread(d, 1, kq == 'P' ? 8 : 16, f) != (size_t)(kq == 'P' ? 8 : 16))
-                break; /* short file: CFITSIO says it is truncated */
+                ZSHORT("descriptor"); /* CFITSIO would read it from stale buffers */
             for (int b = 0; b < (kq == 'P' ? 4 : 8); b++) {
                 len = len << 8 | d[b];
                 pos = pos << 8 | d[b + (kq == 'P' ? 4 : 8)];
@@ -829,7 +834,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                     ZBAD("%s: HDU %d: no memory to check tile %lld", path, hdu, row + 1);
                 if (fseeko(f, (off_t)(data + heap + (long long)pos), SEEK_SET) ||
                     fread(tile, 1, len, f) != len)
-                    break;
+                    ZSHORT("compressed bytes");
                 if (!sf_raw_rice_ok(tile, len, tpix, (int)bytepix, (int)blocksize))
                     ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its "
                          "RICE_1 stream ends before the tile's %lld pixels)",
@@ -841,7 +846,7 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
                 ZBAD("%s: HDU %d: no memory to check tile %lld", path, hdu, row + 1);
             if (fseeko(f, (off_t)(data + heap + (long long)pos), SEEK_SET) ||
                 fread(tile, 1, len, f) != len)
-                break;
+                ZSHORT("compressed bytes");
             if (sf_raw_gzip_tile_bad(tile, len, out, cap))
                 ZBAD("%s: HDU %d: tile %lld of the tile-compressed image is corrupt (its %s "
                      "stream does not end within the tile's %lld pixels)",
@@ -849,10 +854,19 @@ static sf_status sf_raw_check_zimage(const char *path, int hdu, FILE *f, const c
         }
     }
 #undef ZBAD
+#undef ZSHORT
 done:
     free(tile);
     free(out);
     return st;
+}
+
+/* The END card as CFITSIO finds it: the keyword name is "END", ended by a
+ * blank or '=' (so "END   xx" ends a header too; a stricter test here let a
+ * mutated header through whose data CFITSIO then read at another offset). */
+static int sf_card_is_end(const char *c)
+{
+    return !strncmp(c, "END", 3) && (c[3] == ' ' || c[3] == '=');
 }
 
 /* Before CFITSIO opens a plain disk file: say what a non-file is (a
@@ -918,7 +932,7 @@ static sf_status sf_fits_precheck(const char *path)
                 goto done; /* truncated header: CFITSIO says so */
             hdr[(size_t)(n + 36) * 80] = '\0'; /* strspn and sf_raw_key stop there */
             for (int i = 0; i < 36 && !ended; i++, n++)
-                if (!strncmp(hdr + (size_t)n * 80, "END     ", 8)) /* as CFITSIO finds it */
+                if (sf_card_is_end(hdr + (size_t)n * 80))
                     ended = 1;
             n = ((n + 35) / 36) * 36;
         }

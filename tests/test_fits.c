@@ -442,23 +442,33 @@ START_TEST(test_read_errors)
 }
 END_TEST
 
-/* A FITS file of raw header cards (as given, unchecked) and data bytes. */
-static void write_raw_fits(const char *path, const char *const *cards, size_t ndata)
+/* Append one HDU of raw header cards (as given, unchecked), ended by the
+ * 8 bytes of end (NULL: "END"), and ndata data bytes (data, or zeros). */
+static void append_raw_hdu(FILE *f, const char *const *cards, const char *end,
+                           const unsigned char *data, size_t ndata)
 {
-    FILE *f = fopen(path, "wb");
     size_t n = 0;
     char card[81];
-    ck_assert_ptr_nonnull(f);
     for (; cards[n]; n++) {
         snprintf(card, sizeof card, "%-80s", cards[n]);
         fwrite(card, 1, 80, f);
     }
     snprintf(card, sizeof card, "%-80s", "END");
+    if (end)
+        memcpy(card, end, 8);
     fwrite(card, 1, 80, f);
     for (n = (n + 1) * 80; n % 2880; n++)
         fputc(' ', f);
     for (size_t i = 0; i < ndata; i++)
-        fputc(0, f);
+        fputc(data ? data[i] : 0, f);
+}
+
+/* A FITS file of raw header cards (as given, unchecked) and data bytes. */
+static void write_raw_fits(const char *path, const char *const *cards, size_t ndata)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    append_raw_hdu(f, cards, NULL, NULL, ndata);
     fclose(f);
 }
 
@@ -529,6 +539,34 @@ START_TEST(test_hostile_reads)
                           "4880 bytes");
         write_raw_fits(tmp_path("bscale.fits"), nan, 32);
         expect_read_error(tmp_path("bscale.fits"), "bscale.fits", "BSCALE = NAN cannot scale");
+    }
+    /* fuzzing, 2026-11-25: a tile-compressed HDU whose END card is "END   " and
+     * two stray bytes (CFITSIO ends the header there; the pre-check did not,
+     * so it checked nothing) and whose tile descriptors are garbage: CFITSIO
+     * allocated the 3.6 GB a descriptor said. Refused before CFITSIO reads. */
+    {
+        const char *prim[] = {"SIMPLE  =                    T", "BITPIX  =                    8",
+                              "NAXIS   =                    0", "EXTEND  =                    T",
+                              NULL};
+        const char *ext[] = {"XTENSION= 'BINTABLE'", "BITPIX  =                    8",
+                             "NAXIS   =                    2", "NAXIS1  =                    8",
+                             "NAXIS2  =                    2", "PCOUNT  =                   64",
+                             "GCOUNT  =                    1", "TFIELDS =                    1",
+                             "TTYPE1  = 'COMPRESSED_DATA'", "TFORM1  = '1PB     '",
+                             "ZIMAGE  =                    T", "ZBITPIX =                   16",
+                             "ZNAXIS  =                    2", "ZNAXIS1 =                    4",
+                             "ZNAXIS2 =                    2", "ZTILE1  =                    4",
+                             "ZTILE2  =                    1", "ZCMPTYPE= 'RICE_1  '", NULL};
+        unsigned char data[2880] = {0};
+        FILE *f = fopen(tmp_path("tiles.fits"), "wb");
+        ck_assert_ptr_nonnull(f);
+        /* row 1: 0xd7248a72 bytes at 0x81060c0a; row 2: 8 bytes at 0 */
+        memcpy(data, "\xd7\x24\x8a\x72\x81\x06\x0c\x0a\x00\x00\x00\x08\x00\x00\x00\x00", 16);
+        append_raw_hdu(f, prim, NULL, NULL, 0);
+        append_raw_hdu(f, ext, "END   \xe2\x1a", data, sizeof data);
+        fclose(f);
+        expect_read_error(tmp_path("tiles.fits"), "tiles.fits",
+                          "HDU 2: tile 1 of the tile-compressed image lies outside the heap");
     }
     remove_tmpdir();
 }

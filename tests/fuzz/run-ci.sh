@@ -53,7 +53,12 @@ for h in fits pipe kernel; do
     for a in "$work/art-$h"/*; do
         [ -f "$a" ] || continue
         "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 "$a" >"$a.txt" 2>&1 && continue # not reproducible
-        top=$(grep -E '^ +#[0-9]+ ' "$a.txt" | head -6 || true)
+        # the frames below the fault handling (sanitizer, libFuzzer, malloc
+        # hooks, libc's raise/abort/fortify checks): the code that faulted
+        top=$(grep -E '^ +#[0-9]+ ' "$a.txt" |
+              grep -vE ' in (__sanitizer|__asan|__ubsan|__interceptor_|__interception|fuzzer::|malloc |calloc |realloc |free |operator new)' |
+              grep -vE '\((/[^ ]*/)?(libc|ld-linux[^ ]*)\.so| (nptl|signal|stdlib|libio|debug|string|malloc|sysdeps|csu)/' |
+              head -6 || true)
         if [ -n "$known" ] && [ -n "$top" ] && echo "$top" | grep -qE " in ($known) "; then
             echo "  known library crash (known-crashes.txt): $a"
         elif [ -n "$top" ] && echo "$top" | head -1 | grep -qE '\((/[^ ]*/)?lib(cfitsio|wcs)\.so'; then
@@ -61,10 +66,10 @@ for h in fits pipe kernel; do
             # let through: reported here for tests/fuzz/RESULTS.md, not failing
             # CI (a crash in skyfind's own code does)
             echo "  NEW LIBRARY CRASH (top frame in CFITSIO/WCSLIB; add a pre-check, see RESULTS.md): $a"
-            { grep -E 'SUMMARY|^ +#[0-4] ' "$a.txt" | head -6 | sed 's/^/    /'; } || true
+            { grep -E 'SUMMARY' "$a.txt" | head -1; echo "$top"; } | sed 's/^/    /' || true
         else
             echo "run-ci.sh: fuzz_$h: new crash, hang or out-of-memory: $a" >&2
-            { grep -E 'ERROR|SUMMARY|^ +#[0-9] ' "$a.txt" | head -20 >&2; } || true
+            { grep -E 'ERROR|SUMMARY|^ +#[0-9]+ ' "$a.txt" | head -40 >&2; } || true
             fail=1
         fi
     done
