@@ -110,7 +110,11 @@ int cmd_simulate(int argc, char **argv)
         case 'X': p.nx = (int)strtol(optarg, &end, 10); break;
         case 'o': out = optarg; break;
         case 's': p.seed = strtoull(optarg, &end, 10); break;
-        case 'N': p.nsrc = (int)strtol(optarg, &end, 10); break;
+        case 'N':
+            p.nsrc = (int)strtol(optarg, &end, 10);
+            if (p.nsrc < 0)
+                return cli_usage_error("simulate", "--nsrc takes a count >= 0 (0: noise only)");
+            break;
         case 'r': p.noise = strtod(optarg, &end); break;
         case 'x': p.pix_arcsec = strtod(optarg, &end); break;
         case 'B':
@@ -140,7 +144,8 @@ int cmd_simulate(int argc, char **argv)
                    "      --nx N, --ny N   width and height, when not square\n"
                    "  -o, --output FILE    FITS file to write\n"
                    "      --seed S         random seed (default 1)\n"
-                   "      --nsrc N         number of sources (default: about one per 40x40 beams)\n"
+                   "      --nsrc N         number of sources (0: noise only; default: about one per\n"
+                   "                       40x40 beams)\n"
                    "      --noise JY       noise rms in Jy/beam (default 1e-4)\n"
                    "      --beam A,B,PA    restoring beam FWHM in arcsec and PA in deg (default 10,7,30)\n"
                    "      --pixel ARCSEC   pixel size (default 2)\n"

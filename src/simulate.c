@@ -34,7 +34,7 @@ void sf_sim_params_default(sf_sim_params *p)
     p->nx = 1024;
     p->ny = 1024;
     p->seed = 1;
-    p->nsrc = 0;
+    p->nsrc = -1;
     p->noise = 1e-4;
     p->snr_min = 3.0;
     p->snr_max = 300.0;
@@ -330,7 +330,7 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
         sf_errcontext("simulate: %dx%d image", p->nx, p->ny);
         goto fail;
     }
-    const int nsingle = p->nsrc > 0 ? p->nsrc : sf_sim_auto_nsrc(p);
+    const int nsingle = p->nsrc >= 0 ? p->nsrc : sf_sim_auto_nsrc(p);
     int n = nsingle + 2 * p->npairs;
     src = calloc((size_t)n, sizeof *src);
     if (!src) {

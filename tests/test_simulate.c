@@ -283,7 +283,7 @@ START_TEST(test_non_square_and_wcs)
     /* tiny images: no room for margins, sources anywhere; 1x1 works */
     p.nx = 1;
     p.ny = 1;
-    p.nsrc = 0;
+    p.nsrc = -1;
     ck_assert_int_eq(sf_simulate(&p, &im, &t, &n), SF_OK);
     ck_assert_int_eq(n, 1);
     ck_assert_double_eq(t[0].x, 0);

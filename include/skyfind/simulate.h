@@ -13,7 +13,8 @@ extern "C" {
 typedef struct {
     int nx, ny;            /* image size (pixels) */
     unsigned long long seed; /* 1 */
-    int nsrc;              /* sources; <= 0: about one per 40x40 beam areas (auto) */
+    int nsrc;              /* sources; 0: noise only; < 0 (default): about one per
+                              40x40 beam areas (auto) */
     double noise;          /* 1e-4 Jy/beam, rms of the Gaussian noise */
     double snr_min, snr_max; /* 3, 300: peak signal-to-noise range (power law, slope -1.5) */
     double ext_frac;       /* 0.2: fraction of extended sources */
