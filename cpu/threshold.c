@@ -11,6 +11,7 @@ void sf_thresh_params_default(sf_thresh_params *p)
     p->subtract = 1;
     p->flood = 0;
     p->rms_global = 0;
+    p->sign = SF_SIGN_POSITIVE;
     p->filtered = 0;
     p->level_scale = p->noise_scale = 1;
 }

@@ -374,6 +374,27 @@ fail:
     return st;
 }
 
+static __global__ void negate_kernel(uint32_t *__restrict__ p, size_t n)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride)
+        p[i] ^= 0x80000000u;
+}
+
+extern "C" sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n)
+{
+    sf_status st = SF_OK;
+    unsigned blocks = sf_blocks(n, 256);
+    if (n == 0)
+        return SF_OK;
+    if (blocks > (unsigned)g->sm_count * 16)
+        blocks = (unsigned)g->sm_count * 16;
+    negate_kernel<<<blocks, 256, 0, g->stream>>>(reinterpret_cast<uint32_t *>(dst), n);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
 extern "C" void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)
 {
     if (h2d)

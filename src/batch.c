@@ -709,6 +709,11 @@ static void account(engine *e, bitem *b)
         e->st.stages_ms += r->stage_ms[i];
     if (r->nsources > 0)
         e->st.nsources += r->nsources;
+    if (r->nsources >= 0 && r->sign != SF_SIGN_POSITIVE) {
+        e->st.nsigned++;
+        e->st.nneg += r->nneg;
+        sf_run_fdr_add(r, e->st.fdr_pos, e->st.fdr_neg);
+    }
     e->st.last_done_ms = now_ms() - e->t0;
     if (e->st.nitems == 1)
         e->st.first_done_ms = e->st.last_done_ms;

@@ -39,6 +39,7 @@ static double get_npeaks(const sf_cat_row *r) { return r->s->npeaks; }
 static double get_flags(const sf_cat_row *r) { return r->s->flags; }
 static double get_parent(const sf_cat_row *r) { return r->s->parent; }
 static double get_nchildren(const sf_cat_row *r) { return r->s->nchildren; }
+static double get_sign(const sf_cat_row *r) { return r->s->sign; }
 static double get_lon(const sf_cat_row *r) { return r->lon; }
 static double get_lat(const sf_cat_row *r) { return r->lat; }
 static double get_plon(const sf_cat_row *r) { return r->plon; }
@@ -53,8 +54,8 @@ static const struct {
     const char *desc;
     double (*get)(const sf_cat_row *r);
 } sf_cat_base[] = {
-    {"id", "", "meta.id;meta.main", "%d", SF_COL_INT, "source label, 1..N in raster order",
-     get_id},
+    {"id", "", "meta.id;meta.main", "%d", SF_COL_INT,
+     "source label, 1..N in raster order (-1..-M: detections of the inverted image)", get_id},
     {"x", "pix", "pos.cartesian.x;instr.pixel", "%.12g", SF_COL_REAL,
      "flux-weighted centroid x (1-based FITS pixel)", get_x},
     {"y", "pix", "pos.cartesian.y;instr.pixel", "%.12g", SF_COL_REAL,
@@ -119,6 +120,10 @@ static const struct {
      "1 edge, 2 NaN/blank inside or next to the island, 4 peak on the border (truncated), "
      "8 merged (several seed maxima), 16 deblended (one of several objects of an island)",
      get_flags},
+    {"sign", "", "meta.code", "%d", SF_COL_INT,
+     "1: a source; -1: a detection of the inverted image (threshold sign=negative|both: "
+     "id and parent negative, fluxes and snr as measured, below the background)",
+     get_sign},
 };
 _Static_assert(sizeof sf_cat_base / sizeof sf_cat_base[0] == SF_CAT_NBASE,
                "SF_CAT_NBASE (catalog_columns.h) counts the pixel columns");

@@ -28,7 +28,7 @@ typedef struct {
     int bunit;           /* the unit is the image's BUNIT */
 } sf_cat_col;
 
-#define SF_CAT_NBASE 30  /* pixel columns, always present */
+#define SF_CAT_NBASE 31  /* pixel columns, always present */
 #define SF_CAT_NWORLD 7  /* lon, lat, peak_lon, peak_lat, a_arcsec, b_arcsec, pa_deg */
 #define SF_CAT_MAXCOL (SF_CAT_NBASE + SF_CAT_NWORLD)
 

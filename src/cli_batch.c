@@ -404,6 +404,12 @@ static void item_json(const batch_ctx *b, const sf_batch_item *it, const char *c
                "\"stages_ms\":%.4f,\"write_ms\":%.3f,\"bytes_read\":%llu}",
             it->t_read, it->t_queue, it->t_upload, it->t_decode, st, it->t_write,
             (unsigned long long)it->bytes_read);
+    if (it->result.nsources >= 0 && it->result.sign != SF_SIGN_POSITIVE) {
+        long long pos[SF_FDR_NBINS] = {0}, neg[SF_FDR_NBINS] = {0};
+        sf_run_fdr_add(&it->result, pos, neg);
+        fputc(',', f);
+        report_fdr_json(f, it->result.nneg, pos, neg);
+    }
     if (catalog && *catalog) {
         fputs(",\"catalog\":", f);
         sf_json_str(f, catalog);
@@ -508,6 +514,9 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
                 100 * (b->gpu ? busy : (s->stages_ms / (s->wall_ms > 0 ? s->wall_ms : 1)) /
                                        (b->workers > 0 ? b->workers : 1)),
                 b->gpu ? " (stages + decode over wall time)" : "");
+    if (sf_verbosity >= 1 && s->nsigned > 0)
+        report_fdr_text(s->nsigned > 1 ? "skyfind: all images: " : "skyfind: ", s->nneg, s->fdr_pos,
+                        s->fdr_neg);
     if (sf_verbosity >= 2) {
         fprintf(stderr,
                 "skyfind: summed phases: read %.1f ms, upload %.1f ms, decode %.1f ms, stages %.1f ms, "
@@ -528,12 +537,17 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
                "\"mb_per_s\":%.3f,\"bytes_read\":%llu,\"nsources\":%lld,\"backend\":\"%s\",\"workers\":%d,"
                "\"read_ms\":%.3f,\"upload_ms\":%.3f,\"decode_ms\":%.3f,\"stages_ms\":%.3f,\"write_ms\":%.3f,"
                "\"startup_ms\":%.3f,\"busy\":%.4f,\"first_done_ms\":%.3f,\"last_done_ms\":%.3f,"
-               "\"main_ms\":%.3f,\"to_engine_ms\":%.3f,\"count_ms\":%.3f}}\n",
+               "\"main_ms\":%.3f,\"to_engine_ms\":%.3f,\"count_ms\":%.3f",
                ok, failed, skipped, s->wall_ms, sec > 0 ? (ok + failed) / sec : 0,
                sec > 0 ? s->bytes_read / 1e6 / sec : 0, (unsigned long long)s->bytes_read, s->nsources,
                b->gpu ? "gpu" : "cpu", b->workers, s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms,
                s->write_ms, s->startup_ms, busy, s->first_done_ms, s->last_done_ms, b->t_main_ms,
                b->t_engine_ms, b->t_count_ms);
+        if (s->nsigned > 0) { /* the batch's false-detection estimate */
+            putchar(',');
+            report_fdr_json(stdout, s->nneg, s->fdr_pos, s->fdr_neg);
+        }
+        printf("}}\n");
         fflush(stdout);
     }
 }

@@ -86,7 +86,8 @@ static void measure_more(const sf_source *a, const sf_source *b, cmp_result *m)
     }
     m->int_diff += a->xmin != b->xmin || a->xmax != b->xmax || a->ymin != b->ymin ||
                    a->ymax != b->ymax || a->flags != b->flags || a->npeaks != b->npeaks ||
-                   a->parent != b->parent || a->nchildren != b->nchildren;
+                   a->parent != b->parent || a->nchildren != b->nchildren || a->id != b->id ||
+                   a->sign != b->sign;
 }
 
 static void compare_runs(const sf_run_result *c, const sf_run_result *g, const sf_thresh_params *tp,

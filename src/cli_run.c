@@ -328,6 +328,17 @@ static void human_bytes(uint64_t b, char *buf, size_t n)
         snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
+/* A run's own counts, for the two reports below. */
+static int run_fdr(const sf_run_result *r, long long *pos, long long *neg)
+{
+    memset(pos, 0, SF_FDR_NBINS * sizeof *pos);
+    memset(neg, 0, SF_FDR_NBINS * sizeof *neg);
+    if (r->nsources < 0 || r->sign == SF_SIGN_POSITIVE)
+        return 0;
+    sf_run_fdr_add(r, pos, neg);
+    return 1;
+}
+
 void report_text(const char *file, const sf_run_result *r, const char *backend,
                  const char *dev, const sf_pipeline *pl)
 {
@@ -347,6 +358,8 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
         else if (!strcmp(r->stage[i], "deblend"))
             fprintf(stderr, "%d islands split into %d objects; %d objects", r->nsplit,
                     r->nsplit_objects, r->nlabels);
+        else if (!strcmp(r->stage[i], "measure") && r->sign != SF_SIGN_POSITIVE)
+            fprintf(stderr, "%d sources, %d of them negative", r->nsources, r->nneg);
         else if (!strcmp(r->stage[i], "measure"))
             fprintf(stderr, "%d sources", r->nsources);
         else if (!strcmp(r->stage[i], "threshold") && r->nmask >= 0)
@@ -354,6 +367,11 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
         else if (!strcmp(r->stage[i], "convolve"))
             fprintf(stderr, "%s", r->filter_desc);
         fputc('\n', stderr);
+    }
+    {
+        long long pos[SF_FDR_NBINS], neg[SF_FDR_NBINS];
+        if (run_fdr(r, pos, neg))
+            report_fdr_text("  ", r->nneg, pos, neg);
     }
     if (!strcmp(backend, "gpu")) {
         double dt = 0;
@@ -372,6 +390,34 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
     } else {
         fprintf(stderr, "  total %.3f ms\n", r->total_ms);
     }
+}
+
+void report_fdr_text(const char *prefix, long long nneg, const long long *pos, const long long *neg)
+{
+    int any = 0;
+    fprintf(stderr, "%s%lld negative detection%s", prefix, nneg, nneg == 1 ? "" : "s");
+    for (int k = 0; k < SF_FDR_NBINS; k++) {
+        if (pos[k] == 0 && neg[k] == 0)
+            continue;
+        fprintf(stderr, "%s >=%g %lld/%lld", any ? "," : "; negative/positive by |snr|:",
+                sf_fdr_snr[k], neg[k], pos[k]);
+        any = 1;
+    }
+    fputc('\n', stderr);
+}
+
+void report_fdr_json(FILE *f, long long nneg, const long long *pos, const long long *neg)
+{
+    fprintf(f, "\"negatives\":{\"n\":%lld,\"snr\":[", nneg);
+    for (int k = 0; k < SF_FDR_NBINS; k++)
+        fprintf(f, "%s%g", k ? "," : "", sf_fdr_snr[k]);
+    fputs("],\"positive\":[", f);
+    for (int k = 0; k < SF_FDR_NBINS; k++)
+        fprintf(f, "%s%lld", k ? "," : "", pos[k]);
+    fputs("],\"negative\":[", f);
+    for (int k = 0; k < SF_FDR_NBINS; k++)
+        fprintf(f, "%s%lld", k ? "," : "", neg[k]);
+    fputs("]}", f);
 }
 
 void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
@@ -400,6 +446,13 @@ void report_json(FILE *f, const char *file, const sf_run_result *r, const char *
         fprintf(f, "%s{\"name\":\"%s\",\"ms\":%.4f}", i ? "," : "", r->stage[i], r->stage_ms[i]);
     fprintf(f, "],\"upload_ms\":%.4f,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu", r->upload_ms,
             (unsigned long long)r->h2d, (unsigned long long)r->d2h);
+    {
+        long long pos[SF_FDR_NBINS], neg[SF_FDR_NBINS];
+        if (run_fdr(r, pos, neg)) {
+            fputc(',', f);
+            report_fdr_json(f, r->nneg, pos, neg);
+        }
+    }
     if (catalog) {
         fputs(",\"catalog\":", f);
         sf_json_str(f, catalog);

@@ -53,6 +53,10 @@ void report_text(const char *file, const sf_run_result *r, const char *backend, 
                  const sf_pipeline *pl);
 void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
                  const sf_pipeline *pl, const char *catalog, const char *err);
+/* The false-detection estimate (threshold sign=both or negative): one text
+ * line after prefix, or the members of a JSON object ("negatives":..). */
+void report_fdr_text(const char *prefix, long long nneg, const long long *pos, const long long *neg);
+void report_fdr_json(FILE *f, long long nneg, const long long *pos, const long long *neg);
 /* Write the catalogues (OUTDIR/NAME.cat.csv, ...) and the check images asked
  * for; catalog gets the first catalogue's path. */
 sf_status write_outputs(const char *file, const char *name, const run_args *a,

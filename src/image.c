@@ -1,5 +1,6 @@
 /* Allocation and host<->device transfer of images, masks and label maps.
  * Device buffers and counted copies go through the GPU context (gpu.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/image.h"
@@ -95,3 +96,20 @@ SF_DEFINE_COPY(sf_mask, sf_mask_upload, uint8_t, SF_HOST, sf_gpu_to_device)
 SF_DEFINE_COPY(sf_mask, sf_mask_download, uint8_t, SF_DEVICE, sf_gpu_to_host)
 SF_DEFINE_COPY(sf_labels, sf_labels_upload, int32_t, SF_HOST, sf_gpu_to_device)
 SF_DEFINE_COPY(sf_labels, sf_labels_download, int32_t, SF_DEVICE, sf_gpu_to_host)
+
+sf_status sf_image_negate(sf_gpu *g, sf_image *im)
+{
+    if (!im->data)
+        return SF_OK;
+    if (im->loc == SF_DEVICE) {
+        if (im->stride != (size_t)im->nx)
+            return sf_fail(SF_ERR_INTERNAL, "sf_image_negate: a strided device image");
+        return sf_gpu_negate(g, im->data, sf_npix(im->nx, im->ny));
+    }
+    for (int y = 0; y < im->ny; y++) {
+        uint32_t *row = (uint32_t *)(im->data + (size_t)y * im->stride);
+        for (int x = 0; x < im->nx; x++)
+            row[x] ^= 0x80000000u;
+    }
+    return SF_OK;
+}

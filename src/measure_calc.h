@@ -228,6 +228,7 @@ SF_FIX_FN void ms_finish(const ms_totals *t, int id, int e, int er, int nx, int 
     s->npeaks = t->npeaks;
     s->parent = id; /* the runner sets both after a deblend stage */
     s->nchildren = 1;
+    s->sign = 1; /* the runner sets -1 on the negative pass */
     s->x = s->y = s->x2 = s->y2 = s->xy = s->a = s->b = s->theta = qnan;
     s->snr = s->flux_err = s->x_err = s->y_err = qnan;
     if (t->npix == 0) {

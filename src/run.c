@@ -2,6 +2,7 @@
  * one backend and, on the GPU, keeps every intermediate on the device:
  * the image goes up once and only the catalogue (and whatever the caller
  * asked to keep) comes back. Times each stage and counts bytes moved. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,180 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     return SF_OK;
 }
 
+/* Run steps [from, to); each stage's time is added to its step's slot (the
+ * negative pass of threshold sign=both runs the later steps again). */
+static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to, int gpu,
+                           sf_gpu_timer *timer, sf_run_result *r)
+{
+    sf_status st;
+    for (int i = from; i < to; i++) {
+        const sf_pipe_step *step = &pl->steps[i];
+        double ms = 0, w = now_ms();
+        if (gpu && (st = sf_gpu_timer_start(timer)))
+            return st;
+        st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
+        if (st) {
+            sf_errcontext("stage %s (%s)%s", step->def->name, gpu ? "gpu" : "cpu",
+                          s->negated ? ", negative detections" : "");
+            return st;
+        }
+        if (gpu) {
+            if ((st = sf_gpu_timer_stop(timer, &ms)))
+                return st;
+        } else {
+            ms = now_ms() - w;
+        }
+        r->stage[i] = step->def->name;
+        r->stage_ms[i] += ms;
+        if (r->nstages < i + 1)
+            r->nstages = i + 1;
+    }
+    return SF_OK;
+}
+
+/* The first threshold step and its sign parameter (-1 and POSITIVE without one). */
+static int threshold_step(const sf_pipeline *pl, int *sign)
+{
+    *sign = SF_SIGN_POSITIVE;
+    for (int i = 0; i < pl->nsteps; i++)
+        if (!strcmp(pl->steps[i].def->name, "threshold")) {
+            *sign = ((const sf_thresh_params *)pl->steps[i].params)->sign;
+            return i;
+        }
+    return -1;
+}
+
+/* Invert what the steps after the background read (the image, the filtered
+ * image, the background map and level; the noise stays): the negative pass
+ * detects and measures the inverted image. Exact and undone by a second call.
+ * On the CPU the caller's image is not written: a negated copy (own) is. */
+static sf_status flip_state(sf_state *s, const sf_image *orig, sf_image *own)
+{
+    sf_status st;
+    sf_gpu *g = s->backend == SF_BACKEND_GPU ? s->g : NULL;
+    if (g) {
+        if ((st = sf_image_negate(g, &s->img)))
+            return st;
+    } else if (!s->negated) {
+        if (!own->data) {
+            if ((st = sf_image_alloc(own, orig->nx, orig->ny, SF_HOST, NULL)))
+                return st;
+            for (int y = 0; y < orig->ny; y++)
+                memcpy(own->data + (size_t)y * own->stride, orig->data + (size_t)y * orig->stride,
+                       (size_t)orig->nx * sizeof(float));
+            if ((st = sf_image_negate(NULL, own)))
+                return st;
+        }
+        s->img = *own;
+    } else {
+        s->img = *orig;
+    }
+    if (s->have_filt && (st = sf_image_negate(g, &s->filt)))
+        return st;
+    if (s->have_maps && (st = sf_image_negate(g, &s->bkgmap)))
+        return st;
+    s->bkg.median = -s->bkg.median;
+    s->bkg.mean = -s->bkg.mean;
+    s->negated = !s->negated;
+    return SF_OK;
+}
+
+/* Forget a pass's detections before the next one. */
+static void drop_detections(sf_state *s)
+{
+    s->have &= ~(unsigned)(SF_DATA_MASK | SF_DATA_LABELS | SF_DATA_SOURCES);
+    sf_state_drop_deblend(s);
+    s->nlabels = s->nsources = 0;
+}
+
+/* Pixels set in the mask, where it is on the host (the CPU, or a kept GPU
+ * mask); -1 for a GPU mask left on the device. */
+static long long count_mask(const sf_state *s, const sf_run_result *r, int gpu)
+{
+    const uint8_t *m = r->have_mask ? r->mask.data : gpu ? NULL : s->mask.data;
+    long long c = 0;
+    if (!(s->have & SF_DATA_MASK))
+        return 0;
+    if (!m)
+        return -1;
+    for (size_t k = 0; k < sf_npix(s->img.nx, s->img.ny); k++)
+        c += m[k] != 0;
+    return c;
+}
+
+const double sf_fdr_snr[SF_FDR_NBINS] = {3, 4, 5, 6, 7, 8, 10, 20};
+
+void sf_run_fdr_add(const sf_run_result *r, long long pos[SF_FDR_NBINS], long long neg[SF_FDR_NBINS])
+{
+    for (int i = 0; i < r->nsources; i++) {
+        const sf_source *q = &r->sources[i];
+        double a = fabs(q->snr);
+        for (int k = 0; k < SF_FDR_NBINS && a >= sf_fdr_snr[k]; k++) /* NaN counts nowhere */
+            (q->sign < 0 ? neg : pos)[k]++;
+    }
+}
+
+static void neg_flip(double *v) { if (*v == *v) *v = -*v; }
+static void neg_flipf(float *v) { if (*v == *v) *v = -*v; }
+
+/* The negative pass's result n, measured on the inverted image, into r:
+ * its sources with sign -1, negative id and parent, and the image's signs of
+ * flux_sum, peak, snr and bkg; its mask in bits 2-3 (4 seed, 8 flood) and its
+ * labels as -id in the kept maps; its counts added. r may be empty
+ * (sign=negative), then it takes n's maps and background as they are. */
+static sf_status merge_negative(sf_run_result *r, sf_run_result *n, int have_pos)
+{
+    for (int i = 0; i < n->nsources; i++) {
+        sf_source *q = &n->sources[i];
+        q->sign = -1;
+        q->id = -q->id;
+        q->parent = -q->parent;
+        neg_flip(&q->flux_sum);
+        neg_flip(&q->snr);
+        neg_flipf(&q->peak);
+        neg_flipf(&q->bkg);
+    }
+    if (n->have_mask)
+        for (size_t k = 0; k < sf_npix(n->nx, n->ny); k++)
+            n->mask.data[k] = (uint8_t)(n->mask.data[k] << 2);
+    if (n->have_labels)
+        for (size_t k = 0; k < sf_npix(n->nx, n->ny); k++)
+            n->labels.data[k] = -n->labels.data[k];
+    if (!have_pos) {
+        sf_run_result keep = *r; /* the timings, byte counts and pass totals of r */
+        *r = *n;
+        memset(n, 0, sizeof *n);
+        r->nstages = keep.nstages;
+        memcpy(r->stage, keep.stage, sizeof r->stage);
+        memcpy(r->stage_ms, keep.stage_ms, sizeof r->stage_ms);
+        r->upload_ms = keep.upload_ms;
+        r->nneg = r->nsources;
+        return SF_OK;
+    }
+    if (n->nsources > 0) {
+        sf_source *all = realloc(r->sources, ((size_t)r->nsources + n->nsources + 1) * sizeof *all);
+        if (!all)
+            return sf_fail(SF_ERR_NOMEM, "catalogue of %d sources", r->nsources + n->nsources);
+        memcpy(all + r->nsources, n->sources, (size_t)n->nsources * sizeof *all);
+        r->sources = all;
+        r->nsources += n->nsources;
+    }
+    r->nneg = n->nsources;
+    if (r->have_mask && n->have_mask)
+        for (size_t k = 0; k < sf_npix(r->nx, r->ny); k++)
+            r->mask.data[k] |= n->mask.data[k];
+    if (r->have_labels && n->have_labels)
+        for (size_t k = 0; k < sf_npix(r->nx, r->ny); k++)
+            if (n->labels.data[k])
+                r->labels.data[k] = n->labels.data[k];
+    r->nlabels += n->nlabels;
+    r->nislands += n->nislands;
+    r->nsplit += n->nsplit;
+    r->nsplit_objects += n->nsplit_objects;
+    r->nmask = r->nmask < 0 || n->nmask < 0 ? -1 : r->nmask + n->nmask;
+    return SF_OK;
+}
+
 sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_run_opts *o,
                           sf_run_result *r)
 {
@@ -213,7 +388,10 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     int gpu = o->backend == SF_BACKEND_GPU;
     uint64_t h0 = 0, d0 = 0, h1, d1;
     double t0 = now_ms();
+    int ithr, sign;
+    sf_image own; /* the CPU's negated copy of the image (negative pass) */
 
+    memset(&own, 0, sizeof own);
     memset(&s, 0, sizeof s);
     memset(r, 0, sizeof *r);
     r->nsources = -1;
@@ -250,39 +428,40 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         s.img = *img;
     }
     s.have = SF_DATA_IMAGE;
-    for (int i = 0; i < pl->nsteps; i++) {
-        const sf_pipe_step *step = &pl->steps[i];
-        double ms = 0, w = now_ms();
-        if (gpu && (st = sf_gpu_timer_start(timer)))
+    ithr = threshold_step(pl, &sign);
+    if (ithr < 0 || sign == SF_SIGN_POSITIVE) {
+        if ((st = run_steps(&s, pl, 0, pl->nsteps, gpu, timer, r)) || (st = collect(&s, o, r)))
             goto fail;
-        st = gpu ? step->def->gpu(&s, step->params) : step->def->cpu(&s, step->params);
-        if (st) {
-            sf_errcontext("stage %s (%s)", step->def->name, gpu ? "gpu" : "cpu");
+        r->nmask = count_mask(&s, r, gpu);
+    } else {
+        /* threshold sign=negative|both: the steps from threshold on run on
+         * the image (both) and then on the inverted image */
+        sf_run_result n;
+        memset(&n, 0, sizeof n);
+        if ((st = run_steps(&s, pl, 0, ithr, gpu, timer, r)))
             goto fail;
-        }
-        if (gpu) {
-            if ((st = sf_gpu_timer_stop(timer, &ms)))
+        if (sign == SF_SIGN_BOTH) {
+            if ((st = run_steps(&s, pl, ithr, pl->nsteps, gpu, timer, r)) || (st = collect(&s, o, r)))
                 goto fail;
-        } else {
-            ms = now_ms() - w;
+            r->nmask = count_mask(&s, r, gpu);
+            drop_detections(&s);
         }
-        r->stage[r->nstages] = step->def->name;
-        r->stage_ms[r->nstages++] = ms;
-    }
-    if ((st = collect(&s, o, r)))
-        goto fail;
-    if (s.have & SF_DATA_MASK) {
-        /* pixels in the mask: counted where it is on the host (the CPU, or a
-         * kept GPU mask); unknown (-1) for a GPU mask left on the device */
-        const uint8_t *m = r->have_mask ? r->mask.data : gpu ? NULL : s.mask.data;
-        r->nmask = -1;
-        if (m) {
-            long long c = 0;
-            for (size_t k = 0; k < sf_npix(img->nx, img->ny); k++)
-                c += m[k];
-            r->nmask = c;
+        if ((st = flip_state(&s, img, &own)) || (st = run_steps(&s, pl, ithr, pl->nsteps, gpu, timer, r)) ||
+            (st = flip_state(&s, img, &own)))
+            goto fail;
+        n.nx = r->nx;
+        n.ny = r->ny;
+        if ((st = collect(&s, o, &n))) {
+            sf_run_result_free(&n);
+            goto fail;
         }
+        n.nmask = count_mask(&s, &n, gpu);
+        st = merge_negative(r, &n, sign == SF_SIGN_BOTH);
+        sf_run_result_free(&n);
+        if (st)
+            goto fail;
     }
+    r->sign = ithr < 0 ? SF_SIGN_POSITIVE : sign;
     r->total_ms = now_ms() - t0;
     if (gpu) {
         sf_gpu_bytes(o->gpu, &h1, &d1);
@@ -290,15 +469,19 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         r->d2h = d1 - d0;
     }
     state_free(&s);
+    sf_image_free(&own, NULL);
     sf_gpu_timer_destroy(timer);
     return SF_OK;
 fail:
-    state_free(&s);
-    sf_gpu_timer_destroy(timer);
     {
         sf_status keep = st;
         char detail[1024];
         snprintf(detail, sizeof detail, "%s", sf_errdetail());
+        if (s.negated && gpu) /* the caller's device image (the batch engine's) back as it was */
+            (void)sf_image_negate(o->gpu, &s.img);
+        state_free(&s);
+        sf_image_free(&own, NULL);
+        sf_gpu_timer_destroy(timer);
         sf_run_result_free(r);
         sf_fail(keep, "%s", detail);
         return keep;

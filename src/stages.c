@@ -219,6 +219,11 @@ static const sf_param_spec thr_params[] = {
      "with mesh maps: local: the noise map at each pixel; global: one sigma, the maps' median "
      "rms (SExtractor without a weight map)",
      offsetof(sf_thresh_params, rms_global)},
+    {"sign", SF_PT_CHOICE, "positive", 0, 0, "positive|negative|both", "",
+     "positive: sources above the background; negative: detections of the inverted image "
+     "(the noise's own false detections in radio images); both: the two, negative ones with "
+     "sign -1 and negative ids, and the false-detection estimate in the summary",
+     offsetof(sf_thresh_params, sign)},
 };
 
 static sf_status thr_run(sf_state *s, const void *pp, int gpu)

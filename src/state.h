@@ -36,6 +36,8 @@ struct sf_state {
     int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
+    int negated;            /* the negative pass: image, filtered image, background map
+                               and level are inverted (src/run.c flip_state) */
 };
 
 /* Forget a deblend stage's tables (host memory on both backends). */

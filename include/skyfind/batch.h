@@ -56,6 +56,9 @@ typedef struct {
     double startup_ms;          /* longest GPU context creation (0 on the CPU) */
     double read_ms, upload_ms, decode_ms, stages_ms, write_ms; /* summed over images */
     long long nsources;
+    int nsigned;                /* images run with threshold sign=negative|both */
+    long long nneg;             /* their negative detections */
+    long long fdr_pos[SF_FDR_NBINS], fdr_neg[SF_FDR_NBINS]; /* sf_run_fdr_add over them */
     double first_done_ms, last_done_ms; /* when the first and the last image were written */
     double count_ms;            /* counting the GPUs (the CUDA driver's start), 0 if not done here */
     double pin_ms;              /* pinning the pool's buffers (beside the uploads) */

@@ -85,6 +85,8 @@ void sf_gpu_host_free(sf_gpu *g, void *ptr);
 sf_status sf_gpu_to_device(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes);
+/* Flip the sign bit of n floats at dst (device memory), on the stream. */
+sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n);
 
 void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h);
 void sf_gpu_reset_bytes(sf_gpu *g);

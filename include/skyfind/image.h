@@ -56,6 +56,11 @@ sf_status sf_labels_upload(sf_gpu *g, const sf_labels *host, sf_labels *dev);
 sf_status sf_labels_download(sf_gpu *g, const sf_labels *dev, sf_labels *host);
 sf_status sf_mask_upload(sf_gpu *g, const sf_mask *host, sf_mask *dev);
 
+/* Flip the sign bit of every pixel in place (x -> -x exactly, NaN stays NaN;
+ * twice restores the bits), on the host or, through g, on the device. The
+ * runner's negative pass (threshold sign=negative|both) uses it. */
+sf_status sf_image_negate(sf_gpu *g, sf_image *im);
+
 static inline size_t sf_npix(int nx, int ny) { return (size_t)nx * (size_t)ny; }
 
 /* The one rule for pixel values read from a file (CFITSIO's path in

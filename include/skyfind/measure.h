@@ -99,6 +99,9 @@ typedef struct {
     int parent;       /* the segment label of the island the object comes from (id without
                          a deblend stage) */
     int nchildren;    /* objects cut from that island (1: not deblended) */
+    int sign;         /* 1; -1 for a detection of the inverted image (threshold
+                         sign=negative|both): the runner then negates id, parent,
+                         flux_sum, peak, snr and bkg back to the image's values */
     double x2, y2, xy;  /* second central moments (pix^2), SExtractor X2/Y2/XY */
     double a, b;      /* semi-major and semi-minor axes (pix), SExtractor A/B */
     double theta;     /* position angle of a, degrees counter-clockwise from +x, (-90, 90] */

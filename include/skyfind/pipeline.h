@@ -9,6 +9,7 @@
 #include "skyfind/image.h"
 #include "skyfind/background.h"
 #include "skyfind/measure.h"
+#include "skyfind/threshold.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -127,6 +128,9 @@ typedef struct {
     int nislands;               /* islands of the segment stage */
     int nsplit, nsplit_objects; /* deblend: islands split, and the objects cut from them */
     int box;                    /* mesh size used by method=mesh, 0 otherwise */
+    int sign;                   /* threshold sign (SF_SIGN_*) the run used */
+    int nneg;                   /* negative detections among the sources (sign -1, listed
+                                   after the positive ones) */
     int nstages;
     const char *stage[SF_RUN_MAXSTAGES];
     double stage_ms[SF_RUN_MAXSTAGES]; /* device time (GPU, CUDA events) or wall time (CPU) */
@@ -141,6 +145,15 @@ typedef struct {
 sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_run_opts *o,
                           sf_run_result *r);
 void sf_run_result_free(sf_run_result *r);
+
+/* The false-detection estimate of threshold sign=both: in an image whose
+ * noise is symmetric, the detections of the inverted image count the false
+ * detections among the positive ones. pos[k] and neg[k] (added to) are the
+ * positive and negative sources with |snr| >= sf_fdr_snr[k] (the catalogue's
+ * snr, peak / rms); neg[k] / pos[k] estimates the false fraction there. */
+#define SF_FDR_NBINS 8
+extern const double sf_fdr_snr[SF_FDR_NBINS];
+void sf_run_fdr_add(const sf_run_result *r, long long pos[SF_FDR_NBINS], long long neg[SF_FDR_NBINS]);
 
 #ifdef __cplusplus
 }

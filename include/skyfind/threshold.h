@@ -29,7 +29,12 @@ typedef struct {
     int rms_global;   /* 0: the noise map at each pixel (when the background stage made maps);
                          1: one sigma for the whole image (st->sigma, the maps' median rms),
                          SExtractor's convention without a weight map */
+    int sign;         /* SF_SIGN_*: which detections the runner makes (src/run.c): of
+                         the image, of the inverted image, or both; the threshold
+                         functions themselves always detect the positive ones */
 } sf_thresh_params;
+
+enum { SF_SIGN_POSITIVE = 0, SF_SIGN_NEGATIVE = 1, SF_SIGN_BOTH = 2 };
 
 void sf_thresh_params_default(sf_thresh_params *p);
 

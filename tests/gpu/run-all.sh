@@ -80,11 +80,12 @@ tail -4 "$W/conv_scipy.log"; [ $rc = 0 ] || fail=1
 
 fi
 if want compare; then
-say "skyfind compare on the real images (lesson and radio pipelines)"
+say "skyfind compare on the real images (lesson, radio, sextractor (deblending) and radio with negative detections)"
 real=$(ls "$SKYFIND_TEST_DATA"/*.fits "$SKYFIND_TEST_DATA"/*.fits.gz "$SKYFIND_TEST_DATA"/*.fz 2>/dev/null |
        grep -v -e REF_ -e TRUTH -e quirk_tilecomp_uint16)
-for p in lesson radio; do
-    "$BIN/skyfind" compare -q -p $p --json $real >"$W/compare_real_$p.json" 2>"$W/compare_real_$p.err"; rc=$?
+for p in lesson radio sextractor radio+neg; do
+    set_=(); [ $p = radio+neg ] && set_=(--set threshold.sign=both)
+    "$BIN/skyfind" compare -q -p ${p%+neg} "${set_[@]}" --json $real >"$W/compare_real_$p.json" 2>"$W/compare_real_$p.err"; rc=$?
     echo "pipeline $p: rc=$rc, $(grep -c '"agree":true' "$W/compare_real_$p.json") agree, $(grep -c '"agree":false' "$W/compare_real_$p.json") disagree; errors: $(grep -c . "$W/compare_real_$p.err")"
     grep '"agree":false' "$W/compare_real_$p.json"; head -5 "$W/compare_real_$p.err"
     [ $rc = 0 ] || fail=1
@@ -95,8 +96,9 @@ if want compare; then
 say "skyfind compare on simulated images: $sizes"
 for n in $sizes; do
     "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"
-    for p in lesson radio; do
-        "$BIN/skyfind" compare -p $p "$W/sim$n.fits" >"$W/compare_sim${n}_$p.txt" 2>&1; rc=$?
+    for p in lesson radio sextractor radio+neg; do
+        set_=(); [ $p = radio+neg ] && set_=(--set threshold.sign=both)
+        "$BIN/skyfind" compare -p ${p%+neg} "${set_[@]}" "$W/sim$n.fits" >"$W/compare_sim${n}_$p.txt" 2>&1; rc=$?
         sed 's/^/  /' "$W/compare_sim${n}_$p.txt"; [ $rc = 0 ] || fail=1
     done
 done

@@ -36,14 +36,14 @@ BUILD = os.environ.get("SKYFIND_BUILD", os.path.join(SOURCE, "build"))
 TOOL = os.path.join(BUILD, "tests", "sf_catwrite")
 PIX = ["id", "x", "y", "npix", "flux_sum", "peak", "peak_x", "peak_y", "x_err", "y_err",
        "flux_err", "flux_jy", "flux_jy_err", "snr", "bkg", "rms", "x2", "y2", "xy", "a", "b",
-       "theta", "xmin", "xmax", "ymin", "ymax", "npeaks", "parent", "nchildren", "flags"]
+       "theta", "xmin", "xmax", "ymin", "ymax", "npeaks", "parent", "nchildren", "flags", "sign"]
 WORLD = ["ra", "dec", "peak_ra", "peak_dec", "a_arcsec", "b_arcsec", "pa_deg"]
 B = "\x01"  # the image's BUNIT
 UNITS = {"id": "", "x": "pix", "y": "pix", "npix": "pix", "flux_sum": B, "peak": B,
          "peak_x": "pix", "peak_y": "pix", "x_err": "pix", "y_err": "pix", "flux_err": B,
          "flux_jy": "Jy", "flux_jy_err": "Jy", "snr": "", "bkg": B, "rms": B, "x2": "pix2",
          "y2": "pix2", "xy": "pix2", "a": "pix", "b": "pix", "theta": "deg", "xmin": "pix",
-         "xmax": "pix", "ymin": "pix", "ymax": "pix", "npeaks": "", "parent": "", "nchildren": "", "flags": "", "ra": "deg",
+         "xmax": "pix", "ymin": "pix", "ymax": "pix", "npeaks": "", "parent": "", "nchildren": "", "flags": "", "sign": "", "ra": "deg",
          "dec": "deg", "peak_ra": "deg", "peak_dec": "deg", "a_arcsec": "arcsec",
          "b_arcsec": "arcsec", "pa_deg": "deg"}
 HWHM = math.sqrt(2 * math.log(2))

@@ -42,7 +42,7 @@ IMAGES = [
 FIELDS = [("id", "i4"), ("flags", "i4"), ("npix", "i8"), ("flux_sum", "f8"), ("x", "f8"),
           ("y", "f8"), ("peak", "f4"), ("peak_x", "i4"), ("peak_y", "i4"), ("xmin", "i4"),
           ("xmax", "i4"), ("ymin", "i4"), ("ymax", "i4"), ("bkg", "f4"), ("rms", "f4"),
-          ("npeaks", "i4"), ("parent", "i4"), ("nchildren", "i4"), ("x2", "f8"), ("y2", "f8"), ("xy", "f8"), ("a", "f8"), ("b", "f8"),
+          ("npeaks", "i4"), ("parent", "i4"), ("nchildren", "i4"), ("sign", "i4"), ("x2", "f8"), ("y2", "f8"), ("xy", "f8"), ("a", "f8"), ("b", "f8"),
           ("theta", "f8"), ("snr", "f8"), ("flux_err", "f8"), ("x_err", "f8"), ("y_err", "f8")]
 TOL = 1e-9
 EDGE, NAN, TRUNCATED, MERGED = 1, 2, 4, 8
@@ -62,12 +62,15 @@ def check(ok, what):
 
 def packed_dtype():
     off, names, formats, offsets = 0, [], [], []
-    for name, fmt in FIELDS:
+    for name, fmt in FIELDS:  # C's natural alignment: each field at a multiple of its size
+        size = np.dtype(fmt).itemsize
+        off = (off + size - 1) // size * size
         names.append(name)
         formats.append(fmt)
         offsets.append(off)
-        off += np.dtype(fmt).itemsize
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": off})
+        off += size
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": (off + 7) // 8 * 8})
 
 
 DTYPE = packed_dtype()

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 #define OFF(field) printf(" %s=%zu", #field, offsetof(sf_source, field))
     OFF(id), OFF(flags), OFF(npix), OFF(flux_sum), OFF(x), OFF(y), OFF(peak), OFF(peak_x);
     OFF(peak_y), OFF(xmin), OFF(xmax), OFF(ymin), OFF(ymax), OFF(bkg), OFF(rms), OFF(npeaks);
-    OFF(parent), OFF(nchildren), OFF(x2), OFF(y2), OFF(xy), OFF(a), OFF(b), OFF(theta), OFF(snr), OFF(flux_err);
+    OFF(parent), OFF(nchildren), OFF(sign), OFF(x2), OFF(y2), OFF(xy), OFF(a), OFF(b), OFF(theta), OFF(snr), OFF(flux_err);
     OFF(x_err), OFF(y_err);
 #undef OFF
     printf("\n");
