@@ -872,7 +872,10 @@ static int sf_card_is_end(const char *c)
 /* Before CFITSIO opens a plain disk file: say what a non-file is (a
  * directory, a FIFO that would block the open, a device), then walk the
  * raw 2880-byte header blocks and refuse an image HDU that declares more
- * data than the file holds (before anything allocates it) and a
+ * data than the file holds (before anything allocates it), a damaged
+ * mandatory keyword in a header CFITSIO will parse on the way to the image
+ * (when the name gives no HDU, the walk stops at the first image: CFITSIO
+ * reads no further, so a damaged later HDU does not lose the image) and a
  * tile-compressed HDU whose keywords CFITSIO would trip on. Anything else
  * unusual is left to CFITSIO's own messages. */
 static sf_status sf_fits_precheck(const char *path)
@@ -884,13 +887,14 @@ static sf_status sf_fits_precheck(const char *path)
     FILE *f = NULL;
     char *hdr = NULL;
     long long pos = 0, fsize;
-    int status = 0;
+    int status = 0, strict, hdu, ended = 0, absent = 0;
+    char why[160] = "";
     sf_status st = SF_OK;
     unsigned char magic[2];
 
     if (strlen(path) >= FLEN_FILENAME)
         return SF_OK;
-    urltype[0] = infile[0] = '\0';
+    urltype[0] = infile[0] = extspec[0] = '\0';
     fits_parse_input_url((char *)path, urltype, infile, outfile, extspec, filter, binspec,
                          colspec, &status);
     fits_clear_errmsg();
@@ -917,19 +921,30 @@ static sf_status sf_fits_precheck(const char *path)
         goto done; /* empty, or compressed as a whole: CFITSIO's business */
     if (!(hdr = malloc(2880)))
         goto done;
-    for (int hdu = 1; hdu <= 10000 && pos < fsize; hdu++) {
+    strict = !extspec[0];
+    for (hdu = 1; hdu <= 10000 && pos < fsize; hdu++) {
         long long bitpix, naxis, ax[999], pcount = 0, gcount = 1, npix = 1, size;
-        int n = 0, ended = 0, isimage, ok = 1;
+        int n = 0, isimage, r;
         char xt[72] = "";
-        /* the header: blocks until END */
+        /* the header: blocks until END (ended 1), or the end of the file
+         * (ended -1: its whole cards are checked all the same, as CFITSIO
+         * parses the mandatory keywords before it looks for END) */
+        ended = 0;
         while (!ended) {
             char *h2 = realloc(hdr, (size_t)(n / 36 + 1) * 2880 + 1);
+            size_t got;
             if (!h2 || n >= 36 * 10000)
                 goto done;
             hdr = h2;
-            if (fseeko(f, (off_t)(pos + (long long)n / 36 * 2880), SEEK_SET) ||
-                fread(hdr + (size_t)n * 80, 1, 2880, f) != 2880)
-                goto done; /* truncated header: CFITSIO says so */
+            if (fseeko(f, (off_t)(pos + (long long)n / 36 * 2880), SEEK_SET))
+                goto done;
+            got = fread(hdr + (size_t)n * 80, 1, 2880, f);
+            if (got < 2880) {
+                n += (int)(got / 80);
+                hdr[(size_t)n * 80] = '\0';
+                ended = -1;
+                break;
+            }
             hdr[(size_t)(n + 36) * 80] = '\0'; /* strspn and sf_raw_key stop there */
             for (int i = 0; i < 36 && !ended; i++, n++)
                 if (sf_card_is_end(hdr + (size_t)n * 80))
@@ -949,32 +964,63 @@ static sf_status sf_fits_precheck(const char *path)
                 goto done;
             }
         }
-        if (sf_raw_int(hdr, n, "BITPIX", &bitpix, val) <= 0 ||
-            sf_raw_int(hdr, n, "NAXIS", &naxis, val) <= 0 || naxis < 0 || naxis > 999 ||
+        if (n == 0 || strncmp(hdr, hdu == 1 ? "SIMPLE  =" : "XTENSION=", 9) != 0)
+            goto done; /* not FITS, or junk after the last HDU: CFITSIO's business */
+        /* The mandatory keywords. Up to the HDU that will be read (the
+         * first with an image, when the name names none), CFITSIO parses
+         * every header on the way, and a damaged one has made it allocate
+         * from garbage (fuzzing): refused here with its name. */
+        if ((r = sf_raw_int(hdr, n, "BITPIX", &bitpix, val)) <= 0 ||
             (bitpix != 8 && bitpix != 16 && bitpix != 32 && bitpix != 64 && bitpix != -32 &&
-             bitpix != -64))
-            goto done; /* CFITSIO's message is as good */
-        for (int k = 0; k < naxis && ok; k++) {
+             bitpix != -64)) {
+            absent = r == 0;
+            snprintf(why, sizeof why, "BITPIX is missing or not one of 8, 16, 32, 64, -32, -64");
+            goto damaged;
+        }
+        if ((r = sf_raw_int(hdr, n, "NAXIS", &naxis, val)) <= 0 || naxis < 0 || naxis > 999) {
+            absent = r == 0;
+            snprintf(why, sizeof why, "NAXIS is missing or not an integer from 0 to 999");
+            goto damaged;
+        }
+        for (int k = 0; k < naxis; k++) {
             char key[24];
             snprintf(key, sizeof key, "NAXIS%d", k + 1);
-            if (sf_raw_int(hdr, n, key, &ax[k], val) <= 0 || ax[k] < 0)
-                ok = 0;
-            else if (ax[k] > 0 && npix > (1LL << 62) / ax[k])
+            if ((r = sf_raw_int(hdr, n, key, &ax[k], val)) <= 0 || ax[k] < 0) {
+                absent = r == 0;
+                snprintf(why, sizeof why, "%s is missing or not an integer >= 0", key);
+                goto damaged;
+            }
+            if (ax[k] > 0 && npix > (1LL << 62) / ax[k])
                 npix = 1LL << 62;
             else
                 npix *= ax[k];
         }
-        if (!ok)
-            goto done;
         if (naxis == 0)
             npix = 0;
-        sf_raw_int(hdr, n, "PCOUNT", &pcount, val);
-        sf_raw_int(hdr, n, "GCOUNT", &gcount, val);
-        if (pcount < 0 || gcount < 0 || pcount > (1LL << 50) || gcount > 1000)
-            goto done;
+        if (sf_raw_int(hdr, n, "PCOUNT", &pcount, val) < 0 ||
+            sf_raw_int(hdr, n, "GCOUNT", &gcount, val) < 0 || pcount < 0 || gcount < 0 ||
+            pcount > (1LL << 50) || gcount > 1000) {
+            absent = 0;
+            snprintf(why, sizeof why, "PCOUNT or GCOUNT is not an integer in range");
+            goto damaged;
+        }
+        isimage = hdu == 1 || (sf_raw_key(hdr, n, "XTENSION", xt) && !strcmp(xt, "IMAGE"));
+        if (!isimage && (!strcmp(xt, "BINTABLE") || !strcmp(xt, "TABLE"))) {
+            long long tfields;
+            if ((r = sf_raw_int(hdr, n, "TFIELDS", &tfields, val)) <= 0 || tfields < 0 ||
+                tfields > 999) {
+                absent = r == 0;
+                snprintf(why, sizeof why, "TFIELDS of the %s is missing or not an integer from "
+                         "0 to 999", xt);
+                goto damaged;
+            }
+        }
+        if (ended < 0) {
+            absent = 1;
+            goto damaged;
+        }
         size = (npix >= (1LL << 62) / 8 ? (1LL << 59) : npix * (bitpix < 0 ? -bitpix : bitpix) / 8);
         size = (size + pcount) * gcount;
-        isimage = hdu == 1 || (sf_raw_key(hdr, n, "XTENSION", xt) && !strcmp(xt, "IMAGE"));
         if (isimage && naxis >= 2 && size > 0 && pos + size > fsize) {
             double by = (double)(bitpix < 0 ? -bitpix : bitpix) / 8.0;
             char dims[256], amount[32];
@@ -996,12 +1042,23 @@ static sf_status sf_fits_precheck(const char *path)
         }
         {
             char zi[72];
-            if (sf_raw_key(hdr, n, "ZIMAGE", zi) && !strcmp(zi, "T") &&
-                (st = sf_raw_check_zimage(path, hdu, f, hdr, n, pos, size)) != SF_OK)
+            /* a logical as CFITSIO reads it: true when the value begins
+             * with T ("THEAP   =..." is true: fuzzing) */
+            int zimage = sf_raw_key(hdr, n, "ZIMAGE", zi) && zi[0] == 'T';
+            if (zimage && (st = sf_raw_check_zimage(path, hdu, f, hdr, n, pos, size)) != SF_OK)
                 goto done;
+            if (strict && ((isimage && naxis > 0) || zimage))
+                goto done; /* the HDU that will be read: CFITSIO goes no further */
         }
         pos += (size + 2879) / 2880 * 2880;
     }
+    goto done;
+damaged:
+    if (strict && ended < 0 && absent)
+        st = sf_fail(SF_ERR_FITS, "%s: HDU %d: the header has no END card before the end of the "
+                     "file: the file is truncated or damaged", path, hdu);
+    else if (strict)
+        st = sf_fail(SF_ERR_FITS, "%s: HDU %d: the header is damaged: %s", path, hdu, why);
 done:
     free(hdr);
     if (f)

@@ -568,6 +568,72 @@ START_TEST(test_hostile_reads)
         expect_read_error(tmp_path("tiles.fits"), "tiles.fits",
                           "HDU 2: tile 1 of the tile-compressed image lies outside the heap");
     }
+    /* fuzzing, 2026-11-25: on the way to the image, a table whose NAXIS1 is
+     * garbage; CFITSIO (ffgtbp, in a long run after other files) asked calloc
+     * for 1.7e16 bytes. Refused with its name; the same damaged table after
+     * an image in the primary HDU does not lose the image (CFITSIO never
+     * reads that header). */
+    {
+        const char *empty[] = {"SIMPLE  =                    T", "BITPIX  =                    8",
+                               "NAXIS   =                    0", "EXTEND  =                    T",
+                               NULL};
+        const char *image[] = {"SIMPLE  =                    T", "BITPIX  =                  -32",
+                               "NAXIS   =                    2", "NAXIS1  =                    4",
+                               "NAXIS2  =                    3", "EXTEND  =                    T",
+                               NULL};
+        const char *table[] = {"XTENSION= 'BINTABLE'", "BITPIX  =                    8",
+                               "NAXIS   =                    2",
+                               "NAXIS1  =         ZZERO   =           8 / width of table in bytes",
+                               "NAXIS2  =                  300", "PCOUNT  =                66896",
+                               "GCOUNT  =                    1", "TFIELDS =                    1",
+                               "TFORM1  = '8A      '", NULL};
+        unsigned char data[2880] = {0};
+        FILE *f = fopen(tmp_path("table.fits"), "wb");
+        ck_assert_ptr_nonnull(f);
+        append_raw_hdu(f, empty, NULL, NULL, 0);
+        append_raw_hdu(f, table, NULL, data, sizeof data);
+        fclose(f);
+        expect_read_error(tmp_path("table.fits"), "table.fits",
+                          "HDU 2: the header is damaged: NAXIS1 is missing or not an integer");
+        f = fopen(tmp_path("image.fits"), "wb");
+        ck_assert_ptr_nonnull(f);
+        append_raw_hdu(f, image, NULL, data, sizeof data);
+        append_raw_hdu(f, table, NULL, data, sizeof data);
+        fclose(f);
+        ck_assert_msg(sf_fits_read(tmp_path("image.fits"), 0, NULL, &im, &in) == SF_OK, "%s",
+                      sf_errdetail());
+        ck_assert_int_eq(im.nx, 4);
+        ck_assert_int_eq(im.ny, 3);
+        sf_image_free(&im, NULL);
+        sf_fits_info_free(&in);
+    }
+    /* fuzzing (CI, 2026-11-24): ZIMAGE's value "THEAP   =..." is true for
+     * CFITSIO (a logical is T when it begins with T) but was not for the
+     * pre-check, which then did not walk the RICE tiles: CFITSIO's
+     * fits_rdecomp_short read past a corrupt tile (SEGV under ASan). Made
+     * here from the data folder's RICE image: that card, and two bytes of the
+     * tile heap changed (tests/fuzz/known/cfitsio-rice-overread.sh). */
+    {
+        static const char card[81] =
+            "ZIMAGE  =                  THEAP   =ension contains compressed image            ";
+        const char *src = sftest_data("optical_ngc1316_440x300_RICE_tilecompressed.fits");
+        FILE *fi = fopen(src, "rb"), *fo = fopen(tmp_path("theap.fits"), "wb");
+        static unsigned char buf[86400];
+        size_t nb;
+        ck_assert_ptr_nonnull(fi);
+        ck_assert_ptr_nonnull(fo);
+        nb = fread(buf, 1, sizeof buf, fi);
+        fclose(fi);
+        ck_assert_uint_eq(nb, 86400);
+        ck_assert_int_eq(memcmp(buf + 3680, "ZIMAGE  =", 9), 0);
+        memcpy(buf + 3680, card, 80);
+        buf[27190] = 0xb9;
+        buf[41018] = 0x24;
+        ck_assert_uint_eq(fwrite(buf, 1, nb, fo), nb);
+        fclose(fo);
+        expect_read_error(tmp_path("theap.fits"), "theap.fits",
+                          "of the tile-compressed image is corrupt");
+    }
     remove_tmpdir();
 }
 END_TEST
