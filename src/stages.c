@@ -70,9 +70,11 @@ static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); 
 
 /* ---- convolve ------------------------------------------------------------ */
 static const sf_param_spec conv_params[] = {
-    {"kernel", SF_PT_CHOICE, "beam", 0, 0, "beam|gauss|tophat|file", "",
+    {"kernel", SF_PT_CHOICE, "beam", 0, 0, "beam|gauss|tophat|file|auto", "",
      "beam: the header's restoring beam, the matched filter (no filtering without a beam); "
-     "gauss: fwhm, fwhm_min, pa; tophat: radius; file: a SExtractor .conv file or FITS image",
+     "gauss: fwhm, fwhm_min, pa; tophat: radius; file: a SExtractor .conv file or FITS image; "
+     "auto: the beam when it raises a point source's signal-to-noise by 1.5 or more on this "
+     "image's noise (white), else no filtering (noise correlated over the beam)",
      offsetof(sf_conv_params, kernel)},
     {"fwhm", SF_PT_REAL, "3", 0.01, 10000, NULL, "unit", "gauss: FWHM of the major axis",
      offsetof(sf_conv_params, fwhm)},
@@ -149,6 +151,7 @@ static sf_status conv_kernel(const sf_state *s, const sf_conv_params *p, sf_kern
     }
     switch (p->kernel) {
     case SF_KER_BEAM:
+    case SF_KER_AUTO:
         if (!(s->beam_pix > 0)) {
             *none = 1;
             return SF_OK;
@@ -173,13 +176,15 @@ static sf_status conv_run(sf_state *s, const void *pp, int gpu)
     const sf_conv_params *p = pp;
     sf_kernel k;
     int none, nan = -1;
+    double rho = 1, snr_gain = 0;
     sf_status st;
     memset(&k, 0, sizeof k);
     s->have_filt = 0;
     if ((st = conv_kernel(s, p, &k, &none)))
         return st;
     if (none) {
-        snprintf(s->filt_desc, sizeof s->filt_desc, "none (kernel=beam but the header has no beam)");
+        snprintf(s->filt_desc, sizeof s->filt_desc, "none (kernel=%s but the header has no beam)",
+                 p->kernel == SF_KER_AUTO ? "auto" : "beam");
         return SF_OK;
     }
     if (s->have & SF_DATA_BKG) /* the background stage counted the finite pixels */
@@ -188,16 +193,38 @@ static sf_status conv_run(sf_state *s, const void *pp, int gpu)
              : sf_convolve_cpu(&s->img, &k, p->method, p->edge, nan, &s->filt);
     if (st == SF_OK) {
         s->filt_gain = p->noise == 2 ? 1.0 : sqrt(k.sum2);
+        if (p->noise == 1 || p->kernel == SF_KER_AUTO)
+            st = conv_noise_ratio(s, gpu, &rho);
         if (p->noise == 1)
-            st = conv_noise_ratio(s, gpu, &s->filt_gain);
+            s->filt_gain = rho;
+    }
+    if (st == SF_OK && p->kernel == SF_KER_AUTO) {
+        /* G, the peak SNR of an unresolved source (of the beam's shape
+         * b = k / max k) filtered over unfiltered: (sum k b / (sigma rho)) /
+         * (1 / sigma) = sum k^2 / (max k * rho) */
+        float kmax = 0;
+        for (size_t i = 0; i < (size_t)k.nx * (size_t)k.ny; i++)
+            kmax = k.w[i] > kmax ? k.w[i] : kmax;
+        snr_gain = kmax > 0 ? k.sum2 / ((double)kmax * rho) : 0;
+        if (!(snr_gain >= SF_CONV_AUTO_GAIN)) {
+            snprintf(s->filt_desc, sizeof s->filt_desc, "none (kernel=auto: the beam filter would "
+                     "change a point source's signal-to-noise by x%.2f, below %.1f: the noise is "
+                     "correlated over the beam)", snr_gain, SF_CONV_AUTO_GAIN);
+            sf_kernel_free(&k);
+            return SF_OK;
+        }
     }
     if (st == SF_OK) {
         int m = p->method ? p->method : sf_convolve_pick(&k, s->img.nx, s->img.ny, gpu);
+        char why[64] = "";
+        if (p->kernel == SF_KER_AUTO)
+            snprintf(why, sizeof why, " (kernel=auto: point-source SNR x%.2f)", snr_gain);
         s->have_filt = 1;
         s->have |= SF_DATA_FILTERED;
         s->filt_sum = k.sum;
-        snprintf(s->filt_desc, sizeof s->filt_desc, "%.120s, %s%s", k.desc,
-                 m == SF_CONV_FFT ? "fft" : "direct", k.row && m != SF_CONV_FFT ? " separable" : "");
+        snprintf(s->filt_desc, sizeof s->filt_desc, "%.100s, %s%s%s", k.desc,
+                 m == SF_CONV_FFT ? "fft" : "direct", k.row && m != SF_CONV_FFT ? " separable" : "",
+                 why);
     }
     sf_kernel_free(&k);
     return st;

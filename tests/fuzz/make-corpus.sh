@@ -23,6 +23,8 @@ done
 [ "$n" -gt 0 ] || { echo "make-corpus.sh: no FITS file of at most 100 kB in $data" >&2; exit 1; }
 # the corrupt RICE tile that made CFITSIO 4.2.0 read past its buffer (RESULTS.md)
 "$src"/tests/fuzz/known/cfitsio-rice-overread.sh "$out/fits/cfitsio-rice-overread.fits"
+# the same with ZIMAGE = THEAP..., true for CFITSIO (RESULTS.md crash 6)
+"$src"/tests/fuzz/known/cfitsio-rice-overread-theap.sh "$out/fits/cfitsio-rice-overread-theap.fits"
 # .pipe: each shipped pipeline, alone and with --set assignments after NULs
 i=0
 for p in "$src"/pipelines/*.pipe; do

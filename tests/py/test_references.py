@@ -45,25 +45,32 @@ PIPES = os.path.join(SOURCE, "pipelines")
 
 # ---- tolerances (measured values in the comments) ---------------------------
 # (a) Parkes 1904-66 vs Aegean (seedclip 5, floodclip 4, Gaussian fits).
-#     radio.pipe finds 35 islands; 35/51 Aegean components (0.686) have a
-#     skyfind centroid or peak within one BMAJ (0.24 deg). The 16 it misses
-#     are 11 components in no skyfind island, at Aegean SNR 5.2-7.6 (the beam
-#     filter of radio.pipe costs SNR on this beam-correlated noise: without
-#     it 46/51 match; see test_matched_filter.py), and 5 components inside
-#     islands that skyfind reports as one source with a matched component.
-#     3 skyfind sources have no Aegean component within one BMAJ.
-PKS_MIN_MATCHED = 0.62            # measured 0.686 (35/51); margin 3 components
-PKS_MAX_UNMATCHED_SF = 0.15       # measured 0.086 (3/35 skyfind sources)
-PKS_MAX_MEDIAN_SEP_BEAMS = 0.15   # measured 0.080 BMAJ (max 0.694)
+#     radio.pipe (convolve kernel=auto: the beam filter would change a point
+#     source's SNR by x0.60 on this beam-correlated noise, so it does not
+#     filter) finds 55 islands; 46/51 Aegean components (0.902) have a
+#     skyfind centroid or peak within one BMAJ (0.24 deg). With the beam
+#     filter (kernel=beam, radio.pipe before kernel=auto) 35/51 matched: it
+#     cost SNR here. Of the 5 missed, 4 lie inside an island that skyfind
+#     reports as one source with a matched component (Aegean fits several
+#     Gaussians to it), 1 (Aegean SNR 5.7) in no island. 14 of the 55 skyfind
+#     sources have no Aegean component within one BMAJ: most lie on the
+#     ragged, noisier border of the mosaic next to blank pixels (flag 2) or
+#     have Aegean-rms SNR near 5; skyfind's own false-detection estimate
+#     (threshold sign=both) finds 3 negative detections above 5 sigma, so
+#     most are real emission that the reference catalogue does not hold.
+PKS_MIN_MATCHED = 0.85            # measured 0.902 (46/51); margin 2 components
+PKS_MAX_UNMATCHED_SF = 0.30       # measured 0.255 (14/55 skyfind sources)
+PKS_MAX_MEDIAN_SEP_BEAMS = 0.15   # measured 0.071 BMAJ (max 0.706)
 #     Like with like: per skyfind island, its flux_jy against the sum of
 #     int_flux of the Aegean components that lie in it (through the label
-#     map), its peak against their largest peak_flux. 30 islands hold 37
+#     map), its peak against their largest peak_flux. 38 islands hold 46
 #     components. Isophotal fluxes (the island is cut at 3 sigma of the
-#     filtered image) fall short of Gaussian integrals for faint sources.
-PKS_PEAK_RATIO = (0.94, 1.04)     # measured median 0.986 (0.896..1.495)
-PKS_FLUX_RATIO = (0.85, 1.05)     # measured median 0.931 (0.259..1.291)
+#     unfiltered image) fall short of Gaussian integrals, the more so for
+#     faint sources, whose islands hold only their cores.
+PKS_PEAK_RATIO = (0.94, 1.04)     # measured median 0.992 (0.885..1.495)
+PKS_FLUX_RATIO = (0.65, 1.05)     # measured median 0.725 (0.189..1.003)
 PKS_BRIGHT_SNR = 15               # single-component islands with snr > 15: 11
-PKS_BRIGHT_FLUX_RATIO = (0.93, 1.06)  # measured median 0.979
+PKS_BRIGHT_FLUX_RATIO = (0.88, 1.06)  # measured median 0.923 (0.427..1.003)
 
 # (b) Aegean's synthetic image. NB: the TRUTH.csv note (noise rms 0.5,
 #     background 0) gives the generator's nominal parameters; the pixels hold
