@@ -60,7 +60,6 @@ The filtered searches lose a few per cent of bright sources to blends: their
 islands, grown to 3 sigma of the filtered image, are larger and merge more
 neighbours (skyfind reports islands; it does not deblend).
 """
-import csv
 import json
 import os
 import subprocess
@@ -72,6 +71,8 @@ import numpy as np
 from astropy.io import fits
 from scipy.signal import fftconvolve
 from scipy.spatial import cKDTree
+
+from sfpy import Checks, read_catalog
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("SKYFIND_SOURCE", os.path.normpath(os.path.join(HERE, "..", "..")))
@@ -91,22 +92,7 @@ MIN_COMPL_3_5 = 0.85         # measured 0.946 (raw 0.396)
 MIN_COMPL_BRIGHT = 0.95      # measured 0.980 (filtered), 0.994 (raw)
 MIN_COMPL_AUTO = 0.95        # kernel=auto on white noise: measured 0.960 (it filters)
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
-
-
-def read_catalog(path):
-    rows = list(csv.reader(l for l in open(path) if not l.startswith("#")))
-    head, body = rows[0], rows[1:]
-    return {k: np.array([float(r[i]) for r in body]) for i, k in enumerate(head)}
+check = Checks()
 
 
 def write_pipes(tmp):
@@ -305,8 +291,8 @@ def main():
     check(ca.completeness()[0] > m.completeness()[0] + MIN_GAIN,
           f"kernel=auto: correlated-noise completeness {ca.completeness()[0]:.3f} not above "
           f"the beam filter's {m.completeness()[0]:.3f} + {MIN_GAIN}")
-    print(f"{passed} passed, {failed} failed ({time.time() - t0:.1f} s)")
-    return 1 if failed else 0
+    print(f"{check.passed} passed, {check.failed} failed ({time.time() - t0:.1f} s)")
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ Measured (skyfind 0.1.0, CPU, November 2026; seeds 1 and 2):
    1000 sources, nsigma 3.5: 620 true false detections, 795 negative
    1000 sources, nsigma 4:   123 true false detections, 178 negative
 """
-import csv
 import json
 import math
 import os
@@ -51,27 +50,14 @@ import numpy as np
 from astropy.io import fits
 from scipy.spatial import cKDTree
 
+from sfpy import Checks, read_catalog
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("SKYFIND_SOURCE", os.path.normpath(os.path.join(HERE, "..", "..")))
 SKYFIND = os.environ.get("SKYFIND", os.path.join(SOURCE, "build", "skyfind"))
 SIZE, SEEDS, NSIGMAS, BEAM_PX = 2048, (1, 2), (3.5, 4.0), 5.0
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
-
-
-def read_catalog(path):
-    rows = list(csv.reader(l for l in open(path) if not l.startswith("#")))
-    head, body = rows[0], rows[1:]
-    return {k: np.array([float(r[i]) for r in body]) for i, k in enumerate(head)}
+check = Checks()
 
 
 def simulate(path, seed, nsrc):
@@ -194,8 +180,8 @@ def main():
               f"image: {len(ref['id'])}; columns that differ: {bad or 'none'}")
         check(not bad, f"sign=negative differs from the negated image's catalogue in {bad}")
 
-    print(f"{passed} checks passed, {failed} failed")
-    return 1 if failed else 0
+    print(f"{check.passed} checks passed, {check.failed} failed")
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":
