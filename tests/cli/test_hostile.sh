@@ -288,13 +288,21 @@ killrun() { # $1: seconds before the kill
         partial=$((partial + 1)); sed -n 1,3p "$T/complete.out"
     fi
 }
+# the kill times are drawn from this machine's own time for the whole run
+# (fixed times missed the write phase on a machine faster or busier than
+# the one they were tuned on)
+t0=$(date +%s%N)
+"$SKYFIND" run -q -b cpu --save all --format csv,fits -o "$T/whole" "$T/big.fits" 2>/dev/null
+full_ms=$((($(date +%s%N) - t0) / 1000000 + 1))
+secs() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
 for i in $(seq 1 20); do
-    killrun "$((RANDOM % 16 / 10)).$((RANDOM % 10))$((RANDOM % 10))"
+    killrun "$(secs $((RANDOM * full_ms / 32768)))"
 done
-# end on a kill that left temporaries (during the writes), for the clean-up below
-for i in $(seq 1 15); do
+# end on a kill that left temporaries (during the writes, in the run's
+# second half), for the clean-up below
+for i in $(seq 1 30); do
     [ "$(ntmps)" -gt 0 ] && break
-    killrun "1.$((RANDOM % 10))$((RANDOM % 10))"
+    killrun "$(secs $((full_ms / 2 + RANDOM * full_ms / 2 / 32768)))"
 done
 ntmp=$(ntmps)
 case_ "SIGKILL x$killed: finals complete" 0 "" test "$partial" = 0
