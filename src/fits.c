@@ -494,6 +494,26 @@ static int sf_raw_key(const char *hdr, int n, const char *key, char val[72])
     return 0;
 }
 
+/* Whether any card of keyword key is a logical that CFITSIO reads as true
+ * (its value begins with T). CFITSIO has taken a tile-compressed HDU for one
+ * when a first ZIMAGE card was blank and a second one T (fuzzing): the
+ * pre-check walks the tiles of every HDU that any ZIMAGE card calls one. */
+static int sf_raw_any_true(const char *hdr, int n, const char *key)
+{
+    size_t kl = strlen(key);
+    for (int i = 0; i < n; i++) {
+        const char *c = hdr + (size_t)i * 80;
+        char one[81], val[72];
+        if (strncmp(c, key, kl) != 0)
+            continue;
+        memcpy(one, c, 80);
+        one[80] = '\0';
+        if (sf_raw_key(one, 1, key, val) && val[0] == 'T')
+            return 1;
+    }
+    return 0;
+}
+
 /* An integer keyword: 1 and *v when present and an integer, 0 when absent,
  * -1 when present but not an integer (text in val). As CFITSIO reads it
  * (ffc2jj): the number may be followed by a blank and anything ("0   10"
@@ -1041,10 +1061,9 @@ static sf_status sf_fits_precheck(const char *path)
             goto done;
         }
         {
-            char zi[72];
             /* a logical as CFITSIO reads it: true when the value begins
-             * with T ("THEAP   =..." is true: fuzzing) */
-            int zimage = sf_raw_key(hdr, n, "ZIMAGE", zi) && zi[0] == 'T';
+             * with T ("THEAP   =..." is true: fuzzing), on any ZIMAGE card */
+            int zimage = sf_raw_any_true(hdr, n, "ZIMAGE");
             if (zimage && (st = sf_raw_check_zimage(path, hdu, f, hdr, n, pos, size)) != SF_OK)
                 goto done;
             if (strict && ((isimage && naxis > 0) || zimage))

@@ -633,6 +633,17 @@ START_TEST(test_hostile_reads)
         fclose(fo);
         expect_read_error(tmp_path("theap.fits"), "theap.fits",
                           "of the tile-compressed image is corrupt");
+        /* fuzzing (CI, 2026-11-25): a blank first ZIMAGE card and a second
+         * one T (in place of the first COMMENT card): CFITSIO decodes the
+         * tiles, the pre-check read only the first card */
+        memcpy(buf + 3680, "ZIMAGE  =                                                                       ", 80);
+        memcpy(buf + 4720, "ZIMAGE  =                    T                                                  ", 80);
+        fo = fopen(tmp_path("zimage2.fits"), "wb");
+        ck_assert_ptr_nonnull(fo);
+        ck_assert_uint_eq(fwrite(buf, 1, nb, fo), nb);
+        fclose(fo);
+        expect_read_error(tmp_path("zimage2.fits"), "zimage2.fits",
+                          "of the tile-compressed image is corrupt");
     }
     remove_tmpdir();
 }
