@@ -404,12 +404,7 @@ static void item_json(const batch_ctx *b, const sf_batch_item *it, const char *c
                "\"stages_ms\":%.4f,\"write_ms\":%.3f,\"bytes_read\":%llu}",
             it->t_read, it->t_queue, it->t_upload, it->t_decode, st, it->t_write,
             (unsigned long long)it->bytes_read);
-    if (it->result.nsources >= 0 && it->result.sign != SF_SIGN_POSITIVE) {
-        long long pos[SF_FDR_NBINS] = {0}, neg[SF_FDR_NBINS] = {0};
-        sf_run_fdr_add(&it->result, pos, neg);
-        fputc(',', f);
-        report_fdr_json(f, it->result.nneg, pos, neg);
-    }
+    report_run_fdr_json(f, &it->result);
     if (catalog && *catalog) {
         fputs(",\"catalog\":", f);
         sf_json_str(f, catalog);

@@ -420,6 +420,15 @@ void report_fdr_json(FILE *f, long long nneg, const long long *pos, const long l
     fputs("]}", f);
 }
 
+void report_run_fdr_json(FILE *f, const sf_run_result *r)
+{
+    long long pos[SF_FDR_NBINS], neg[SF_FDR_NBINS];
+    if (run_fdr(r, pos, neg)) {
+        fputc(',', f);
+        report_fdr_json(f, r->nneg, pos, neg);
+    }
+}
+
 void report_json(FILE *f, const char *file, const sf_run_result *r, const char *backend,
                  const sf_pipeline *pl, const char *catalog, const char *err)
 {
@@ -446,13 +455,7 @@ void report_json(FILE *f, const char *file, const sf_run_result *r, const char *
         fprintf(f, "%s{\"name\":\"%s\",\"ms\":%.4f}", i ? "," : "", r->stage[i], r->stage_ms[i]);
     fprintf(f, "],\"upload_ms\":%.4f,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu", r->upload_ms,
             (unsigned long long)r->h2d, (unsigned long long)r->d2h);
-    {
-        long long pos[SF_FDR_NBINS], neg[SF_FDR_NBINS];
-        if (run_fdr(r, pos, neg)) {
-            fputc(',', f);
-            report_fdr_json(f, r->nneg, pos, neg);
-        }
-    }
+    report_run_fdr_json(f, r);
     if (catalog) {
         fputs(",\"catalog\":", f);
         sf_json_str(f, catalog);

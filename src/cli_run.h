@@ -57,6 +57,8 @@ void report_json(FILE *f, const char *file, const sf_run_result *r, const char *
  * line after prefix, or the members of a JSON object ("negatives":..). */
 void report_fdr_text(const char *prefix, long long nneg, const long long *pos, const long long *neg);
 void report_fdr_json(FILE *f, long long nneg, const long long *pos, const long long *neg);
+/* ',"negatives":{...}' for a run that detected on the inverted image; nothing otherwise */
+void report_run_fdr_json(FILE *f, const sf_run_result *r);
 /* Write the catalogues (OUTDIR/NAME.cat.csv, ...) and the check images asked
  * for; catalog gets the first catalogue's path. */
 sf_status write_outputs(const char *file, const char *name, const run_args *a,

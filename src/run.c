@@ -263,11 +263,12 @@ static sf_status flip_state(sf_state *s, const sf_image *orig, sf_image *own)
         if (!own->data) {
             if ((st = sf_image_alloc(own, orig->nx, orig->ny, SF_HOST, NULL)))
                 return st;
-            for (int y = 0; y < orig->ny; y++)
-                memcpy(own->data + (size_t)y * own->stride, orig->data + (size_t)y * orig->stride,
-                       (size_t)orig->nx * sizeof(float));
-            if ((st = sf_image_negate(NULL, own)))
-                return st;
+            for (int y = 0; y < orig->ny; y++) { /* copied and negated in one pass */
+                const float *a = orig->data + (size_t)y * orig->stride;
+                float *b = own->data + (size_t)y * own->stride;
+                for (int x = 0; x < orig->nx; x++)
+                    b[x] = -a[x];
+            }
         }
         s->img = *own;
     } else {
