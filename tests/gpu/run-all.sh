@@ -63,15 +63,27 @@ done
 fi
 if want sanitizer; then
 say "compute-sanitizer memcheck, racecheck, initcheck and synccheck on the GPU cases (quick sizes)"
+# whole runs of the tool on the GPU backend: every pipeline, negative detections,
+# deblending and kernel=auto's decision, with every check image kept
+"$BIN/skyfind" simulate -q -n 512 --seed 5 --pairs 20 -o "$W/san512.fits"
+for p in radio sextractor lesson; do
+    for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
+        rm -rf "$W/san_out"
+        timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $p \
+            --set threshold.sign=both --save all -o "$W/san_out" "$W/san512.fits" "$W/san512.fits" \
+            >"$W/san_run_${p}_$tool.log" 2>&1; rc=$?
+        printf 'run %-10s %-9s rc=%d  %s\n' $p $tool $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_run_${p}_$tool.log" | tr '\n' ' ')"
+        [ $rc = 0 ] || { fail=1; grep -m5 -E 'Error|Invalid|Race|hazard|error' "$W/san_run_${p}_$tool.log"; }
+    done
+done
 for t in ${SUITES:-decode background background_mesh convolve threshold segment measure}; do
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
-        SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu compute-sanitizer --tool $tool --error-exitcode 9 \
+        SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
         printf '%-10s %-9s rc=%d  %s\n' $t $tool $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^[0-9]+%' "$W/san_${t}_$tool.log" | tr '\n' ' ')"
         [ $rc = 0 ] || { fail=1; grep -m5 -E 'Error|Invalid|Race|hazard' "$W/san_${t}_$tool.log"; }
     done
 done
-
 fi
 if want conv; then
 say "convolution against scipy in float64 on both backends (tests/py/test_convolve_scipy.py)"
