@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "common.cuh"
+#include "fix_atomic.cuh"
 #include "skyfind/measure.h"
 #include "../src/measure_calc.h"
 
@@ -179,31 +180,10 @@ static __global__ void ms_scan_kernel(const float *__restrict__ img, size_t istr
     ms_block_max(mmax, rmax, mbits);
 }
 
-// 128-bit atomic add of a into the pair (w[0] = lo, w[1] = hi).
-// atomicAdd on the low word returns the exact value it added to (old), so
-// this addition wrapped past 2^64 iff old + a.lo < old, i.e. carry = 1. Each
-// addition of a 64-bit value wraps the low word at most once, so over all
-// threads, in whatever order, the carries add up to exactly the number of
-// times the low word went past 2^64: floor((lo0 + sum a.lo) / 2^64). Adding
-// a.hi + carry to the high word (also an atomic, commutative add mod 2^64)
-// therefore leaves hi*2^64 + lo = initial + sum of all a, mod 2^128. While
-// the kernel runs the pair may be momentarily inconsistent (the high word
-// lagging its carry), but nobody reads it before the kernel has finished.
-static __device__ __forceinline__ void ms_atomic_add128(unsigned long long *w, sf_fix128 a)
-{
-    if (sf_fix_is_zero(a))
-        return;
-    const unsigned long long old = atomicAdd(&w[0], (unsigned long long)a.lo);
-    const unsigned long long carry = old + (unsigned long long)a.lo < old;
-    const unsigned long long hi = (unsigned long long)a.hi + carry;
-    if (hi)
-        atomicAdd(&w[1], hi);
-}
-
 static __device__ __forceinline__ void ms_sums_flush(unsigned long long *w, const sf_fix128 *s)
 {
     for (int k = 0; k < MS_NSUM; k++)
-        ms_atomic_add128(&w[2 * k], s[k]);
+        sf_atomic_add128(&w[2 * k], s[k]);
 }
 
 static __device__ __forceinline__ int ms_exponent(unsigned bits, int shift, int noise)

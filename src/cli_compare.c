@@ -171,7 +171,8 @@ static void compare_runs(const sf_run_result *c, const sf_run_result *g, const s
     if (c->have_labels && g->have_labels) {
         for (size_t i = 0; i < n; i++)
             m->lab_diff += c->labels.data[i] != g->labels.data[i];
-        if (m->lab_diff || m->nlab_c != m->nlab_g)
+        if (m->lab_diff || m->nlab_c != m->nlab_g || c->nislands != g->nislands ||
+            c->nsplit != g->nsplit || c->nsplit_objects != g->nsplit_objects)
             m->ok = 0;
     }
     if (c->nsources >= 0) {
@@ -223,9 +224,16 @@ static void compare_print(const char *file, const sf_run_result *c, const sf_run
         printf("  result: %s\n", m->ok ? "AGREE" : "DISAGREE");
         return;
     }
-    if (c->have_labels)
+    if (c->have_labels && c->nislands == c->nlabels && !c->nsplit)
         printf("  segment     %d/%d islands, %lld label pixels differ  %s\n", m->nlab_c, m->nlab_g,
                m->lab_diff, (m->lab_diff || m->nlab_c != m->nlab_g) ? "DIFFER" : "identical");
+    else if (c->have_labels) /* a deblend stage ran and split islands */
+        printf("  deblend     %d/%d islands, %d/%d split into %d/%d objects; %d/%d objects, %lld "
+               "label pixels differ  %s\n", c->nislands, g->nislands, c->nsplit, g->nsplit,
+               c->nsplit_objects, g->nsplit_objects, m->nlab_c, m->nlab_g, m->lab_diff,
+               (m->lab_diff || m->nlab_c != m->nlab_g || c->nislands != g->nislands ||
+                c->nsplit != g->nsplit || c->nsplit_objects != g->nsplit_objects) ? "DIFFER"
+                                                                                 : "identical");
     if (c->nsources >= 0)
         printf("  measure     %d/%d sources; max rel diff x %.3g y %.3g flux_sum %.3g peak %.3g; "
                "npix/id mismatches %lld, peak position mismatches %lld  %s\n",
@@ -298,11 +306,12 @@ int cmd_compare(int argc, char **argv)
                 printf("{\"file\":");
                 sf_json_str(stdout, file);
                 printf(",\"nx\":%d,\"ny\":%d,\"agree\":%s,\"median_diff_sigma\":%.3g,"
-                       "\"sigma_rel\":%.3g,\"niter\":[%d,%d],\"mask_diff\":%lld,\"nlabels\":[%d,%d],"
+                       "\"sigma_rel\":%.3g,\"niter\":[%d,%d],\"mask_diff\":%lld,\"nlabels\":[%d,%d],\"nislands\":[%d,%d],\"nsplit\":[%d,%d],"
                        "\"mask_marginal\":%lld,\"filtered_rel_l2\":%.3g,\"filtered_diff_sigma\":%.3g,\"label_diff\":%lld,\"nsources\":[%d,%d],\"x_rel\":%.3g,\"y_rel\":%.3g,"
                        "\"flux_rel\":%.3g,\"peak_rel\":%.3g,\"cpu_ms\":%.3f,\"gpu_device_ms\":%.4f}\n",
                        rc_cpu.nx, rc_cpu.ny, m.ok ? "true" : "false", m.dmed, m.dsig, m.niter_c,
-                       m.niter_g, m.mask_diff, m.nlab_c, m.nlab_g, m.mask_marginal, m.lfilt, m.dfilt, m.lab_diff, rc_cpu.nsources,
+                       m.niter_g, m.mask_diff, m.nlab_c, m.nlab_g, rc_cpu.nislands, rc_gpu.nislands,
+                       rc_cpu.nsplit, rc_gpu.nsplit, m.mask_marginal, m.lfilt, m.dfilt, m.lab_diff, rc_cpu.nsources,
                        rc_gpu.nsources, m.dx, m.dy, m.dflux, m.dpeak, rc_cpu.total_ms,
                        rc_gpu.stage_ms[0] + (rc_gpu.nstages > 1 ? rc_gpu.stage_ms[1] : 0) +
                            (rc_gpu.nstages > 2 ? rc_gpu.stage_ms[2] : 0) +

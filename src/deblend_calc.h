@@ -52,12 +52,22 @@ SF_FIX_FN double sf_db_exp(double x)
 }
 
 /* The float32 levels t_1 .. t_{n-1} (t[k - 1]) of an island with threshold
- * t0 > 0 and peak P > t0 (both in sigma): t0 (P / t0)^(k / n). */
+ * t0 > 0 and peak P > t0 (both in sigma): t0 (P / t0)^(k / n), level k from
+ * l = ln(P / t0) (sf_db_level_log) by sf_db_level, so the GPU can compute
+ * the levels in parallel and get the same floats. */
+SF_FIX_FN double sf_db_level_log(float t0, float P)
+{
+    return sf_db_log(ms_div((double)P, (double)t0));
+}
+SF_FIX_FN float sf_db_level(float t0, double l, int k, int n)
+{
+    return (float)ms_mul((double)t0, sf_db_exp(ms_div(ms_mul((double)k, l), (double)n)));
+}
 SF_FIX_FN void sf_db_levels(float t0, float P, int n, float *t)
 {
-    const double l = sf_db_log(ms_div((double)P, (double)t0));
+    const double l = sf_db_level_log(t0, P);
     for (int k = 1; k < n; k++)
-        t[k - 1] = (float)ms_mul((double)t0, sf_db_exp(ms_div(ms_mul((double)k, l), (double)n)));
+        t[k - 1] = sf_db_level(t0, l, k, n);
 }
 
 /* d and sigma of a pixel, as the threshold stage forms them (float32): its

@@ -6,6 +6,7 @@
 #include "skyfind/background.h"
 #include "skyfind/threshold.h"
 #include "skyfind/segment.h"
+#include "skyfind/deblend.h"
 #include "skyfind/measure.h"
 #include "skyfind/convolve.h"
 #include "skyfind/decode.h"
@@ -73,6 +74,14 @@ sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_param
 sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels) { return NO_GPU; }
 size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p) { return 0; }
+sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deblend_in *in,
+                         const sf_deblend_params *p, const sf_mask *mask, sf_labels *labels,
+                         int nislands, int *nobj, int **parent, int **nchildren)
+{
+    *nobj = 0;
+    *parent = *nchildren = NULL;
+    return NO_GPU;
+}
 sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
                          int nlabels, const sf_measure_aux *aux, const sf_measure_params *p,
                          sf_source *out) { return NO_GPU; }

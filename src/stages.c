@@ -355,14 +355,20 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
     memset(&hb, 0, sizeof hb);
     memset(&hr, 0, sizeof hr);
     memset(&hl, 0, sizeof hl);
+    in.bkg = s->have_maps ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
     if (!gpu) {
-        in.bkg = s->have_maps ? &s->bkgmap : NULL;
-        in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
         st = sf_deblend_cpu(&det, &in, &q, &s->labels, s->nlabels, &nobj, &parent, &nchild);
     } else {
-        /* The GPU backend deblends on the host for now: the detection image,
-         * the maps and the labels come down, the new labels go back up (the
-         * CUDA version is the next step of the deblending issue). */
+        st = sf_deblend_gpu(s->g, &det, &in, &q, &s->mask, &s->labels, s->nlabels, &nobj, &parent,
+                            &nchild);
+        if (st != SF_ERR_GPU_NOMEM)
+            goto gpu_done;
+        /* The trees did not fit the device: deblend on the host (the same
+         * result): the detection image, the maps and the labels come down,
+         * the new labels go back up. */
+        sf_errclear();
+        in.bkg = in.rms = NULL;
         if ((st = sf_image_alloc(&hdet, det.nx, det.ny, SF_HOST, NULL)) ||
             (st = sf_labels_alloc(&hl, det.nx, det.ny, SF_HOST, NULL)) ||
             (st = sf_image_download(s->g, &det, &hdet)) ||

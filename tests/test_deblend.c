@@ -2,13 +2,16 @@
  * split where SExtractor's rule says so and not otherwise, every pixel of an
  * island goes to exactly one of its objects, labels stay canonical across
  * islands, parents and child counts are right, and the deterministic log
- * and exp the levels are built from match libm. */
+ * and exp the levels are built from match libm. The GPU cases run the CUDA
+ * version on the same labels and require the very same label map, object
+ * count, parents and child counts as the CPU twin. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sftest.h"
 #include "skyfind/deblend.h"
+#include "skyfind/gpu.h"
 #include "skyfind/segment.h"
 #include "skyfind/threshold.h"
 #include "../src/deblend_calc.h"
@@ -304,10 +307,243 @@ START_TEST(test_params)
 }
 END_TEST
 
+/* ---- GPU against the CPU twin ---------------------------------------------- */
+
+/* Threshold (global level 0, sigma 1, nsigma t0) and segment on the host,
+ * then deblend the same island map with both versions; with bkg (and rms)
+ * the deblending reads d and sigma from those maps. Everything must be
+ * identical. */
+static void gpu_check(const sf_image *im, double t0, int minarea, int conn,
+                      const sf_deblend_params *p0, const sf_image *bkg, const sf_image *rms,
+                      const char *what)
+{
+    sf_gpu *g = sftest_gpu();
+    const int nx = im->nx, ny = im->ny;
+    const size_t n = sf_npix(nx, ny);
+    sf_bkg_stats bs = {.median = 0, .sigma = 1};
+    sf_thresh_params tp;
+    sf_seg_params sp = {conn, minarea};
+    sf_mask m, dm = {0};
+    sf_labels cl, gl, dl;
+    sf_image di = {0}, db = {0}, dr = {0};
+    const int mask_on = conn == 8; /* the GPU reads labels under the mask, or everywhere */
+    sf_deblend_in in, gin;
+    sf_deblend_params p = *p0;
+    int nisl = 0, nc = -1, ng = -1, *pc = NULL, *chc = NULL, *pg = NULL, *chg = NULL;
+    char buf[256];
+    sf_status st;
+    snprintf(buf, sizeof buf, "%s %dx%d t0 %g minarea %d conn %d nthresh %d mincont %g%s", what,
+             nx, ny, t0, minarea, conn, p.nthresh, p.mincont,
+             bkg ? (rms ? " maps" : " bkg map") : "");
+    sf_thresh_params_default(&tp);
+    tp.nsigma = t0;
+    ck_assert_int_eq(sf_mask_alloc(&m, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(im, &tp, &bs, NULL, NULL, &m), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&cl, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&gl, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &cl, &nisl), SF_OK);
+    memcpy(gl.data, cl.data, n * sizeof *cl.data);
+    memset(&in, 0, sizeof in);
+    in.sigma = 1;
+    in.level_scale = in.noise_scale = 1;
+    in.subtract = 1;
+    in.t0 = (float)t0;
+    in.bkg = bkg;
+    in.rms = rms;
+    if (p.minarea == 0)
+        p.minarea = minarea;
+    p.connectivity = conn;
+    ck_assert_int_eq(sf_deblend_cpu(im, &in, &p, &cl, nisl, &nc, &pc, &chc), SF_OK);
+
+    gin = in;
+    ck_assert_int_eq(sf_image_alloc(&di, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_upload(g, im, &di), SF_OK);
+    if (bkg) {
+        ck_assert_int_eq(sf_image_alloc(&db, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, bkg, &db), SF_OK);
+        gin.bkg = &db;
+    }
+    if (rms) {
+        ck_assert_int_eq(sf_image_alloc(&dr, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, rms, &dr), SF_OK);
+        gin.rms = &dr;
+    }
+    ck_assert_int_eq(sf_labels_alloc(&dl, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_labels_upload(g, &gl, &dl), SF_OK);
+    if (mask_on) {
+        ck_assert_int_eq(sf_mask_alloc(&dm, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_mask_upload(g, &m, &dm), SF_OK);
+    }
+    st = sf_deblend_gpu(g, &di, &gin, &p, mask_on ? &dm : NULL, &dl, nisl, &ng, &pg, &chg);
+    ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
+    ck_assert_int_eq(sf_labels_download(g, &dl, &gl), SF_OK);
+    ck_assert_msg(nc == ng, "%s: %d objects on the CPU, %d on the GPU", buf, nc, ng);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(cl.data[i] == gl.data[i], "%s: pixel (%zu, %zu): CPU label %d, GPU %d", buf,
+                      i % (size_t)nx, i / (size_t)nx, cl.data[i], gl.data[i]);
+    for (int i = 1; i <= nc; i++)
+        ck_assert_msg(pc[i] == pg[i], "%s: parent of %d: CPU %d, GPU %d", buf, i, pc[i], pg[i]);
+    for (int j = 1; j <= nisl; j++)
+        ck_assert_msg(chc[j] == chg[j], "%s: children of island %d: CPU %d, GPU %d", buf, j,
+                      chc[j], chg[j]);
+    if (getenv("SKYFIND_TEST_VERBOSE"))
+        printf("%s: %d islands, %d objects, identical\n", buf, nisl, nc);
+    free(pc);
+    free(chc);
+    free(pg);
+    free(chg);
+    sf_labels_free(&dl, g);
+    if (mask_on)
+        sf_mask_free(&dm, g);
+    sf_image_free(&di, g);
+    sf_image_free(&db, g);
+    sf_image_free(&dr, g);
+    sf_labels_free(&cl, NULL);
+    sf_labels_free(&gl, NULL);
+    sf_mask_free(&m, NULL);
+}
+
+/* nthresh, mincont and connectivity over their useful range. */
+static void gpu_check_params(const sf_image *im, double t0, int minarea, const char *what)
+{
+    static const int nth[] = {1, 2, 8, 32, 64};
+    static const double mc[] = {0, 0.005, 0.2};
+    sf_deblend_params p;
+    for (int conn = 4; conn <= 8; conn += 4)
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 3; b++) {
+                if (sftest_quick() && (a != 3 || b == 2))
+                    continue;
+                sf_deblend_params_default(&p);
+                p.nthresh = nth[a];
+                p.mincont = mc[b];
+                gpu_check(im, t0, minarea, conn, &p, NULL, NULL, what);
+            }
+}
+
+START_TEST(gpu_blobs)
+{
+    const blob two[] = {{20, 20, 100, 2.5}, {30, 22, 40, 2.5}};
+    const blob three[] = {{15, 20, 80, 2.2}, {24, 20, 60, 2.2}, {33, 21, 90, 2.2}};
+    const blob order[] = {{12, 10, 100, 2.5}, {12, 22, 100, 2.5}, {45, 14, 50, 2.0}};
+    const blob faint[] = {{25, 24, 50, 6}, {40, 24, 4, 1.0}};
+    sf_image im;
+    blobs(&im, 64, 48, two, 2, 0, 1);
+    gpu_check_params(&im, 3, 5, "two peaks");
+    sf_image_free(&im, NULL);
+    blobs(&im, 48, 40, three, 3, 1.0, 5);
+    gpu_check_params(&im, 3, 5, "three with noise");
+    sf_image_free(&im, NULL);
+    blobs(&im, 64, 40, order, 3, 0, 1);
+    gpu_check_params(&im, 3, 5, "canonical order");
+    sf_image_free(&im, NULL);
+    blobs(&im, 64, 48, faint, 2, 0, 1);
+    gpu_check_params(&im, 3, 1, "faint companion");
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(gpu_crowded)
+{
+    /* random crowded fields with noise (and NaN pixels), with and without
+     * background and noise maps */
+    sf_image im, bkg, rms;
+    sf_deblend_params p;
+    const int sizes[] = {300, 1024}, nsrc[] = {400, 3000};
+    for (int k = 0; k < 2; k++) {
+        const int nx = sizes[k], ny = sizes[k] * 2 / 3;
+        if (sftest_quick() && k > 0)
+            break;
+        sftest_noise_image(&im, nx, ny, 11 + k, nsrc[k], k ? 0.001 : 0);
+        gpu_check_params(&im, 2.5, 3, "crowded");
+        ck_assert_int_eq(sf_image_alloc(&bkg, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&rms, nx, ny, SF_HOST, NULL), SF_OK);
+        for (int y = 0; y < ny; y++)
+            for (int x = 0; x < nx; x++) {
+                bkg.data[(size_t)y * nx + x] = (float)(0.3 * sin(x / 40.0) + 0.2 * y / ny);
+                rms.data[(size_t)y * nx + x] = (float)(0.8 + 0.5 * x / nx);
+            }
+        sf_deblend_params_default(&p);
+        gpu_check(&im, 2.5, 3, 8, &p, &bkg, &rms, "crowded");
+        gpu_check(&im, 2.5, 3, 8, &p, &bkg, NULL, "crowded");
+        gpu_check(&im, 1.5, 5, 4, &p, &bkg, &rms, "crowded");
+        sf_image_free(&bkg, NULL);
+        sf_image_free(&rms, NULL);
+        sf_image_free(&im, NULL);
+    }
+}
+END_TEST
+
+START_TEST(gpu_large_island)
+{
+    /* a few hundred thousand pixels in one island: overlapping broad
+     * sources above a low threshold, split many times */
+    const int n = sftest_quick() ? 200 : 700;
+    blob b[40];
+    sf_image im;
+    sf_deblend_params p;
+    sftest_rng r = {77};
+    for (int k = 0; k < 40; k++) {
+        b[k].x = n * (0.2 + 0.6 * sftest_uniform(&r));
+        b[k].y = n * (0.2 + 0.6 * sftest_uniform(&r));
+        b[k].amp = 20 + 200 * sftest_uniform(&r);
+        b[k].sigma = n / 40.0 * (1 + 2 * sftest_uniform(&r));
+    }
+    blobs(&im, n, n, b, 40, 1.0, 9);
+    sf_deblend_params_default(&p);
+    gpu_check(&im, 2, 5, 8, &p, NULL, NULL, "large island");
+    gpu_check(&im, 2, 5, 4, &p, NULL, NULL, "large island");
+    p.nthresh = 256;
+    p.mincont = 0.0005;
+    gpu_check(&im, 2, 5, 8, &p, NULL, NULL, "large island");
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(gpu_params)
+{
+    sf_gpu *g = sftest_gpu();
+    sf_image im;
+    sf_labels l;
+    sf_deblend_params p;
+    sf_deblend_in in;
+    int nobj = -1, *par = NULL, *nch = NULL;
+    memset(&in, 0, sizeof in);
+    in.t0 = 3;
+    in.sigma = 1;
+    in.level_scale = in.noise_scale = 1;
+    ck_assert_int_eq(sf_image_alloc(&im, 8, 8, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&l, 8, 8, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_gpu_memset(g, im.data, 0, 64 * sizeof(float)), SF_OK);
+    ck_assert_int_eq(sf_gpu_memset(g, l.data, 0, 64 * sizeof(int32_t)), SF_OK);
+    sf_deblend_params_default(&p);
+    p.minarea = 1;
+    p.nthresh = 0;
+    ck_assert_int_eq(sf_deblend_gpu(g, &im, &in, &p, NULL, &l, 0, &nobj, &par, &nch), SF_ERR_PARAM);
+    p.nthresh = 32;
+    {
+        int32_t three = 3; /* a label beyond nislands */
+        ck_assert_int_eq(sf_gpu_to_device(g, l.data + 5, &three, sizeof three), SF_OK);
+        ck_assert_int_eq(sf_deblend_gpu(g, &im, &in, &p, NULL, &l, 1, &nobj, &par, &nch),
+                         SF_ERR_INTERNAL);
+        ck_assert_ptr_null(par);
+        ck_assert_int_eq(sf_gpu_memset(g, l.data, 0, 64 * sizeof(int32_t)), SF_OK);
+    }
+    ck_assert_int_eq(sf_deblend_gpu(g, &im, &in, &p, NULL, &l, 0, &nobj, &par, &nch), SF_OK);
+    ck_assert_int_eq(nobj, 0);
+    ck_assert_ptr_nonnull(par);
+    free(par);
+    free(nch);
+    sf_labels_free(&l, g);
+    sf_image_free(&im, g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("deblend");
     TCase *cpu = tcase_create("cpu");
+    TCase *gpu = tcase_create("gpu");
     tcase_add_test(cpu, test_two_peaks);
     tcase_add_test(cpu, test_not_split);
     tcase_add_test(cpu, test_canonical_order);
@@ -316,5 +552,10 @@ int main(void)
     tcase_add_test(cpu, test_params);
     tcase_set_timeout(cpu, 120);
     suite_add_tcase(s, cpu);
-    return sftest_main(s, NULL, 0);
+    tcase_add_test(gpu, gpu_blobs);
+    tcase_add_test(gpu, gpu_crowded);
+    tcase_add_test(gpu, gpu_large_island);
+    tcase_add_test(gpu, gpu_params);
+    tcase_set_timeout(gpu, 600);
+    return sftest_main(s, &gpu, 1);
 }

@@ -76,6 +76,21 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
                          const sf_deblend_params *p, sf_labels *labels, int nislands,
                          int *nobj, int **parent, int **nchildren);
 
+/* The GPU version (gpu/deblend.cu): det, the maps, mask and labels are
+ * device buffers (sf_gpu *g's); the result is identical to sf_deblend_cpu's,
+ * with parent and nchildren malloc'd on the host. mask (may be NULL) is the
+ * threshold mask the labels were made from: labels are read only where it
+ * is set (segment labels no other pixel), a quarter of the bytes.
+ * SF_ERR_GPU_NOMEM when the islands' trees do not fit the device (the
+ * runner then deblends on the host). SF_ERR_NO_GPU in a build without CUDA. */
+sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deblend_in *in,
+                         const sf_deblend_params *p, const sf_mask *mask, sf_labels *labels,
+                         int nislands, int *nobj, int **parent, int **nchildren);
+
+/* The parameter and shape checks both versions make first. */
+sf_status sf_deblend_check(const sf_image *det, const sf_deblend_in *in,
+                           const sf_deblend_params *p, const sf_labels *labels);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,7 +20,10 @@ MODE=${2:-full}
 # batch: the suites, sanitizer, compare and the batch benchmark
 # (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
 # main, the lesson's CuPy loop, one process per file); batchonly: that alone;
-# multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all
+# multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all;
+# deblend: the suites, the sanitizer on the deblend, measure, segment and
+# threshold cases (SAN_SUITES), compare, and every stage of the sextractor
+# and radio pipelines timed (bench_pipeline)
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare" ;;
@@ -36,7 +39,10 @@ case $MODE in
     batch) SECTIONS="suites sanitizer compare batch" ;;
     batchonly) SECTIONS="batch" ;;
     multigpu) SECTIONS="multigpu" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly, multigpu or quick" >&2; exit 2 ;;
+    deblend) SECTIONS="suites sanitizer compare deblendbench"
+             SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
+    deblendbench) SECTIONS="deblendbench" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -76,7 +82,7 @@ for p in radio sextractor lesson; do
         [ $rc = 0 ] || { fail=1; grep -m5 -E 'Error|Invalid|Race|hazard|error' "$W/san_run_${p}_$tool.log"; }
     done
 done
-for t in ${SUITES:-decode background background_mesh convolve threshold segment measure}; do
+for t in ${SAN_SUITES:-${SUITES:-decode background background_mesh convolve threshold segment measure deblend}}; do
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
         SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 \
             "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
@@ -178,6 +184,12 @@ PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests
     --build "$BIN" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 3 --peer-repeat 3 --peer-budget 20 \
     --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
 sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
+fi
+if want deblendbench; then
+say "benchmark: every stage of the sextractor pipeline (deblending) and the radio pipeline, GPU and CPU twin"
+"$BIN/tests/bench/bench_pipeline" -p sextractor,radio --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
+    --cpu-max 4096 --backend both --workdir "$W" | tee "$OUTDIR/bench_deblend.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
 fi
 if want multigpu; then
 say "one GPU against every GPU (tests/gpu/multi-gpu.sh)"
