@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/background.h"
-#include "select.h"
+#include "fixsum.h"
 #include "background_mesh.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
@@ -40,8 +40,13 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 {
     sf_status s = sf_bkg_check_params(p);
     size_t n = sf_npix(img->nx, img->ny), m = 0;
-    float *set = NULL, *work = NULL;
+    float *set = NULL;
+    double sum = 0, sp[4] = {0, 0, 0, 0}; /* four partial sums by index mod 4 */
     sf_bkg_stats r;
+    /* four interleaved copies of each histogram: a run of equal digits (the
+     * sky near its median) would otherwise chain every increment on one
+     * counter */
+    static _Thread_local size_t h1[4][2048], h2[4][2048], h3[4][1024];
     const float kf = (float)p->kappa;
 
     if (s)
@@ -52,16 +57,26 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);
     set = malloc(n * sizeof *set);
-    work = malloc(n * sizeof *work);
-    if (!set || !work) {
-        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", 2 * n * sizeof(float));
+    if (!set) {
+        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
+    /* The median by an exact radix selection on the order-preserving keys
+     * (digits of 11, 11 and 10 bits): the first digit's histogram and the
+     * sum are taken while the set is written (the copy of the finite pixels,
+     * then each clipping pass), the second beside the sum of squares, the
+     * third in a pass of its own; three passes over the set an iteration.
+     * Each sum is four partial sums (by index mod 4) added in a fixed order:
+     * the same result on every machine, without one long chain of additions. */
+    memset(h1, 0, sizeof h1);
     for (size_t y = 0; y < (size_t)img->ny; y++)
         for (size_t x = 0; x < (size_t)img->nx; x++) {
             float v = img->data[y * img->stride + x];
-            if (isfinite(v))
+            if (isfinite(v)) {
+                h1[m & 3][sf_fkey(v) >> 21]++;
+                sp[m & 3] += v;
                 set[m++] = v;
+            }
         }
     r.nvalid = (long long)m;
     if (m == 0) {
@@ -69,17 +84,66 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         goto fail;
     }
     for (int it = 1; it <= p->maxiter; it++) {
-        double sum = 0, ss = 0, mean;
-        size_t kept = 0;
+        double ss = 0, sq[4] = {0, 0, 0, 0}, mean;
+        size_t kept = 0, under = 0, k = m / 2;
+        uint32_t b1 = 0, b2 = 0, b3 = 0, p22, khi, lomax = 0;
         float med, sig, lo, hi;
-        memcpy(work, set, m * sizeof *work);
-        med = sf_median_f32(work, m);
-        for (size_t i = 0; i < m; i++)
-            sum += set[i];
+        for (int q = 1; q < 4; q++)
+            for (int d = 0; d < 2048; d++)
+                h1[0][d] += h1[q][d];
+        while (under + h1[0][b1] <= k)
+            under += h1[0][b1++];
+        sum = (sp[0] + sp[1]) + (sp[2] + sp[3]);
         mean = sum / (double)m;
+        memset(h2, 0, sizeof h2);
         for (size_t i = 0; i < m; i++) {
-            double d = set[i] - mean;
-            ss += d * d;
+            const float v = set[i];
+            const uint32_t key = sf_fkey(v);
+            double d = v - mean;
+            sq[i & 3] += d * d;
+            if (key >> 21 == b1)
+                h2[i & 3][(key >> 10) & 2047u]++;
+        }
+        for (int q = 1; q < 4; q++)
+            for (int d = 0; d < 2048; d++)
+                h2[0][d] += h2[q][d];
+        ss = (sq[0] + sq[1]) + (sq[2] + sq[3]);
+        while (under + h2[0][b2] <= k)
+            under += h2[0][b2++];
+        p22 = (b1 << 21) | (b2 << 10);
+        memset(h3, 0, sizeof h3);
+        for (size_t i = 0; i < m; i++) {
+            const uint32_t key = sf_fkey(set[i]);
+            if ((key & ~1023u) == p22)
+                h3[i & 3][key & 1023u]++;
+            else if (key < p22 && key > lomax)
+                lomax = key; /* the largest key below the last digit's range */
+        }
+        for (int q = 1; q < 4; q++)
+            for (int d = 0; d < 1024; d++)
+                h3[0][d] += h3[q][d];
+        while (under + h3[0][b3] <= k)
+            under += h3[0][b3++];
+        khi = p22 | b3;
+        hi = sf_fkey_value(khi);
+        if (hi == 0.0f)
+            hi = 0.0f; /* -0 and +0: +0 */
+        if (m % 2) {
+            med = hi;
+        } else { /* numpy: the float32 mean of the two middle values */
+            if (under < k) {
+                lo = hi; /* the lower middle equals the upper */
+            } else {
+                uint32_t kl = lomax;
+                for (uint32_t d = b3; d-- > 0;)
+                    if (h3[0][d]) {
+                        kl = p22 | d;
+                        break;
+                    }
+                lo = sf_fkey_value(kl);
+            }
+            volatile float s2 = lo + hi;
+            med = s2 / 2.0f;
         }
         r.median = med;
         r.mean = mean;
@@ -96,9 +160,16 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             r.converged = 1;
             break;
         }
-        for (size_t i = 0; i < m; i++)
-            if (set[i] > lo && set[i] < hi)
-                set[kept++] = set[i];
+        sp[0] = sp[1] = sp[2] = sp[3] = 0;
+        memset(h1, 0, sizeof h1);
+        for (size_t i = 0; i < m; i++) {
+            const float v = set[i];
+            if (v > lo && v < hi) {
+                h1[kept & 3][sf_fkey(v) >> 21]++;
+                sp[kept & 3] += v;
+                set[kept++] = v;
+            }
+        }
         if (kept == m) {
             r.converged = 1;
             break;
@@ -120,6 +191,5 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     *st = r;
 fail:
     free(set);
-    free(work);
     return s;
 }

@@ -137,6 +137,34 @@ START_TEST(test_cpu_special)
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, NULL, NULL), SF_OK);
     expect_same(&st, &want, 0, "ties");
     ck_assert_int_eq(st.nvalid, 37 * 5 - 2);
+    /* the exact median of the radix selection: even and odd counts, the
+     * two middle values in different top digits (negative and positive,
+     * tiny and huge magnitudes), equal middles, signed zeros */
+    {
+        static const float v[][8] = {
+            {-1.0f, 1.0f, -3.0f, 3.0f, 0, 0, 0, 0},        /* middles -1, 1 */
+            {1e-30f, -1e-30f, 5e20f, -5e20f, 0, 0, 0, 0},  /* tiny of both signs */
+            {2.0f, 2.0f, 7.0f, -7.0f, 0, 0, 0, 0},         /* equal middles */
+            {-0.0f, 0.0f, 1.0f, -1.0f, 0, 0, 0, 0},        /* -0 and +0 in the middle */
+            {3.0f, 1.0f, 2.0f, 1e9f, -1e9f, 0, 0, 0},      /* odd */
+            {1.5f, 1.25f, 1.75f, 1.5f + 1e-7f, 9.0f, -9.0f, 0, 0},
+        };
+        static const int len[] = {4, 4, 4, 4, 5, 6};
+        for (int c = 0; c < 6; c++) {
+            sf_image sm;
+            char what[32];
+            ck_assert_int_eq(sf_image_alloc(&sm, len[c], 1, SF_HOST, NULL), SF_OK);
+            for (int i = 0; i < len[c]; i++)
+                sm.data[i] = v[c][i];
+            snprintf(what, sizeof what, "radix median case %d", c);
+            ck_assert_int_eq(reference(&sm, 3.0, &want), 0);
+            ck_assert_int_eq(want.niter, 1); /* nothing is clipped: one iteration */
+            ck_assert_int_eq(sf_background_cpu(&sm, &p, &st, NULL, NULL), SF_OK);
+            ck_assert_msg(st.median == want.median || (st.median == 0 && want.median == 0),
+                          "%s: median %.9g, want %.9g", what, st.median, want.median);
+            sf_image_free(&sm, NULL);
+        }
+    }
     /* maxiter reached: not converged, statistics of the last iteration */
     sf_image_free(&im, NULL);
     sftest_noise_image(&im, 300, 200, 3, 40, 0);
