@@ -8,6 +8,10 @@
 #include <string.h>
 #include "skyfind/background.h"
 #include "fixsum.h"
+#include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "background_mesh.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
@@ -35,18 +39,49 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
     return SF_OK;
 }
 
+/* method=global works on the finite pixels in BKG_CHUNKS fixed slices of the
+ * image (slice c of the pixel range, compacted in place in its own part of
+ * the work array), so every sum is the same fixed-order combination of the
+ * slices' sums whatever the number of threads. The median comes from an
+ * exact radix selection on the floats' order-preserving keys (digits of 11,
+ * 11 and 10 bits): the first digit's histogram and the sum are taken while
+ * the set is written (the copy of the finite pixels, then each clipping
+ * pass), the second beside the sum of squares, the third in a pass of its
+ * own; three passes over the set an iteration. Histograms are per thread,
+ * in four interleaved copies (a run of equal digits, the sky near its
+ * median, would otherwise chain every increment on one counter). */
+#define BKG_CHUNKS 64
+
+typedef struct {
+    size_t h[4][2048];
+} bkg_hist;
+
+/* Merge the threads' histograms of nb bins into out. */
+static void hist_merge(bkg_hist *th, int nth, int nb, size_t *out)
+{
+    for (int d = 0; d < nb; d++) {
+        size_t c = 0;
+        for (int t = 0; t < nth; t++)
+            c += th[t].h[0][d] + th[t].h[1][d] + th[t].h[2][d] + th[t].h[3][d];
+        out[d] = c;
+    }
+}
+
+/* Sum of four partials, in a fixed order. */
+static double sum4(const double *q) { return (q[0] + q[1]) + (q[2] + q[3]); }
+
 sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
                             sf_image *bkg, sf_image *rms)
 {
     sf_status s = sf_bkg_check_params(p);
     size_t n = sf_npix(img->nx, img->ny), m = 0;
+    size_t cbeg[BKG_CHUNKS + 1], clen[BKG_CHUNKS], hist[2048];
+    double csum[BKG_CHUNKS], css[BKG_CHUNKS];
+    uint32_t clomax[BKG_CHUNKS];
     float *set = NULL;
-    double sum = 0, sp[4] = {0, 0, 0, 0}; /* four partial sums by index mod 4 */
+    bkg_hist *th = NULL;
+    int nth = 1;
     sf_bkg_stats r;
-    /* four interleaved copies of each histogram: a run of equal digits (the
-     * sky near its median) would otherwise chain every increment on one
-     * counter */
-    static _Thread_local size_t h1[4][2048], h2[4][2048], h3[4][1024];
     const float kf = (float)p->kappa;
 
     if (s)
@@ -56,74 +91,122 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);
+#ifdef _OPENMP
+    nth = omp_get_max_threads();
+#endif
     set = malloc(n * sizeof *set);
-    if (!set) {
+    th = calloc((size_t)nth, sizeof *th);
+    if (!set || !th) {
         s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
-    /* The median by an exact radix selection on the order-preserving keys
-     * (digits of 11, 11 and 10 bits): the first digit's histogram and the
-     * sum are taken while the set is written (the copy of the finite pixels,
-     * then each clipping pass), the second beside the sum of squares, the
-     * third in a pass of its own; three passes over the set an iteration.
-     * Each sum is four partial sums (by index mod 4) added in a fixed order:
-     * the same result on every machine, without one long chain of additions. */
-    memset(h1, 0, sizeof h1);
-    for (size_t y = 0; y < (size_t)img->ny; y++)
-        for (size_t x = 0; x < (size_t)img->nx; x++) {
-            float v = img->data[y * img->stride + x];
-            if (isfinite(v)) {
-                h1[m & 3][sf_fkey(v) >> 21]++;
-                sp[m & 3] += v;
-                set[m++] = v;
+    for (int c = 0; c <= BKG_CHUNKS; c++)
+        cbeg[c] = n / BKG_CHUNKS * (size_t)c + (n % BKG_CHUNKS) * (size_t)c / BKG_CHUNKS;
+#pragma omp parallel num_threads(nth)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        size_t(*h)[2048] = th[t].h;
+#pragma omp for schedule(static)
+        for (int c = 0; c < BKG_CHUNKS; c++) {
+            double q[4] = {0, 0, 0, 0};
+            size_t k = 0;
+            float *out = set + cbeg[c];
+            size_t y = cbeg[c] / (size_t)img->nx, x = cbeg[c] % (size_t)img->nx;
+            for (size_t i = cbeg[c]; i < cbeg[c + 1]; i++) {
+                const float v = img->data[y * img->stride + x];
+                if (++x == (size_t)img->nx) {
+                    x = 0;
+                    y++;
+                }
+                if (isfinite(v)) {
+                    h[k & 3][sf_fkey(v) >> 21]++;
+                    q[k & 3] += v;
+                    out[k++] = v;
+                }
             }
+            clen[c] = k;
+            csum[c] = sum4(q);
         }
+    }
+    for (int c = 0; c < BKG_CHUNKS; c++)
+        m += clen[c];
     r.nvalid = (long long)m;
     if (m == 0) {
         s = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
         goto fail;
     }
     for (int it = 1; it <= p->maxiter; it++) {
-        double ss = 0, sq[4] = {0, 0, 0, 0}, mean;
+        double ss = 0, sum = 0, mean;
         size_t kept = 0, under = 0, k = m / 2;
         uint32_t b1 = 0, b2 = 0, b3 = 0, p22, khi, lomax = 0;
         float med, sig, lo, hi;
-        for (int q = 1; q < 4; q++)
-            for (int d = 0; d < 2048; d++)
-                h1[0][d] += h1[q][d];
-        while (under + h1[0][b1] <= k)
-            under += h1[0][b1++];
-        sum = (sp[0] + sp[1]) + (sp[2] + sp[3]);
+        hist_merge(th, nth, 2048, hist);
+        while (under + hist[b1] <= k)
+            under += hist[b1++];
+        for (int c = 0; c < BKG_CHUNKS; c++)
+            sum += csum[c];
         mean = sum / (double)m;
-        memset(h2, 0, sizeof h2);
-        for (size_t i = 0; i < m; i++) {
-            const float v = set[i];
-            const uint32_t key = sf_fkey(v);
-            double d = v - mean;
-            sq[i & 3] += d * d;
-            if (key >> 21 == b1)
-                h2[i & 3][(key >> 10) & 2047u]++;
+        /* pass A: the sum of squares, the second digit */
+        memset(th, 0, (size_t)nth * sizeof *th);
+#pragma omp parallel num_threads(nth)
+        {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            size_t(*h)[2048] = th[t].h;
+#pragma omp for schedule(static)
+            for (int c = 0; c < BKG_CHUNKS; c++) {
+                double q[4] = {0, 0, 0, 0};
+                const float *a = set + cbeg[c];
+                for (size_t i = 0; i < clen[c]; i++) {
+                    const float v = a[i];
+                    const uint32_t key = sf_fkey(v);
+                    const double d = v - mean;
+                    q[i & 3] += d * d;
+                    if (key >> 21 == b1)
+                        h[i & 3][(key >> 10) & 2047u]++;
+                }
+                css[c] = sum4(q);
+            }
         }
-        for (int q = 1; q < 4; q++)
-            for (int d = 0; d < 2048; d++)
-                h2[0][d] += h2[q][d];
-        ss = (sq[0] + sq[1]) + (sq[2] + sq[3]);
-        while (under + h2[0][b2] <= k)
-            under += h2[0][b2++];
+        for (int c = 0; c < BKG_CHUNKS; c++)
+            ss += css[c];
+        hist_merge(th, nth, 2048, hist);
+        while (under + hist[b2] <= k)
+            under += hist[b2++];
         p22 = (b1 << 21) | (b2 << 10);
-        memset(h3, 0, sizeof h3);
-        for (size_t i = 0; i < m; i++) {
-            const uint32_t key = sf_fkey(set[i]);
-            if ((key & ~1023u) == p22)
-                h3[i & 3][key & 1023u]++;
-            else if (key < p22 && key > lomax)
-                lomax = key; /* the largest key below the last digit's range */
+        /* pass B: the last digit, and the largest key below its range */
+        memset(th, 0, (size_t)nth * sizeof *th);
+#pragma omp parallel num_threads(nth)
+        {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            size_t(*h)[2048] = th[t].h;
+#pragma omp for schedule(static)
+            for (int c = 0; c < BKG_CHUNKS; c++) {
+                uint32_t lm = 0;
+                const float *a = set + cbeg[c];
+                for (size_t i = 0; i < clen[c]; i++) {
+                    const uint32_t key = sf_fkey(a[i]);
+                    if ((key & ~1023u) == p22)
+                        h[i & 3][key & 1023u]++;
+                    else if (key < p22 && key > lm)
+                        lm = key;
+                }
+                clomax[c] = lm;
+            }
         }
-        for (int q = 1; q < 4; q++)
-            for (int d = 0; d < 1024; d++)
-                h3[0][d] += h3[q][d];
-        while (under + h3[0][b3] <= k)
-            under += h3[0][b3++];
+        for (int c = 0; c < BKG_CHUNKS; c++)
+            lomax = clomax[c] > lomax ? clomax[c] : lomax;
+        hist_merge(th, nth, 1024, hist);
+        while (under + hist[b3] <= k)
+            under += hist[b3++];
         khi = p22 | b3;
         hi = sf_fkey_value(khi);
         if (hi == 0.0f)
@@ -136,7 +219,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             } else {
                 uint32_t kl = lomax;
                 for (uint32_t d = b3; d-- > 0;)
-                    if (h3[0][d]) {
+                    if (hist[d]) {
                         kl = p22 | d;
                         break;
                     }
@@ -160,16 +243,34 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             r.converged = 1;
             break;
         }
-        sp[0] = sp[1] = sp[2] = sp[3] = 0;
-        memset(h1, 0, sizeof h1);
-        for (size_t i = 0; i < m; i++) {
-            const float v = set[i];
-            if (v > lo && v < hi) {
-                h1[kept & 3][sf_fkey(v) >> 21]++;
-                sp[kept & 3] += v;
-                set[kept++] = v;
+        /* pass C: clip (each slice in place), the next sums and first digit */
+        memset(th, 0, (size_t)nth * sizeof *th);
+#pragma omp parallel num_threads(nth)
+        {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            size_t(*h)[2048] = th[t].h;
+#pragma omp for schedule(static)
+            for (int c = 0; c < BKG_CHUNKS; c++) {
+                double q[4] = {0, 0, 0, 0};
+                float *a = set + cbeg[c];
+                size_t kk = 0;
+                for (size_t i = 0; i < clen[c]; i++) {
+                    const float v = a[i];
+                    if (v > lo && v < hi) {
+                        h[kk & 3][sf_fkey(v) >> 21]++;
+                        q[kk & 3] += v;
+                        a[kk++] = v;
+                    }
+                }
+                clen[c] = kk;
+                csum[c] = sum4(q);
             }
         }
+        for (int c = 0; c < BKG_CHUNKS; c++)
+            kept += clen[c];
         if (kept == m) {
             r.converged = 1;
             break;
@@ -191,5 +292,6 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     *st = r;
 fail:
     free(set);
+    free(th);
     return s;
 }

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sftest.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "skyfind/background.h"
 #include "skyfind/fits.h"
 
@@ -165,6 +168,29 @@ START_TEST(test_cpu_special)
             sf_image_free(&sm, NULL);
         }
     }
+    /* the same statistics, bit for bit, whatever the number of threads */
+#ifdef _OPENMP
+    {
+        sf_image big;
+        sf_bkg_stats one, three;
+        const int saved = omp_get_max_threads();
+        sftest_noise_image(&big, 1000, 700, 9, 300, 0.01);
+        omp_set_num_threads(1);
+        ck_assert_int_eq(sf_background_cpu(&big, &p, &one, NULL, NULL), SF_OK);
+        omp_set_num_threads(3);
+        ck_assert_int_eq(sf_background_cpu(&big, &p, &three, NULL, NULL), SF_OK);
+        omp_set_num_threads(saved);
+        ck_assert_msg(one.median == three.median && one.sigma == three.sigma &&
+                          one.mean == three.mean && one.niter == three.niter &&
+                          one.nused == three.nused,
+                      "1 thread: median %.9g sigma %.9g mean %.17g; 3 threads: %.9g %.9g %.17g",
+                      one.median, one.sigma, one.mean, three.median, three.sigma, three.mean);
+        ck_assert_int_gt(one.niter, 1);
+        sf_image_free(&big, NULL);
+    }
+#else
+#error "the tests are built with OpenMP (the library's public link interface)"
+#endif
     /* maxiter reached: not converged, statistics of the last iteration */
     sf_image_free(&im, NULL);
     sftest_noise_image(&im, 300, 200, 3, 40, 0);
