@@ -67,6 +67,25 @@ static void hist_merge(bkg_hist *th, int nth, int nb, size_t *out)
     }
 }
 
+/* The calling thread's histograms. */
+static size_t (*thread_hist(bkg_hist *th))[2048]
+{
+#ifdef _OPENMP
+    return th[omp_get_thread_num()].h;
+#else
+    return th[0].h;
+#endif
+}
+
+/* Keep v as the k-th value of a slice: store it, count its first digit,
+ * add it to the partial sums. */
+static inline void keep(float v, float *out, size_t *k, size_t (*h)[2048], double *q)
+{
+    h[*k & 3][sf_fkey(v) >> 21]++;
+    q[*k & 3] += v;
+    out[(*k)++] = v;
+}
+
 /* Sum of four partials, in a fixed order. */
 static double sum4(const double *q) { return (q[0] + q[1]) + (q[2] + q[3]); }
 
@@ -104,11 +123,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         cbeg[c] = n / BKG_CHUNKS * (size_t)c + (n % BKG_CHUNKS) * (size_t)c / BKG_CHUNKS;
 #pragma omp parallel num_threads(nth)
     {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        size_t(*h)[2048] = th[t].h;
+        size_t(*h)[2048] = thread_hist(th);
 #pragma omp for schedule(static)
         for (int c = 0; c < BKG_CHUNKS; c++) {
             double q[4] = {0, 0, 0, 0};
@@ -121,11 +136,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                     x = 0;
                     y++;
                 }
-                if (isfinite(v)) {
-                    h[k & 3][sf_fkey(v) >> 21]++;
-                    q[k & 3] += v;
-                    out[k++] = v;
-                }
+                if (isfinite(v))
+                    keep(v, out, &k, h, q);
             }
             clen[c] = k;
             csum[c] = sum4(q);
@@ -153,11 +165,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         memset(th, 0, (size_t)nth * sizeof *th);
 #pragma omp parallel num_threads(nth)
         {
-            int t = 0;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-#endif
-            size_t(*h)[2048] = th[t].h;
+            size_t(*h)[2048] = thread_hist(th);
 #pragma omp for schedule(static)
             for (int c = 0; c < BKG_CHUNKS; c++) {
                 double q[4] = {0, 0, 0, 0};
@@ -183,11 +191,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         memset(th, 0, (size_t)nth * sizeof *th);
 #pragma omp parallel num_threads(nth)
         {
-            int t = 0;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-#endif
-            size_t(*h)[2048] = th[t].h;
+            size_t(*h)[2048] = thread_hist(th);
 #pragma omp for schedule(static)
             for (int c = 0; c < BKG_CHUNKS; c++) {
                 uint32_t lm = 0;
@@ -247,11 +251,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         memset(th, 0, (size_t)nth * sizeof *th);
 #pragma omp parallel num_threads(nth)
         {
-            int t = 0;
-#ifdef _OPENMP
-            t = omp_get_thread_num();
-#endif
-            size_t(*h)[2048] = th[t].h;
+            size_t(*h)[2048] = thread_hist(th);
 #pragma omp for schedule(static)
             for (int c = 0; c < BKG_CHUNKS; c++) {
                 double q[4] = {0, 0, 0, 0};
@@ -259,11 +259,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                 size_t kk = 0;
                 for (size_t i = 0; i < clen[c]; i++) {
                     const float v = a[i];
-                    if (v > lo && v < hi) {
-                        h[kk & 3][sf_fkey(v) >> 21]++;
-                        q[kk & 3] += v;
-                        a[kk++] = v;
-                    }
+                    if (v > lo && v < hi)
+                        keep(v, a, &kk, h, q);
                 }
                 clen[c] = kk;
                 csum[c] = sum4(q);

@@ -427,19 +427,21 @@ START_TEST(gpu_blobs)
     const blob three[] = {{15, 20, 80, 2.2}, {24, 20, 60, 2.2}, {33, 21, 90, 2.2}};
     const blob order[] = {{12, 10, 100, 2.5}, {12, 22, 100, 2.5}, {45, 14, 50, 2.0}};
     const blob faint[] = {{25, 24, 50, 6}, {40, 24, 4, 1.0}};
-    sf_image im;
-    blobs(&im, 64, 48, two, 2, 0, 1);
-    gpu_check_params(&im, 3, 5, "two peaks");
-    sf_image_free(&im, NULL);
-    blobs(&im, 48, 40, three, 3, 1.0, 5);
-    gpu_check_params(&im, 3, 5, "three with noise");
-    sf_image_free(&im, NULL);
-    blobs(&im, 64, 40, order, 3, 0, 1);
-    gpu_check_params(&im, 3, 5, "canonical order");
-    sf_image_free(&im, NULL);
-    blobs(&im, 64, 48, faint, 2, 0, 1);
-    gpu_check_params(&im, 3, 1, "faint companion");
-    sf_image_free(&im, NULL);
+    const struct {
+        const blob *b;
+        int nb, nx, ny, minarea;
+        double noise;
+        const char *what;
+    } c[] = {{two, 2, 64, 48, 5, 0, "two peaks"},
+             {three, 3, 48, 40, 5, 1.0, "three with noise"},
+             {order, 3, 64, 40, 5, 0, "canonical order"},
+             {faint, 2, 64, 48, 1, 0, "faint companion"}};
+    for (int k = 0; k < 4; k++) {
+        sf_image im;
+        blobs(&im, c[k].nx, c[k].ny, c[k].b, c[k].nb, c[k].noise, c[k].noise > 0 ? 5 : 1);
+        gpu_check_params(&im, 3, c[k].minarea, c[k].what);
+        sf_image_free(&im, NULL);
+    }
 }
 END_TEST
 
