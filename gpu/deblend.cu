@@ -1146,6 +1146,8 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     SF_CUDA(cudaFuncSetAttribute(db_split<1024>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b2));
                     const int conn8 = p->connectivity == 8;
+                    // SKYFIND_DEBLEND_GLOBAL (a developer knob): the small islands'
+                    // pixels and trees in global memory, to time the shared path
                     const int c0sm = getenv("SKYFIND_DEBLEND_GLOBAL") ? 0 : DB_C0;
                     db_split<64><<<sm * 16, 64, b0, g->stream>>>(
                         lists, ncls, c0sm, c0sm ? 128 : 0, conn8, keys, N, p->minarea, nx, in->t0, isl, dd, ss,
