@@ -158,8 +158,8 @@ def main():
         stem = os.path.join(out, "sky1000_1")
         seg = fits.getdata(stem + ".seg.fits")
         mask = fits.getdata(stem + ".mask.fits")
-        check(set(np.unique(seg[seg < 0]).tolist()) == set(bn["parent"].astype(int).tolist()),
-              "sign=both: the segmentation map's negative labels are not the negative islands")
+        check(set(np.unique(seg[seg < 0]).tolist()) == set(bn["id"].astype(int).tolist()),
+              "sign=both: the segmentation map's negative labels are not the negative objects' ids")
         check(set(np.unique(mask).tolist()) <= {0, 1, 2, 4, 8} and
               np.all(np.isin(mask[seg < 0], (4, 8))) and np.all(np.isin(mask[seg > 0], (1, 2))),
               "sign=both: the mask does not mark negative pixels 4/8 and positive ones 1/2")
