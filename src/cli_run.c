@@ -356,8 +356,9 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
         else if (!strcmp(r->stage[i], "segment"))
             fprintf(stderr, "%d islands", r->nislands);
         else if (!strcmp(r->stage[i], "deblend"))
-            fprintf(stderr, "%d islands split into %d objects; %d objects", r->nsplit,
-                    r->nsplit_objects, r->nlabels);
+            fprintf(stderr, "%d islands split into %d objects; %d objects%s", r->nsplit,
+                    r->nsplit_objects, r->nlabels,
+                    r->deblend_host ? " (on the host: the trees did not fit the GPU's memory)" : "");
         else if (!strcmp(r->stage[i], "measure") && r->sign != SF_SIGN_POSITIVE)
             fprintf(stderr, "%d sources, %d of them negative", r->nsources, r->nneg);
         else if (!strcmp(r->stage[i], "measure"))

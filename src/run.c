@@ -141,6 +141,7 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     r->nlabels = s->nlabels;
     r->nislands = s->db_nchild ? s->db_nislands : s->nlabels;
     r->nsplit = r->nsplit_objects = 0;
+    r->deblend_host = s->db_host;
     for (int j = 1; s->db_nchild && j <= s->db_nislands; j++)
         if (s->db_nchild[j] > 1) {
             r->nsplit++;
@@ -376,6 +377,7 @@ static sf_status merge_negative(sf_run_result *r, sf_run_result *n, int have_pos
     r->nislands += n->nislands;
     r->nsplit += n->nsplit;
     r->nsplit_objects += n->nsplit_objects;
+    r->deblend_host |= n->deblend_host;
     r->nmask = r->nmask < 0 || n->nmask < 0 ? -1 : r->nmask + n->nmask;
     return SF_OK;
 }

@@ -368,6 +368,7 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
          * result): the detection image, the maps and the labels come down,
          * the new labels go back up. */
         sf_errclear();
+        s->db_host = 1;
         in.bkg = in.rms = NULL;
         if ((st = sf_image_alloc(&hdet, det.nx, det.ny, SF_HOST, NULL)) ||
             (st = sf_labels_alloc(&hl, det.nx, det.ny, SF_HOST, NULL)) ||

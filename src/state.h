@@ -36,6 +36,7 @@ struct sf_state {
     int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
+    int db_host;            /* the GPU backend deblended on the host (no room on the GPU) */
     int negated;            /* the negative pass: image, filtered image, background map
                                and level are inverted (src/run.c flip_state) */
 };
@@ -46,6 +47,7 @@ static inline void sf_state_drop_deblend(sf_state *s)
     free(s->db_parent);
     free(s->db_nchild);
     s->db_parent = s->db_nchild = NULL;
+    s->db_host = 0;
 }
 
 #endif

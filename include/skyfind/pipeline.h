@@ -127,6 +127,8 @@ typedef struct {
     int nlabels;                /* labels of the final map (objects after a deblend stage) */
     int nislands;               /* islands of the segment stage */
     int nsplit, nsplit_objects; /* deblend: islands split, and the objects cut from them */
+    int deblend_host;           /* 1: the GPU backend deblended on the host (its trees did not
+                                 * fit the GPU's memory; the same result) */
     int box;                    /* mesh size used by method=mesh, 0 otherwise */
     int sign;                   /* threshold sign (SF_SIGN_*) the run used */
     int nneg;                   /* negative detections among the sources (sign -1, listed
