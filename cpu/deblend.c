@@ -151,6 +151,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
     const int nx = det->nx, N = p->nthresh;
     int x0 = nx, x1 = -1, y0 = -1, y1 = -1, bw, bh, nobj, e;
     float P = -INFINITY, M = 0;
+    int bad = 0; /* a pixel whose d or sigma cannot be used (see sf_db_usable) */
     sf_fix128 tot = sf_fix_zero();
     double value0;
     if (N < 2 || !(in->t0 > 0) || n < 2LL * minarea) {
@@ -185,6 +186,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         }
         w->d[i] = sf_db_fsub(v, lev);
         w->sig[i] = sg;
+        bad |= !sf_db_usable(w->d[i], sg);
         w->map[(size_t)(y - y0) * bw + (x - x0)] = (int)i;
         {
             float s = sf_db_fdiv(w->d[i], sg);
@@ -192,12 +194,19 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         }
         M = w->d[i] > M ? w->d[i] : M;
     }
-    if (!(P > in->t0) || !isfinite(P) || !isfinite(M)) {
+    if (bad || !(P > in->t0) || !isfinite(P) || !isfinite(M)) {
         for (long long i = 0; i < n; i++)
             objout[i] = 0;
         return 1;
     }
     sf_db_levels(in->t0, P, N, w->lev);
+    for (long long i = 0; i < n; i++) /* the top level's cut must not overflow */
+        bad |= !isfinite(SF_THR_FMUL(w->lev[N - 2], w->sig[i]));
+    if (bad) {
+        for (long long i = 0; i < n; i++)
+            objout[i] = 0;
+        return 1;
+    }
     e = sf_fix_exponent((double)M) - ms_scale_shift(bw, bh);
     /* top[p]: the highest level (0 .. N-1) the pixel is above */
     for (long long i = 0; i < n; i++) {

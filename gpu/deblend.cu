@@ -291,7 +291,7 @@ static __device__ __forceinline__ void
         return;
     }
     // d, sigma, the columns of the box, the peak in sigma, the largest d
-    int x0 = INT_MAX, x1 = -1;
+    int x0 = INT_MAX, x1 = -1, bad = 0;
     float P = -INFINITY, M = 0;
     for (int i = tid; i < n; i += TH) {
         const unsigned q = db_q(k[i]);
@@ -300,12 +300,14 @@ static __device__ __forceinline__ void
         db_pixel(s, q, &d, &sg);
         dd[s0 + i] = d;
         ss[s0 + i] = sg;
+        bad |= !sf_db_usable(d, sg);
         x0 = min(x0, x);
         x1 = max(x1, x);
         const float r = sf_db_fdiv(d, sg);
         P = r > P ? r : P;
         M = d > M ? d : M;
     }
+    bad = __syncthreads_or(bad);
     x0 = IR(tmp.i).Reduce(x0, db_imin());
     if (tid == 0)
         sx0 = x0;
@@ -321,12 +323,17 @@ static __device__ __forceinline__ void
     M = FR(tmp.f).Reduce(M, db_fmax());
     if (tid == 0) {
         sM = M;
-        swhole = !(sP > s.t0) || !isfinite(sP) || !isfinite(M);
+        swhole = bad || !(sP > s.t0) || !isfinite(sP) || !isfinite(M);
         stot[0] = stot[1] = 0;
     }
     __syncthreads();
     if (!swhole) {
         db_levels<TH>(s.t0, sP, N, lev, &sl);
+        __syncthreads();
+        for (int i = tid; i < n && !bad; i += TH) // the top level's cut must not overflow
+            bad = !isfinite(SF_THR_FMUL(lev[N - 2], ss[s0 + i]));
+        if (__syncthreads_or(bad) && tid == 0)
+            swhole = 1;
         __syncthreads();
     }
     if (swhole) {

@@ -90,6 +90,13 @@ SF_FIX_FN float sf_db_fdiv(float a, float b)
 #endif
 }
 
+/* A pixel the deblending can use: d finite, sigma finite and positive. An
+ * island holding any other (an rms map gone negative or infinite between
+ * meshes of values near the float32 limit), or one whose top level times a
+ * pixel's sigma overflows float32, is left whole on both backends: its
+ * branch sums would not be finite. */
+SF_FIX_FN int sf_db_usable(float d, float sig) { return isfinite(d) && isfinite(sig) && sig > 0; }
+
 /* The pixel test of a level (threshold_pixel.h's rule). */
 SF_FIX_FN int sf_db_above(float d, float sig, float t) { return d > SF_THR_FMUL(t, sig); }
 

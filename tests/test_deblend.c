@@ -273,6 +273,63 @@ START_TEST(test_math)
 }
 END_TEST
 
+START_TEST(test_unusable_noise)
+{
+    /* an rms map gone negative (or infinite) inside an island: its branch
+     * sums would not be finite, so the island is left whole (and nothing
+     * overflows); a clean map splits the same island */
+    const blob two[] = {{20, 20, 100, 2.5}, {30, 22, 40, 2.5}};
+    sf_image im, bkg, rms;
+    sf_labels l;
+    sf_bkg_stats bs = {.median = 0, .sigma = 1};
+    sf_thresh_params tp;
+    sf_seg_params sp = {8, 5};
+    sf_mask m;
+    sf_deblend_params p;
+    sf_deblend_in in;
+    int nisl, nobj, *par, *nch;
+    blobs(&im, 64, 48, two, 2, 0, 1);
+    sf_thresh_params_default(&tp);
+    tp.nsigma = 3;
+    ck_assert_int_eq(sf_mask_alloc(&m, 64, 48, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(&im, &tp, &bs, NULL, NULL, &m), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&l, 64, 48, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&bkg, 64, 48, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&rms, 64, 48, SF_HOST, NULL), SF_OK);
+    for (int i = 0; i < 64 * 48; i++) {
+        bkg.data[i] = 0;
+        rms.data[i] = 1;
+    }
+    memset(&in, 0, sizeof in);
+    in.bkg = &bkg;
+    in.rms = &rms;
+    in.level_scale = in.noise_scale = 1;
+    in.subtract = 1;
+    in.t0 = 3;
+    sf_deblend_params_default(&p);
+    p.minarea = 5;
+    for (int c = 0; c < 3; c++) {
+        if (c == 1)
+            rms.data[21 * 64 + 25] = -4e34f;
+        if (c == 2) {
+            rms.data[21 * 64 + 25] = 1;
+            rms.data[20 * 64 + 30] = 3e38f; /* sigma times the top level overflows */
+        }
+        ck_assert_int_eq(sf_segment_cpu(&m, &sp, &l, &nisl), SF_OK);
+        ck_assert_int_eq(nisl, 1);
+        ck_assert_int_eq(sf_deblend_cpu(&im, &in, &p, &l, nisl, &nobj, &par, &nch), SF_OK);
+        ck_assert_msg(nobj == (c == 0 ? 2 : 1), "case %d: %d objects", c, nobj);
+        free(par);
+        free(nch);
+    }
+    sf_mask_free(&m, NULL);
+    sf_labels_free(&l, NULL);
+    sf_image_free(&bkg, NULL);
+    sf_image_free(&rms, NULL);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
 START_TEST(test_params)
 {
     sf_image im;
@@ -469,6 +526,11 @@ START_TEST(gpu_crowded)
         gpu_check(&im, 2.5, 3, 8, &p, &bkg, &rms, "crowded");
         gpu_check(&im, 2.5, 3, 8, &p, &bkg, NULL, "crowded");
         gpu_check(&im, 1.5, 5, 4, &p, &bkg, &rms, "crowded");
+        /* an rms map gone negative or huge in places: those islands whole */
+        for (int y = ny / 3; y < ny / 3 + 40; y++)
+            for (int x = nx / 3; x < nx / 3 + 40; x++)
+                rms.data[(size_t)y * nx + x] = (x + y) % 7 ? -1e34f : 3e38f;
+        gpu_check(&im, 2.5, 3, 8, &p, &bkg, &rms, "crowded, unusable noise");
         sf_image_free(&bkg, NULL);
         sf_image_free(&rms, NULL);
         sf_image_free(&im, NULL);
@@ -552,6 +614,7 @@ int main(void)
     tcase_add_test(cpu, test_three_and_noise);
     tcase_add_test(cpu, test_math);
     tcase_add_test(cpu, test_params);
+    tcase_add_test(cpu, test_unusable_noise);
     tcase_set_timeout(cpu, 120);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, gpu_blobs);

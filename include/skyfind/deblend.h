@@ -26,8 +26,10 @@
  * DEBLEND_THRESH t * sigma.
  *
  * An island is left whole when nthresh is 1, when t0 <= 0 (levels cannot be
- * spaced exponentially), when P is not finite or not above t0, or when it has
- * fewer than 2 * minarea pixels.
+ * spaced exponentially), when P is not finite or not above t0, when it has
+ * fewer than 2 * minarea pixels, or when a pixel's d is not finite, its
+ * sigma not finite and positive, or its sigma times the top level overflows
+ * float32 (sf_db_usable in src/deblend_calc.h).
  *
  * Labels stay canonical: the objects of the whole image are numbered 1..M in
  * raster order of their first pixel, so an image with no split island keeps
