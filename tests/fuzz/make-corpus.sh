@@ -1,14 +1,16 @@
 #!/bin/sh
 # Seed corpora for the fuzzing harnesses, made from the small real files of
 # $SKYFIND_TEST_DATA (default ../shared/data from the repository root) and
-# the shipped pipelines/: OUT/fits, OUT/pipe, OUT/kernel.
+# the shipped pipelines/: OUT/fits, OUT/pipe, OUT/kernel; and the FITS
+# regression inputs (crashes found and fixed), remade from their edits of the
+# data folder's files (tests/fuzz/regressions/remake.py): OUT/regressions/fits.
 # Usage: tests/fuzz/make-corpus.sh OUT
 set -eu
 out=${1:?usage: make-corpus.sh OUT}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 data=${SKYFIND_TEST_DATA:-$src/../shared/data}
 [ -d "$data" ] || { echo "make-corpus.sh: no test data folder $data" >&2; exit 1; }
-rm -rf "$out/fits" "$out/pipe" "$out/kernel"
+rm -rf "$out/fits" "$out/pipe" "$out/kernel" "$out/regressions"
 mkdir -p "$out/fits" "$out/pipe" "$out/kernel"
 n=0
 # FITS: every plain or tile-compressed file of at most 100 kB, and the crash
@@ -25,6 +27,8 @@ done
 "$src"/tests/fuzz/known/cfitsio-rice-overread.sh "$out/fits/cfitsio-rice-overread.fits"
 # the same with ZIMAGE = THEAP..., true for CFITSIO (RESULTS.md crash 6)
 "$src"/tests/fuzz/known/cfitsio-rice-overread-theap.sh "$out/fits/cfitsio-rice-overread-theap.fits"
+python3 "$src"/tests/fuzz/regressions/remake.py apply "$data" \
+    "$src"/tests/fuzz/regressions/fits-edits/*.edits "$out/regressions/fits"
 # .pipe: each shipped pipeline, alone and with --set assignments after NULs
 i=0
 for p in "$src"/pipelines/*.pipe; do
@@ -49,4 +53,4 @@ for f in radio_askap_racs_10x10x1x1.fits quirk_2mass_20x21_int16_bscale.fits \
     { printf '\003'; cat "$data/$f"; } >"$out/kernel/n-$f"
     { printf '\065'; cat "$data/$f"; } >"$out/kernel/r-$f"
 done
-echo "make-corpus.sh: $(ls "$out/fits" | wc -l) FITS, $(ls "$out/pipe" | wc -l) pipe, $(ls "$out/kernel" | wc -l) kernel seeds in $out"
+echo "make-corpus.sh: $(ls "$out/fits" | wc -l) FITS, $(ls "$out/pipe" | wc -l) pipe, $(ls "$out/kernel" | wc -l) kernel seeds and $(ls "$out/regressions/fits" | wc -l) FITS regression inputs in $out"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI for the fuzzing harnesses: builds build-fuzz (clang-14, libFuzzer, ASan,
-# UBSan, no CUDA), replays tests/fuzz/regressions/, then fuzzes each harness
+# UBSan, no CUDA), replays the regression inputs, then fuzzes each harness
 # for FUZZ_SECONDS (default 60) from seeds made by make-corpus.sh. Fails on any
 # crash, hang (-timeout=10) or out-of-memory (-rss_limit_mb=2048) in skyfind's own
 # code; a crash whose top frame is inside CFITSIO or WCSLIB is reported (for
@@ -34,7 +34,9 @@ fail=0
 for h in fits pipe kernel; do
     bin=$dir/tests/fuzz/fuzz_$h
     # the regression inputs first: each must run clean
-    regs=$(find tests/fuzz/regressions/$h -type f 2>/dev/null | sort || true) # git keeps no empty folder
+    # (the FITS ones remade by make-corpus.sh from their edits of the data
+    # folder's files; git keeps no empty folder for the others)
+    regs=$(find tests/fuzz/regressions/$h "$work/seeds/regressions/$h" -type f 2>/dev/null | sort || true)
     if [ -n "$regs" ]; then
         # shellcheck disable=SC2086
         "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 $regs >"$work/$h-regressions.log" 2>&1 ||
