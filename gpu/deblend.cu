@@ -11,8 +11,8 @@
 //     position in the sorted list;
 //  2. db_prepare, a block per island (islands sorted into three size
 //     classes, run on blocks of 64, 256 and 1024 threads): d and sigma of
-//     each pixel, the box,
-//     the peak in sigma, the levels, top[] (the highest level a pixel is
+//     each pixel, the box, the peak in sigma, the levels, top[] (the highest
+//     level a pixel is
 //     above), the island's exact flux, each pixel's earlier neighbours in the
 //     island (binary search in the sorted list) and a bound on the island's
 //     nodes (sum of top / minarea + 1: the nodes of one level are disjoint
@@ -30,6 +30,16 @@
 //     numbered by first pixel;
 //  5. the objects of the image are sorted by first pixel (canonical labels),
 //     the label map rewritten, and the parents and child counts copied back.
+//
+// In this file, in that order: the per-island records (db_isl, db_gnode,
+// db_objs) and the profiling marks; step 1's kernels (db_count, db_collect,
+// db_bounds, db_classify); the helpers of step 2 (neighbour search, a
+// pixel's d and sigma, the levels), db_prepare_one and its kernel; the
+// union-find; db_split_one (the level loop, the cut, the objects) and its
+// kernel; step 5's kernels; and the host function sf_deblend_gpu, which
+// lays out the scratch (db_carve) and launches everything. Developer knobs:
+// SKYFIND_DEBLEND_PROFILE (clock cycles of db_split's phases),
+// SKYFIND_DEBLEND_GLOBAL (small islands in global memory).
 #include <cub/cub.cuh>
 #include <limits.h>
 #include <stdio.h>
@@ -187,6 +197,18 @@ static __global__ void db_bounds(const unsigned long long *__restrict__ keys, lo
             start[l - 1] = p;
         if (p == T - 1 || (unsigned)(keys[p + 1] >> 32) != l)
             end[l - 1] = p + 1;
+    }
+}
+
+// The size classes of the islands: lists of island indices.
+static __global__ void db_classify(const long long *__restrict__ start,
+                                   const long long *__restrict__ end, int nisl,
+                                   int *__restrict__ ncls, int *__restrict__ lists)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nisl; j += gridDim.x * blockDim.x) {
+        const long long n = end[j] - start[j];
+        const int c = n <= DB_C0 ? 0 : n <= DB_C1 ? 1 : 2;
+        lists[(size_t)c * nisl + atomicAdd(&ncls[c], 1)] = j;
     }
 }
 
@@ -825,18 +847,6 @@ static __global__ void __launch_bounds__(TH)
     }
 }
 
-// The size classes of the islands: lists of island indices.
-static __global__ void db_classify(const long long *__restrict__ start,
-                                   const long long *__restrict__ end, int nisl,
-                                   int *__restrict__ ncls, int *__restrict__ lists)
-{
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nisl; j += gridDim.x * blockDim.x) {
-        const long long n = end[j] - start[j];
-        const int c = n <= DB_C0 ? 0 : n <= DB_C1 ? 1 : 2;
-        lists[(size_t)c * nisl + atomicAdd(&ncls[c], 1)] = j;
-    }
-}
-
 // 5. The objects of the image as (first pixel, slot) pairs.
 static __global__ void db_fill(int nisl, const long long *__restrict__ obase,
                                const int *__restrict__ count, const int *__restrict__ base,
@@ -1211,21 +1221,18 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 if (prof) {
                     unsigned long long h[3 * DB_NPROF];
                     SF_TRY(sf_gpu_to_host(g, h, prof, sizeof h));
-                    for (int q = 0; q < 3; q++)
+                    static const char *phase[DB_NPROF - 1] = {
+                        "setup", "union", "roots", "nodes", "update",
+                        "cut", "moments", "gauss", "gather", "number"};
+                    for (int q = 0; q < 3; q++) {
+                        const unsigned long long *c = h + q * DB_NPROF;
+                        const double per = 1e3 * (c[DB_NPROF - 1] + 1e-9);
                         fprintf(stderr, "deblend profile class %d: %llu islands split; kcycles a "
-                                "split island: setup %.1f union %.1f roots %.1f nodes %.1f "
-                                "update %.1f cut %.1f moments %.1f gauss %.1f gather %.1f "
-                                "number %.1f\n", q, h[q * DB_NPROF + DB_NPROF - 1],
-                                h[q * DB_NPROF] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 1] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 2] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 3] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 4] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 5] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 6] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 7] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 8] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9),
-                                h[q * DB_NPROF + 9] / 1e3 / (h[q * DB_NPROF + DB_NPROF - 1] + 1e-9));
+                                "split island:", q, c[DB_NPROF - 1]);
+                        for (int k = 0; k < DB_NPROF - 1; k++)
+                            fprintf(stderr, " %s %.1f", phase[k], c[k] / per);
+                        fputc('\n', stderr);
+                    }
                     sf_gpu_free(g, prof);
                     prof = NULL;
                 }
