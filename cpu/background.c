@@ -56,15 +56,21 @@ typedef struct {
     size_t h[4][2048];
 } bkg_hist;
 
-/* Merge the threads' histograms of nb bins into out. */
-static void hist_merge(bkg_hist *th, int nth, int nb, size_t *out)
+/* Merge the threads' histograms of nb bins into out, then the digit that
+ * holds the k-th smallest key: *under counts the keys below it. */
+static uint32_t hist_digit(const bkg_hist *th, int nth, int nb, size_t *out, size_t k,
+                           size_t *under)
 {
+    uint32_t b = 0;
     for (int d = 0; d < nb; d++) {
         size_t c = 0;
         for (int t = 0; t < nth; t++)
             c += th[t].h[0][d] + th[t].h[1][d] + th[t].h[2][d] + th[t].h[3][d];
         out[d] = c;
     }
+    while (*under + out[b] <= k)
+        *under += out[b++];
+    return b;
 }
 
 /* The calling thread's histograms. */
@@ -155,9 +161,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         size_t kept = 0, under = 0, k = m / 2;
         uint32_t b1 = 0, b2 = 0, b3 = 0, p22, khi, lomax = 0;
         float med, sig, lo, hi;
-        hist_merge(th, nth, 2048, hist);
-        while (under + hist[b1] <= k)
-            under += hist[b1++];
+        b1 = hist_digit(th, nth, 2048, hist, k, &under);
         for (int c = 0; c < BKG_CHUNKS; c++)
             sum += csum[c];
         mean = sum / (double)m;
@@ -183,9 +187,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         }
         for (int c = 0; c < BKG_CHUNKS; c++)
             ss += css[c];
-        hist_merge(th, nth, 2048, hist);
-        while (under + hist[b2] <= k)
-            under += hist[b2++];
+        b2 = hist_digit(th, nth, 2048, hist, k, &under);
         p22 = (b1 << 21) | (b2 << 10);
         /* pass B: the last digit, and the largest key below its range */
         memset(th, 0, (size_t)nth * sizeof *th);
@@ -208,9 +210,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         }
         for (int c = 0; c < BKG_CHUNKS; c++)
             lomax = clomax[c] > lomax ? clomax[c] : lomax;
-        hist_merge(th, nth, 1024, hist);
-        while (under + hist[b3] <= k)
-            under += hist[b3++];
+        b3 = hist_digit(th, nth, 1024, hist, k, &under);
         khi = p22 | b3;
         hi = sf_fkey_value(khi);
         if (hi == 0.0f)
