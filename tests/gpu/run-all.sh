@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole GPU verification in one call on the GPU machine: every Check
-# suite (GPU against CPU twins), compute-sanitizer memcheck and racecheck on
-# the GPU cases, `skyfind compare` on the real images and on simulated 2048,
-# 4096 and 8192 images, the bytes moved by a catalogue-only run, and the
+# suite (GPU against CPU twins), compute-sanitizer memcheck, racecheck,
+# initcheck and synccheck on the GPU cases, the GPU fault tests, `skyfind
+# compare` on the real images and on simulated 2048, 4096 and 8192 images,
+# the bytes moved by a catalogue-only run, and the
 # lesson benchmark against the lesson's CuPy and numpy code.
 # Build here with -DCMAKE_CUDA_ARCHITECTURES=90, bundle with
 #   ../shared/tools/gpu-bundle build .gpu-bundle ../shared/data
@@ -15,18 +16,20 @@ MODE=${2:-full}
 # stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048;
 # convolve: the convolve benchmark with its CuPy peers, and its variants at 8192;
 # convbench: the convolve benchmark with its CuPy peers alone; suites: the Check
-# suites and compute-sanitizer; background: the background stage's suites,
+# suites and compute-sanitizer; sanitizer: compute-sanitizer alone; background: the background stage's suites,
 # their compute-sanitizer runs, skyfind compare and the background benchmark;
 # batch: the suites, sanitizer, compare and the batch benchmark
 # (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
 # main, the lesson's CuPy loop, one process per file); batchonly: that alone;
+# faults: tests/gpu/faults.sh (out of memory, sticky error) and
+# tests/gpu/nonfinite.sh (+-Inf and float-limit pixels on both backends);
 # multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all;
 # deblend: the suites, the sanitizer on the deblend, measure, segment and
 # threshold cases (SAN_SUITES), compare, and every stage of the sextractor
 # and radio pipelines timed (bench_pipeline)
 case $MODE in
-    full) SECTIONS="suites sanitizer conv compare bench convbench harness" ;;
-    tests) SECTIONS="suites sanitizer conv compare" ;;
+    full) SECTIONS="suites sanitizer conv compare faults bench convbench harness" ;;
+    tests) SECTIONS="suites sanitizer conv compare faults" ;;
     bench) SECTIONS="bench convbench" ;;
     harness) SECTIONS="harness" ;;
     quick) SECTIONS="suites sanitizer conv compare bench convbench" ;;
@@ -34,15 +37,17 @@ case $MODE in
     convolve) SECTIONS="convbench convtune" ;;
     convbench) SECTIONS="convbench" ;;
     suites) SECTIONS="suites sanitizer" ;;
+    sanitizer) SECTIONS="sanitizer" ;;
     background) SECTIONS="suites sanitizer compare bench"
                 SUITES="background background_mesh threshold" BENCHES="background" ;;
-    batch) SECTIONS="suites sanitizer compare batch" ;;
+    batch) SECTIONS="suites sanitizer compare faults batch" ;;
+    faults) SECTIONS="faults" ;;
     batchonly) SECTIONS="batch" ;;
     multigpu) SECTIONS="multigpu" ;;
     deblend) SECTIONS="suites sanitizer compare deblendbench"
              SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
     deblendbench) SECTIONS="deblendbench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -69,27 +74,43 @@ done
 fi
 if want sanitizer; then
 say "compute-sanitizer memcheck, racecheck, initcheck and synccheck on the GPU cases (quick sizes)"
-# whole runs of the tool on the GPU backend: every pipeline, negative detections,
-# deblending and kernel=auto's decision, with every check image kept
 "$BIN/skyfind" simulate -q -n 512 --seed 5 --pairs 20 -o "$W/san512.fits"
-for p in radio sextractor lesson; do
+# SAN_JOBS sanitizer runs at once (each is one process with its own context;
+# racecheck is bound by the host CPU, so on a 16-core machine 8 at a time
+# finish the sweep in the time of the slowest); each result line is printed
+# when its run ends, and the logs stay in $W/san_*.log. SAN_RUNS: the pipelines
+# of the whole-tool runs (empty: none); SAN_SUITES and SANITIZER_TOOLS narrow
+# the rest
+san_one() {  # label log command...
+    local label=$1 log=$2; shift 2
+    timeout ${SAN_TIMEOUT:-240} "$@" >"$log" 2>&1; local rc=$?
+    printf '%-26s rc=%d  %s\n' "$label" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^[0-9]+%' "$log" | tr '\n' ' ')"
+    [ $rc = 0 ] || { grep -m5 -E 'Error|Invalid|Race|hazard|error' "$log"; echo "$label" >>"$W/san_failed"; }
+    return $rc
+}
+rm -f "$W/san_failed"
+san_wait() {  # keep fewer than SAN_JOBS runs going
+    while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-1}" ]; do wait -n; done
+}
+for p in ${SAN_RUNS-radio sextractor lesson}; do
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
-        rm -rf "$W/san_out"
-        timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $p \
-            --set threshold.sign=both --save all -o "$W/san_out" "$W/san512.fits" "$W/san512.fits" \
-            >"$W/san_run_${p}_$tool.log" 2>&1; rc=$?
-        printf 'run %-10s %-9s rc=%d  %s\n' $p $tool $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_run_${p}_$tool.log" | tr '\n' ' ')"
-        [ $rc = 0 ] || { fail=1; grep -m5 -E 'Error|Invalid|Race|hazard|error' "$W/san_run_${p}_$tool.log"; }
+        san_wait
+        # whole runs of the tool on the GPU backend: every pipeline, negative detections,
+        # deblending and kernel=auto's decision, with every check image kept
+        san_one "run $p $tool" "$W/san_run_${p}_$tool.log" \
+            compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $p \
+            --set threshold.sign=both --save all -o "$W/san_out_${p}_$tool" "$W/san512.fits" "$W/san512.fits" &
     done
 done
 for t in ${SAN_SUITES:-${SUITES:-decode background background_mesh convolve threshold segment measure deblend}}; do
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
-        SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 9 \
-            "$BIN/tests/test_$t" >"$W/san_${t}_$tool.log" 2>&1; rc=$?
-        printf '%-10s %-9s rc=%d  %s\n' $t $tool $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^[0-9]+%' "$W/san_${t}_$tool.log" | tr '\n' ' ')"
-        [ $rc = 0 ] || { fail=1; grep -m5 -E 'Error|Invalid|Race|hazard' "$W/san_${t}_$tool.log"; }
+        san_wait
+        SKYFIND_TEST_QUICK=1 CK_RUN_CASE=gpu san_one "$t $tool" "$W/san_${t}_$tool.log" \
+            compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/tests/test_$t" &
     done
 done
+wait
+[ -s "$W/san_failed" ] && { fail=1; echo "sanitizer failures: $(tr '\n' ' ' <"$W/san_failed")"; }
 fi
 if want conv; then
 say "convolution against scipy in float64 on both backends (tests/py/test_convolve_scipy.py)"
@@ -195,9 +216,13 @@ if want multigpu; then
 say "one GPU against every GPU (tests/gpu/multi-gpu.sh)"
 tests/gpu/multi-gpu.sh "$OUTDIR/multigpu" 2>&1 | tee "$OUTDIR/multigpu.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 fi
-if want batch; then
-say "GPU faults: out of device memory (tests/gpu/faults.sh)"
+if want faults; then
+say "GPU faults: out of device memory, sticky CUDA error (tests/gpu/faults.sh)"
 tests/gpu/faults.sh 2>&1 | tee "$OUTDIR/faults.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+say "non-finite and float-limit pixels, CPU against GPU (tests/gpu/nonfinite.sh)"
+tests/gpu/nonfinite.sh 2>&1 | tee "$OUTDIR/nonfinite.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+fi
+if want batch; then
 say "batch benchmark (tests/gpu/batch-bench.sh)"
 tests/gpu/batch-bench.sh "$OUTDIR/batch" ${BATCH_N4096:-64} ${BATCH_N8192:-16} 2>&1 | tee "$OUTDIR/batch.txt"
 fi
