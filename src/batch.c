@@ -907,6 +907,10 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             e.npool = 1;
     }
     e.pin = gpu && o->overlap && (o->plane == SF_PLANE_ALL || n >= 4 * e.npool);
+    /* SKYFIND_BATCH_PIN=0|1 overrides that rule (a developer knob, for the
+     * measurements of tests/gpu/batch-queue.sh) */
+    if (getenv("SKYFIND_BATCH_PIN") && gpu && o->overlap)
+        e.pin = atoi(getenv("SKYFIND_BATCH_PIN")) != 0;
     e.pool = calloc((size_t)e.npool, sizeof *e.pool);
     e.cap = calloc((size_t)e.npool, sizeof *e.cap);
     e.pinned = calloc((size_t)e.npool, sizeof *e.pinned);

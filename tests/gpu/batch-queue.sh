@@ -18,7 +18,7 @@ for r in 4 8; do "$B/bin/tests/bench/bench_batch" --readers $r $files | grep -E 
 run() { # label, options...
     local label=$1; shift
     rm -rf "$W/o"
-    "$SF" run -v -b gpu -p radio "$@" --json -o "$W/o" $files >"$OUT/q_$label.json" 2>"$OUT/q_$label.err"
+    env ${ENVV:-} "$SF" run -v -b gpu -p radio "$@" --json -o "$W/o" $files >"$OUT/q_$label.json" 2>"$OUT/q_$label.err"
     python3 - "$label" "$OUT/q_$label.json" <<'PY'
 import json, statistics as S, sys
 L = [json.loads(l) for l in open(sys.argv[2])]
@@ -28,14 +28,23 @@ print(f"{sys.argv[1]:<22} {s['ok']:>3} ok {s['wall_ms']:7.1f} ms {s['files_per_s
       f"first {s.get('first_done_ms', 0):6.1f} last {s.get('last_done_ms', 0):6.1f} | median read {med('read_ms'):5.1f} queue {med('queue_ms'):6.1f} "
       f"upload {med('upload_ms'):5.2f} stages {med('stages_ms'):5.2f} write {med('write_ms'):5.1f}")
 PY
-    grep -E "start-up" "$OUT/q_$label.err" | sed 's/^ *skyfind: /    /'
+    grep -E "start-up|summed phases" "$OUT/q_$label.err" | sed 's/^ *skyfind: /    /'
 }
+# VARIANTS: which runs (default: all); ENVV: developer knobs for one run
+# (SKYFIND_BATCH_PIN=1: pin the pool's buffers whatever its size, src/batch.c)
 for rep in 1 2; do
-    run default
-    run q24 --queue 24
-    run q64 --queue 64
-    run q64r6 --queue 64 --readers 6
-    run q64r8 --queue 64 --readers 8
-    run q24r6 --queue 24 --readers 6
+    for v in ${VARIANTS:-default q24 q64 q64r6 q64r8 q24r6 q16pin q24pin q64pin}; do
+        case $v in
+            default) run default ;;
+            q24) run q24 --queue 24 ;;
+            q64) run q64 --queue 64 ;;
+            q64r6) run q64r6 --queue 64 --readers 6 ;;
+            q64r8) run q64r8 --queue 64 --readers 8 ;;
+            q24r6) run q24r6 --queue 24 --readers 6 ;;
+            q16pin) ENVV=SKYFIND_BATCH_PIN=1 run q16pin --queue 16 ;;
+            q24pin) ENVV=SKYFIND_BATCH_PIN=1 run q24pin --queue 24 ;;
+            q64pin) ENVV=SKYFIND_BATCH_PIN=1 run q64pin --queue 64 ;;
+        esac
+    done
 done
 rm -rf "$W"
