@@ -384,9 +384,23 @@ fail:
 }
 
 // Plans for an ly x lx padded grid (cached).
+static sf_status plan_fail(cufftResult r, int ly, int lx, const char *kind)
+{
+    size_t fr = 0, tot = 0;
+    cudaGetLastError();
+    if (r == CUFFT_ALLOC_FAILED) {
+        cudaMemGetInfo(&fr, &tot);
+        cudaGetLastError();
+        return sf_fail(SF_ERR_GPU_NOMEM, "out of GPU memory: the cuFFT %s plan of %d x %d could not "
+                       "allocate its work area (%.1f MB free of %.1f MB)", kind, ly, lx, fr / 1e6, tot / 1e6);
+    }
+    return sf_fail(SF_ERR_CUFFT, "cufftPlan2d(%d x %d, %s): %s", ly, lx, kind, sf_cufft_name(r));
+}
+
 static sf_status fft_plans(sf_gpu *g, sf_conv_cache *c, int lx, int ly)
 {
     sf_status st = SF_OK;
+    cufftResult r;
     if (c->lx == lx && c->ly == ly)
         return SF_OK;
     if (c->lx) {
@@ -394,10 +408,14 @@ static sf_status fft_plans(sf_gpu *g, sf_conv_cache *c, int lx, int ly)
         cufftDestroy(c->c2r);
         c->lx = c->ly = 0;
     }
-    SF_CUFFT(cufftPlan2d(&c->r2c, ly, lx, CUFFT_R2C));
-    if (cufftPlan2d(&c->c2r, ly, lx, CUFFT_C2R) != CUFFT_SUCCESS) {
+    // a plan's work area is device memory: a plan that cannot have it is
+    // the image's want of GPU memory (SF_ERR_GPU_NOMEM, one file fails or
+    // goes to the CPU twin), not a broken GPU
+    if ((r = cufftPlan2d(&c->r2c, ly, lx, CUFFT_R2C)) != CUFFT_SUCCESS)
+        return plan_fail(r, ly, lx, "R2C");
+    if ((r = cufftPlan2d(&c->c2r, ly, lx, CUFFT_C2R)) != CUFFT_SUCCESS) {
         cufftDestroy(c->r2c);
-        return sf_fail(SF_ERR_CUFFT, "cufftPlan2d(%d x %d, C2R) failed", ly, lx);
+        return plan_fail(r, ly, lx, "C2R");
     }
     c->lx = lx;
     c->ly = ly;

@@ -4,8 +4,8 @@
 # with a clear message under -b gpu, and runs on the CPU twin under -b auto;
 # a sticky CUDA error (SKYFIND_GPU_FAULT) takes that GPU out of use and the
 # batch goes on (on the CPU twins under -b auto);
-# a 4096^2 file larger than the free memory of a real card is not needed for
-# that: the limit is the context's own accounting. Prints "N passed, M failed".
+# then the same for real, with the card's memory held by another process.
+# Prints "N passed, M failed".
 set -u
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
 SF=$B/bin/skyfind
@@ -48,5 +48,44 @@ grep -v '^  ' "$T/err" | tail -3
 n=$(same6 "$T/stickyg"); k=$(ls "$T/stickyg"/*.cat.csv 2>/dev/null | wc -l)
 [ $rc = 1 ] && [ "$n" = 2 ] && [ "$k" = 2 ] && grep -q "out of use" "$T/err" && ok ||
     bad "sticky error, -b gpu: exit $rc, $k catalogues written, $n equal to the CPU's"
+# a card that really runs out: another process (CuPy) holds all but
+# FAULT_KEEP_MB of the device memory; an 8192^2 image then cannot have its
+# buffers and fails alone with the message under -b gpu (lesson.pipe, and
+# radio.pipe with the FFT convolution), or runs on the CPU twin under -b auto
+# (lesson.pipe); the small images beside it run on the GPU
+if python3 -c 'import cupy' 2>/dev/null; then
+    "$SF" simulate -q -n 8192 --seed 4 -o "$T/huge.fits"
+    python3 - "$T/hold" "${FAULT_KEEP_MB:-700}" <<'PY' &
+import sys, time, cupy as cp
+free, total = cp.cuda.runtime.memGetInfo()
+keep = int(sys.argv[2]) << 20
+a = cp.cuda.runtime.malloc(max(free - keep, 0))
+free2, _ = cp.cuda.runtime.memGetInfo()
+open(sys.argv[1], 'w').write(f'{free2 >> 20} MB free of {total >> 20} MB\n')
+time.sleep(120)
+PY
+    holder=$!
+    for i in $(seq 100); do [ -s "$T/hold" ] && break; sleep 0.1; done
+    echo "real out of memory: another process holds the card, $(cat "$T/hold" 2>/dev/null)"
+    for p in lesson "radio --set convolve.method=fft"; do
+        tag=${p%% *}
+        "$SF" run -b gpu -p $p -o "$T/r_$tag" "$T/small.fits" "$T/huge.fits" "$T/small2.fits" 2>"$T/err"; rc=$?
+        grep -v '^  ' "$T/err" | tail -3
+        [ $rc = 1 ] && grep -q "huge.fits: .*out of GPU memory" "$T/err" && [ -s "$T/r_$tag/small.cat.csv" ] &&
+            [ -s "$T/r_$tag/small2.cat.csv" ] && [ ! -e "$T/r_$tag/huge.cat.csv" ] && ok ||
+            bad "real out of memory, $tag, -b gpu: exit $rc"
+        [ $tag = lesson ] || continue
+        "$SF" run -b auto -p $p -o "$T/ra_$tag" "$T/small.fits" "$T/huge.fits" "$T/small2.fits" 2>"$T/err"; rc=$?
+        grep -v '^  ' "$T/err" | tail -2
+        [ $rc = 0 ] && grep -q "huge.fits: ran on the CPU: out of GPU memory" "$T/err" && [ -s "$T/ra_$tag/huge.cat.csv" ] &&
+            ! grep -q "out of use" "$T/err" && ok || bad "real out of memory, $tag, -b auto: exit $rc"
+    done
+    kill $holder 2>/dev/null; wait $holder 2>/dev/null
+    "$SF" run -q -b cpu -p lesson -o "$T/rc" "$T/huge.fits"
+    tail -n +2 "$T/rc/huge.cat.csv" | cmp -s - <(tail -n +2 "$T/ra_lesson/huge.cat.csv") && ok ||
+        bad "real out of memory: the CPU twin's catalogue differs from a CPU run's"
+else
+    echo "SKIP: real out of memory (no CuPy to hold the card's memory)"
+fi
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
