@@ -8,9 +8,10 @@
 #include "skyfind/gpu.h"
 #include "skyfind/threshold.h"
 
-/* A mask pixel that differs after a convolve stage is "marginal" when its
- * filtered value lies within this many sigma of a threshold: float sums in
- * another order move it across. */
+/* A mask pixel that differs after a convolve stage is "marginal" when a
+ * threshold lies between its CPU and GPU filtered significance, or within
+ * this many sigma of them: float sums in another order (the FFTs of FFTW and
+ * cuFFT) move it across. */
 #define MARGIN_SIGMA 1e-4
 
 static double rel_diff(double g, double c)
@@ -54,13 +55,25 @@ static void pixel_background(const sf_run_result *c, size_t i, double *level, do
 }
 
 /* Significance of filtered pixel i of run c in filtered sigmas (or NaN). */
-static double filt_signif(const sf_run_result *c, const sf_thresh_params *tp, size_t i)
+/* The significance of filtered pixel i of f (CPU's or GPU's), on c's
+ * background (the maps agree before this is asked). */
+static double filt_signif(const sf_run_result *c, const float *f, const sf_thresh_params *tp, size_t i)
 {
     double level, sig;
     pixel_background(c, i, &level, &sig);
     if (!tp->subtract)
         level = 0;
-    return (c->filtered.data[i] - level * c->filter_sum) / (sig * c->filter_gain);
+    return (f[i] - level * c->filter_sum) / (sig * c->filter_gain);
+}
+
+/* A threshold t (or -t for negative detections) between the CPU's and the
+ * GPU's significance of the pixel, or within MARGIN_SIGMA of them: the two
+ * filtered values lie on either side of it, so either mask is right. */
+static int marginal(double zc, double zg, double t, int negative)
+{
+    double lo = zc < zg ? zc : zg, hi = zc < zg ? zg : zc;
+    return (t >= lo - MARGIN_SIGMA && t <= hi + MARGIN_SIGMA) ||
+           (negative && -t >= lo - MARGIN_SIGMA && -t <= hi + MARGIN_SIGMA);
 }
 
 /* The measure columns beyond x, y, flux_sum, peak: relative differences
@@ -154,9 +167,9 @@ static void compare_runs(const sf_run_result *c, const sf_run_result *g, const s
             m->mask_diff += differ;
             m->mask_set += c->mask.data[i] != 0;
             if (differ && m->have_filt && tp) {
-                double z = filt_signif(c, tp, i);
-                m->mask_marginal += fabs(z - tp->nsigma) <= MARGIN_SIGMA ||
-                                    (tp->flood > 0 && fabs(z - tp->flood) <= MARGIN_SIGMA);
+                double zc = filt_signif(c, c->filtered.data, tp, i), zg = filt_signif(c, g->filtered.data, tp, i);
+                int neg = tp->sign != SF_SIGN_POSITIVE;
+                m->mask_marginal += marginal(zc, zg, tp->nsigma, neg) || (tp->flood > 0 && marginal(zc, zg, tp->flood, neg));
             }
         }
         if (m->mask_diff != m->mask_marginal)
