@@ -395,6 +395,28 @@ fail:
     return st;
 }
 
+extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out)
+{
+    sf_status st = SF_OK;
+    void *d = NULL;
+    int rows = y0 >= 0 && y0 < in->ny && step >= 1 ? (in->ny - 1 - y0) / step + 1 : 0;
+    memset(out, 0, sizeof *out);
+    if (rows < 1 || in->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_INTERNAL, "sf_gpu_rows: rows from %d by %d of a %d-row %s image", y0, step,
+                       in->ny, in->loc == SF_DEVICE ? "device" : "host");
+    SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE, (size_t)in->nx * rows * sizeof(float), &d));
+    SF_CUDA(cudaMemcpy2DAsync(d, (size_t)in->nx * sizeof(float), in->data + (size_t)y0 * in->stride,
+                              in->stride * step * sizeof(float), (size_t)in->nx * sizeof(float), rows,
+                              cudaMemcpyDeviceToDevice, g->stream));
+    out->nx = in->nx;
+    out->ny = rows;
+    out->stride = (size_t)in->nx;
+    out->data = (float *)d;
+    out->loc = SF_DEVICE;
+fail:
+    return st;
+}
+
 extern "C" void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)
 {
     if (h2d)

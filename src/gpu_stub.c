@@ -46,6 +46,7 @@ sf_status sf_gpu_to_device(sf_gpu *g, void *d, const void *s, size_t n) { return
 sf_status sf_gpu_to_host(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
 sf_status sf_gpu_memset(sf_gpu *g, void *d, int v, size_t n) { return NO_GPU; }
 sf_status sf_gpu_negate(sf_gpu *g, float *d, size_t n) { return NO_GPU; }
+sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out) { return NO_GPU; }
 void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)
 {
     if (h2d) *h2d = 0;

@@ -29,7 +29,7 @@ struct sf_state {
     int have_filt;          /* filt holds the detection image */
     double filt_sum;        /* the kernel's sum: the filtered level is level * filt_sum */
     double filt_gain;       /* the filtered noise is rms * filt_gain */
-    char filt_desc[160];
+    char filt_desc[256];
     int box;                /* the mesh size used, 0 for method=global */
     sf_thresh_params thr;   /* the threshold stage's parameters as it ran (filtered scales set) */
     int seg_min_area, seg_conn; /* the segment stage's resolved min_area and connectivity */

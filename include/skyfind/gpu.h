@@ -38,7 +38,7 @@ sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr);
  * Freed by sf_gpu_destroy. */
 enum {
     SF_GBUF_IMAGE, SF_GBUF_MASK, SF_GBUF_LABELS, SF_GBUF_FILT, SF_GBUF_BKG, SF_GBUF_RMS,
-    SF_GBUF_SOURCES, SF_GBUF_DEBLEND, SF_GBUF_RAW0, SF_GBUF_NSLOTS = SF_GBUF_RAW0 + 4
+    SF_GBUF_SOURCES, SF_GBUF_DEBLEND, SF_GBUF_SAMPLE, SF_GBUF_RAW0, SF_GBUF_NSLOTS = SF_GBUF_RAW0 + 4
 };
 sf_status sf_gpu_buffer(sf_gpu *g, int slot, size_t bytes, void **ptr);
 
@@ -88,6 +88,10 @@ sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes);
 /* Flip the sign bit of n floats at dst (device memory), on the stream. */
 sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n);
+/* Rows y0, y0 + step, ... of the device image `in`, copied one after the
+ * other into the buffer SF_GBUF_SAMPLE: *out is that contiguous device image
+ * (nx x the number of rows), valid until the slot is asked for again. */
+sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out);
 
 void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h);
 void sf_gpu_reset_bytes(sf_gpu *g);

@@ -122,7 +122,7 @@ typedef struct {
     sf_image bkgmap, rmsmap;
     sf_image filtered;          /* host copy of the convolved image, when kept */
     int have_filtered;          /* a convolve stage filtered the image */
-    char filter_desc[160];      /* the kernel used (or why the stage did nothing) */
+    char filter_desc[256];      /* the kernel used (or why the stage did nothing) */
     double filter_sum, filter_gain; /* the filtered level is level * sum, its noise rms * gain */
     int nlabels;                /* labels of the final map (objects after a deblend stage) */
     int nislands;               /* islands of the segment stage */
