@@ -32,8 +32,17 @@ struct sf_gpu {
     size_t blk_bytes[SF_GPU_NBLOCKS];
     cudaStream_t lane;        // the copy lane (sf_gpu_upload_lane), created on first use
     cudaEvent_t lane_ev[2];
+    cudaStream_t aux[2];      // side streams for a stage's independent launches (sf_gpu_fork)
+    cudaEvent_t fork_ev, join_ev[2];
     pthread_mutex_t lock;     // the allocation bookkeeping above, shared by the lane's thread
 };
+
+// Independent launches of one stage side by side: sf_gpu_fork(g, n) lets
+// g->aux[0..n-1] (n <= 2, created on first use) start after the work queued
+// so far on g->stream; sf_gpu_join(g, n) makes g->stream wait for what was
+// queued on them since. Stage timings (events on g->stream) include it.
+sf_status sf_gpu_fork(sf_gpu *g, int n);
+sf_status sf_gpu_join(sf_gpu *g, int n);
 
 // Frees the convolve cache of a context (sf_gpu_destroy calls it).
 void sf_conv_cache_free(sf_gpu *g);

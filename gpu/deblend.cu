@@ -18,6 +18,8 @@
 //     nodes (sum of top / minarea + 1: the nodes of one level are disjoint
 //     and hold minarea pixels or more) and objects (n / minarea);
 //  3. the bounds are scanned into offsets and the tree's memory allocated;
+//     (steps 2 and 4 run their three size classes side by side, on the
+//     context's side streams, sf_gpu_fork/sf_gpu_join)
 //  4. db_split, a block per island: for each level, a lock-free union-find
 //     of the pixels above it (the root of a component is its smallest local
 //     index, i.e. its first pixel in raster order, as on the CPU), the
@@ -39,7 +41,9 @@
 // kernel; step 5's kernels; and the host function sf_deblend_gpu, which
 // lays out the scratch (db_carve) and launches everything. Developer knobs:
 // SKYFIND_DEBLEND_PROFILE (clock cycles of db_split's phases),
-// SKYFIND_DEBLEND_GLOBAL (small islands in global memory).
+// SKYFIND_DEBLEND_GLOBAL (small islands in global memory),
+// SKYFIND_DEBLEND_SERIAL (the three size classes one after the other on the
+// stage's stream instead of side by side).
 #include <cub/cub.cuh>
 #include <limits.h>
 #include <stdio.h>
@@ -848,6 +852,19 @@ static __global__ void __launch_bounds__(TH)
 }
 
 // 5. The objects of the image as (first pixel, slot) pairs.
+// Two totals the host needs, side by side for one download.
+static __global__ void db_totals(const long long *a, const long long *b, long long *out)
+{
+    out[0] = *a;
+    out[1] = *b;
+}
+
+static __global__ void db_totals2(const int *a, const unsigned *b, int *out)
+{
+    out[0] = *a;
+    out[1] = (int)*b;
+}
+
 static __global__ void db_fill(int nisl, const long long *__restrict__ obase,
                                const int *__restrict__ count, const int *__restrict__ base,
                                const unsigned *__restrict__ firstpix,
@@ -928,6 +945,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
     db_src s;
     const uint8_t *mdata = NULL;
     size_t mstride = 0;
+    const int side = !getenv("SKYFIND_DEBLEND_SERIAL"); // the size classes on side streams
 
     *nobj = 0;
     *parent_out = *nchild_out = NULL;
@@ -1073,25 +1091,33 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 db_classify<<<sf_blocks((size_t)L, DB_THREADS), DB_THREADS, 0, g->stream>>>(
                     start, end, L, ncls, lists);
                 SF_LAUNCHED();
+                // the three size classes side by side (each island's
+                // records are its own): the stage waits for the slowest
+                // class, not for the sum of the three
+                if (side)
+                    SF_TRY(sf_gpu_fork(g, 2));
                 db_prepare<64><<<sm * 16, 64, 0, g->stream>>>(
                     lists, ncls, s, keys, start, end, N, p->minarea, p->connectivity, p->mincont,
                     dd, ss, top, nb, deep, isl, ncap, ocap);
                 SF_LAUNCHED();
-                db_prepare<256><<<sm * 4, 256, 0, g->stream>>>(
+                db_prepare<256><<<sm * 4, 256, 0, side ? g->aux[0] : g->stream>>>(
                     lists + L, ncls + 1, s, keys, start, end, N, p->minarea, p->connectivity,
                     p->mincont, dd, ss, top, nb, deep, isl, ncap, ocap);
                 SF_LAUNCHED();
-                db_prepare<1024><<<sm * 2, 1024, 0, g->stream>>>(
+                db_prepare<1024><<<sm * 2, 1024, 0, side ? g->aux[1] : g->stream>>>(
                     lists + 2 * (size_t)L, ncls + 2, s, keys, start, end, N, p->minarea,
                     p->connectivity, p->mincont, dd, ss, top, nb, deep, isl, ncap, ocap);
                 SF_LAUNCHED();
+                if (side)
+                    SF_TRY(sf_gpu_join(g, 2));
                 // 3. the offsets of the trees and objects
                 c = cub1;
                 SF_CUDA(cub::DeviceScan::ExclusiveSum(ct, c, ncap, nbase, L + 1, g->stream));
                 c = cub1;
                 SF_CUDA(cub::DeviceScan::ExclusiveSum(ct, c, ocap, obase, L + 1, g->stream));
-                SF_TRY(sf_gpu_to_host(g, &ntot[0], nbase + L, sizeof ntot[0]));
-                SF_TRY(sf_gpu_to_host(g, &ntot[1], obase + L, sizeof ntot[1]));
+                db_totals<<<1, 1, 0, g->stream>>>(nbase + L, obase + L, (long long *)(hdr + 4));
+                SF_LAUNCHED();
+                SF_TRY(sf_gpu_to_host(g, ntot, hdr + 4, sizeof ntot));
             }
         }
         if (ntot[1] > 2147483646LL || ntot[0] > 2147483646LL) {
@@ -1166,29 +1192,35 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     // SKYFIND_DEBLEND_GLOBAL (a developer knob): the small islands'
                     // pixels and trees in global memory, to time the shared path
                     const int c0sm = getenv("SKYFIND_DEBLEND_GLOBAL") ? 0 : DB_C0;
+                    if (side) // the classes side by side, as db_prepare
+                        SF_TRY(sf_gpu_fork(g, 2));
                     db_split<64><<<sm * 16, 64, b0, g->stream>>>(
                         lists, ncls, c0sm, c0sm ? 128 : 0, conn8, keys, N, p->minarea, nx, in->t0, isl, dd, ss,
                         top, nb, deep, uf, rt, cnt, objl, nbase, obase, nodes, o, count, errp,
                         prof);
                     SF_LAUNCHED();
-                    db_split<256><<<sm * 2, 256, b1, g->stream>>>(
+                    db_split<256><<<sm * 2, 256, b1, side ? g->aux[0] : g->stream>>>(
                         lists + L, ncls + 1, DB_C1, 512, conn8, keys, N, p->minarea, nx, in->t0, isl, dd,
                         ss, top, nb, deep, uf, rt, cnt, objl, nbase, obase, nodes, o, count, errp,
                         prof ? prof + DB_NPROF : NULL);
                     SF_LAUNCHED();
-                    db_split<1024><<<sm, 1024, b2, g->stream>>>(
+                    db_split<1024><<<sm, 1024, b2, side ? g->aux[1] : g->stream>>>(
                         lists + 2 * (size_t)L, ncls + 2, smax, snodes, conn8, keys, N, p->minarea, nx,
                         in->t0, isl, dd, ss, top, nb, deep, uf, rt, cnt, objl, nbase, obase,
                         nodes, o, count, errp, prof ? prof + 2 * DB_NPROF : NULL);
                     SF_LAUNCHED();
+                    if (side)
+                        SF_TRY(sf_gpu_join(g, 2));
                 }
                 c = cub2;
                 SF_CUDA(cub::DeviceScan::ExclusiveSum(ct2, c, count, base, L + 1, g->stream));
                 {
                     int h[2];
-                    unsigned e2 = 0;
-                    SF_TRY(sf_gpu_to_host(g, h, base + L, sizeof h[0]));
-                    SF_TRY(sf_gpu_to_host(g, &e2, errp, sizeof e2));
+                    unsigned e2;
+                    db_totals2<<<1, 1, 0, g->stream>>>(base + L, errp, (int *)(hdr + 6));
+                    SF_LAUNCHED();
+                    SF_TRY(sf_gpu_to_host(g, h, hdr + 6, sizeof h));
+                    e2 = (unsigned)h[1];
                     if (e2) {
                         st = sf_fail(SF_ERR_INTERNAL, "deblend (GPU): a tree outgrew its bound "
                                      "(error bits %u)", e2);
@@ -1244,6 +1276,10 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
     *nchild_out = nchild;
     return SF_OK;
 fail:
+    if (g->fork_ev) { // nothing left running on the side streams past a failure
+        cudaStreamSynchronize(g->aux[0]);
+        cudaStreamSynchronize(g->aux[1]);
+    }
     if (prof)
         sf_gpu_free(g, prof);
     free(parent);

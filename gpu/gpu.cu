@@ -87,6 +87,13 @@ extern "C" void sf_gpu_destroy(sf_gpu *g)
         cudaEventDestroy(g->lane_ev[0]);
         cudaEventDestroy(g->lane_ev[1]);
     }
+    if (g->aux[0]) {
+        for (int i = 0; i < 2; i++) {
+            cudaStreamDestroy(g->aux[i]);
+            cudaEventDestroy(g->join_ev[i]);
+        }
+        cudaEventDestroy(g->fork_ev);
+    }
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -391,6 +398,34 @@ extern "C" sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n)
         blocks = (unsigned)g->sm_count * 16;
     negate_kernel<<<blocks, 256, 0, g->stream>>>(reinterpret_cast<uint32_t *>(dst), n);
     SF_LAUNCHED();
+fail:
+    return st;
+}
+
+sf_status sf_gpu_fork(sf_gpu *g, int n)
+{
+    sf_status st = SF_OK;
+    if (!g->fork_ev) {
+        for (int i = 0; i < 2; i++) {
+            SF_CUDA(cudaStreamCreateWithFlags(&g->aux[i], cudaStreamNonBlocking));
+            SF_CUDA(cudaEventCreateWithFlags(&g->join_ev[i], cudaEventDisableTiming));
+        }
+        SF_CUDA(cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming));
+    }
+    SF_CUDA(cudaEventRecord(g->fork_ev, g->stream));
+    for (int i = 0; i < n && i < 2; i++)
+        SF_CUDA(cudaStreamWaitEvent(g->aux[i], g->fork_ev, 0));
+fail:
+    return st;
+}
+
+sf_status sf_gpu_join(sf_gpu *g, int n)
+{
+    sf_status st = SF_OK;
+    for (int i = 0; i < n && i < 2; i++) {
+        SF_CUDA(cudaEventRecord(g->join_ev[i], g->aux[i]));
+        SF_CUDA(cudaStreamWaitEvent(g->stream, g->join_ev[i], 0));
+    }
 fail:
     return st;
 }
