@@ -5,7 +5,9 @@
 # build runs the lesson and sextractor pipelines on an array in memory, and
 # its catalogue must equal the installed `skyfind run` on the same pixels
 # written to FITS (every row; the comment lines too, which name the input,
-# pipeline, backend and background). Also: the programs load libskyfind.so.0
+# pipeline, backend and background), and so must its sf_find table (the
+# one-call entry point of skyfind/skyfind.h) printed with the columns'
+# formats. Also: the programs load libskyfind.so.0
 # (not a static copy), and the library's soname is libskyfind.so.0.
 #   test_install.sh BUILD_DIR SOURCE_DIR [CFLAGS]
 # CFLAGS (the build's CMAKE_C_FLAGS) are used for the consumer too: under
@@ -52,6 +54,12 @@ for c in c_pc c_fp; do
         else
             bad "$c $p: the catalogues differ ($((n - 1)) rows from the library)"
             diff "$T/lib.csv" "$T/cli/img.cat.csv" | head -6
+        fi
+        if cmp -s "$T/lib.csv.find" <(grep -v '^#' "$T/cli/img.cat.csv"); then
+            ok "$c $p: sf_find's table printed with its column formats equals the CLI's rows"
+        else
+            bad "$c $p: sf_find's table differs from the CLI's rows"
+            diff "$T/lib.csv.find" <(grep -v '^#' "$T/cli/img.cat.csv") | head -6
         fi
     done
 done

@@ -1,0 +1,316 @@
+/* sf_find and sf_find_file (include/skyfind/skyfind.h): a pipeline run on
+ * an array in memory or a FITS plane, its catalogue returned as the CSV
+ * writer's columns (src/catalog_columns.c), so a program gets what
+ * `skyfind run` writes. A header given as text is read by the FITS reader
+ * itself: its cards, behind a stub of one pixel, go through
+ * sf_fits_read_mem, so BUNIT, the beam (BMAJ or the AIPS HISTORY card) and
+ * the WCS are found exactly as in a file. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "skyfind/skyfind.h"
+#include "skyfind/catalog.h"
+#include "skyfind/fits.h"
+#include "skyfind/fits_mem.h"
+#include "skyfind/gpu.h"
+#include "skyfind/wcs.h"
+#include "catalog_columns.h"
+
+struct sf_found {
+    sf_run_result r;
+    int nrows, ncols;
+    sf_cat_col col[SF_CAT_MAXCOL];
+    double *val[SF_CAT_MAXCOL];
+    char backend[8];
+};
+
+/* ---- GPU contexts: one per device, made on first use, kept -------------- */
+
+#define API_MAXDEV 16
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t dev_lock[API_MAXDEV] = {[0 ... API_MAXDEV - 1] = PTHREAD_MUTEX_INITIALIZER};
+static sf_gpu *ctx[API_MAXDEV];
+
+static sf_status api_gpu(int dev, sf_gpu **g)
+{
+    sf_status st = SF_OK;
+    pthread_mutex_lock(&ctx_lock);
+    if (!ctx[dev])
+        st = sf_gpu_create(&ctx[dev], dev);
+    *g = ctx[dev];
+    pthread_mutex_unlock(&ctx_lock);
+    return st;
+}
+
+/* ---- the header text, through the FITS reader ---------------------------- */
+
+static int structural(const char *card)
+{
+    static const char *keys[] = {"SIMPLE", "BITPIX", "NAXIS", "EXTEND", "XTENSION", "PCOUNT",
+                                 "GCOUNT", "BSCALE", "BZERO", "BLANK", "END", "ZIMAGE",
+                                 "ZBITPIX", "ZNAXIS", "ZTILE", "ZCMPTYPE", "DATASUM", "CHECKSUM"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        size_t n = strlen(keys[k]);
+        if (!strncmp(card, keys[k], n) && (card[n] == ' ' || card[n] == '=' ||
+                                          (card[n] >= '0' && card[n] <= '9')))
+            return 1;
+    }
+    return 0;
+}
+
+/* info from the header text: the cards behind SIMPLE/BITPIX/NAXIS of a
+ * 1x1 float image, read back by sf_fits_read_mem. */
+static sf_status header_info(const char *text, sf_fits_info *info)
+{
+    static const char *stub[] = {"SIMPLE  =                    T", "BITPIX  =                  -32",
+                                 "NAXIS   =                    2", "NAXIS1  =                    1",
+                                 "NAXIS2  =                    1"};
+    size_t len = text ? strlen(text) : 0, cap, n = 0, pos = 0;
+    int lines = text && strchr(text, '\n');
+    char *buf;
+    sf_image one;
+    sf_status st;
+    cap = (5 + len / (lines ? 1 : 80) + 2) * 80 / 2880 * 2880 + 2 * 2880;
+    if (len > ((size_t)1 << 26) || !(buf = malloc(cap)))
+        return sf_fail(SF_ERR_NOMEM, "header: %zu characters", len);
+    memset(buf, ' ', cap);
+    for (int k = 0; k < 5; k++, n += 80)
+        memcpy(buf + n, stub[k], strlen(stub[k]));
+    while (pos < len) { /* 80-character cards, or lines when the text has newlines */
+        char card[81];
+        size_t m = 0;
+        memset(card, ' ', 80);
+        card[80] = '\0';
+        while (pos < len && m < 80 && !(lines && (text[pos] == '\n' || text[pos] == '\r')))
+            card[m++] = text[pos++];
+        if (lines) /* the rest of a long line, and the line end */
+            while (pos < len && text[pos] != '\n')
+                pos++;
+        if (lines && pos < len)
+            pos++;
+        if (!strncmp(card, "END     ", 8))
+            break;
+        if (card[0] == ' ' || structural(card))
+            continue;
+        memcpy(buf + n, card, 80);
+        n += 80;
+    }
+    memcpy(buf + n, "END", 3);
+    n = (n + 80 + 2879) / 2880 * 2880;
+    memset(buf + n, 0, 2880); /* the one pixel: 0.0 */
+    st = sf_fits_read_mem(buf, n + 2880, "header", -1, &one, info);
+    free(buf);
+    if (st == SF_OK)
+        sf_image_free(&one, NULL);
+    return st;
+}
+
+/* ---- pixels --------------------------------------------------------------- */
+
+static size_t dt_size(int dt)
+{
+    switch (dt) {
+    case SF_DT_UINT8: case SF_DT_INT8: return 1;
+    case SF_DT_UINT16: case SF_DT_INT16: return 2;
+    case SF_DT_UINT32: case SF_DT_INT32: case SF_DT_FLOAT32: return 4;
+    case SF_DT_UINT64: case SF_DT_INT64: case SF_DT_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+static void convert_row(const void *src, int dt, int nx, float *out)
+{
+#define ROW(T)                                                   \
+    for (int x = 0; x < nx; x++)                                 \
+        out[x] = sf_pixel_clean((float)(double)((const T *)src)[x]);
+    switch (dt) {
+    case SF_DT_UINT8: ROW(uint8_t) break;
+    case SF_DT_INT8: ROW(int8_t) break;
+    case SF_DT_UINT16: ROW(uint16_t) break;
+    case SF_DT_INT16: ROW(int16_t) break;
+    case SF_DT_UINT32: ROW(uint32_t) break;
+    case SF_DT_INT32: ROW(int32_t) break;
+    case SF_DT_UINT64: ROW(uint64_t) break;
+    case SF_DT_INT64: ROW(int64_t) break;
+    case SF_DT_FLOAT32: ROW(float) break;
+    default: ROW(double) break;
+    }
+#undef ROW
+}
+
+/* ---- the run -------------------------------------------------------------- */
+
+static sf_status load_pipeline(const sf_find_opts *o, sf_pipeline *pl)
+{
+    const char *p = o && o->pipeline ? o->pipeline : "radio";
+    char path[4096];
+    sf_status st;
+    if (strchr(p, '\n'))
+        st = sf_pipeline_parse(p, "pipeline text", pl);
+    else if ((st = sf_pipeline_find(p, path, sizeof path)) == SF_OK)
+        st = sf_pipeline_load(path, pl);
+    for (int i = 0; st == SF_OK && o && i < o->nset; i++)
+        if (!o->set[i])
+            st = sf_fail(SF_ERR_PARAM, "set: assignment %d is NULL", i);
+        else
+            st = sf_pipeline_set(pl, o->set[i]);
+    if (st)
+        sf_pipeline_free(pl);
+    return st;
+}
+
+static sf_status run(const char *input, const sf_image *img, const sf_fits_info *info,
+                     const sf_find_opts *o, sf_found **out)
+{
+    const char *b = o && o->backend ? o->backend : "auto";
+    int gpu, dev = 0;
+    sf_pipeline pl;
+    sf_run_opts ro;
+    sf_beam_pixels beam;
+    sf_found *f;
+    sf_status st;
+    sf_wcs *w;
+    if (strcasecmp(b, "cpu") && strcasecmp(b, "gpu") && strcasecmp(b, "auto"))
+        return sf_fail(SF_ERR_PARAM, "backend '%s': cpu, gpu or auto", b);
+    gpu = !strcasecmp(b, "gpu") || (!strcasecmp(b, "auto") && sf_gpu_count() > 0);
+    if (!strcasecmp(b, "gpu") && sf_gpu_count() < 1)
+        return sf_fail(SF_ERR_NO_GPU, "no CUDA device found: cannot use backend gpu (use cpu or auto)");
+    if ((st = load_pipeline(o, &pl)))
+        return st;
+    if (!(f = calloc(1, sizeof *f))) {
+        sf_pipeline_free(&pl);
+        return sf_fail(SF_ERR_NOMEM, "sf_find: no memory");
+    }
+    memset(&ro, 0, sizeof ro);
+    ro.backend = gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU;
+    sf_fits_beam_pixels(info, img->nx, img->ny, &beam);
+    ro.beam_pix = beam.bmaj_pix;
+    ro.beam_min_pix = beam.bmin_pix;
+    ro.beam_pa_deg = beam.bpa_deg;
+    ro.pix_arcsec = beam.pix_arcsec;
+    if (gpu && (st = api_gpu(dev, &ro.gpu)) == SF_OK) {
+        pthread_mutex_lock(&dev_lock[dev]);
+        st = sf_pipeline_run(&pl, img, &ro, &f->r);
+        pthread_mutex_unlock(&dev_lock[dev]);
+    } else if (!gpu) {
+        st = sf_pipeline_run(&pl, img, &ro, &f->r);
+    }
+    snprintf(f->backend, sizeof f->backend, "%s", gpu ? "gpu" : "cpu");
+    if (st == SF_OK) { /* the CSV writer's columns and values */
+        sf_catalog_meta m = {input, pl.name, f->backend, info->bunit, f->r.have_bkg, f->r.bkg, NULL,
+                             f->r.box, beam.bmaj_pix, beam.bmin_pix};
+        w = f->r.nsources >= 0 ? sf_wcs_open(info, img->nx, img->ny) : NULL;
+        m.wcs = w;
+        f->nrows = f->r.nsources > 0 ? f->r.nsources : 0;
+        f->ncols = sf_cat_columns(&m, f->col);
+        for (int j = 0; j < f->ncols && st == SF_OK; j++)
+            if (!(f->val[j] = malloc(((size_t)f->nrows + 1) * sizeof(double))))
+                st = sf_fail(SF_ERR_NOMEM, "sf_find: %d rows", f->nrows);
+        for (int i = 0; i < f->nrows && st == SF_OK; i++) {
+            sf_cat_row row = sf_cat_row_of(&f->r.sources[i], &m);
+            for (int j = 0; j < f->ncols; j++)
+                f->val[j][i] = f->col[j].get(&row);
+        }
+        sf_wcs_close(w);
+    }
+    sf_pipeline_free(&pl);
+    if (st) {
+        sf_found_free(f);
+        return st;
+    }
+    *out = f;
+    return SF_OK;
+}
+
+sf_status sf_find(const sf_array *a, const sf_find_opts *o, sf_found **out)
+{
+    size_t es;
+    sf_image img;
+    sf_fits_info info;
+    sf_status st;
+    *out = NULL;
+    if (!a || !a->data)
+        return sf_fail(SF_ERR_PARAM, "sf_find: no pixels");
+    if (!(es = dt_size(a->dtype)))
+        return sf_fail(SF_ERR_PARAM, "sf_find: pixel type %d is not one of sf_dtype", a->dtype);
+    if (a->nx < 1 || a->ny < 1)
+        return sf_fail(SF_ERR_PARAM, "sf_find: the image is %d x %d pixels", a->nx, a->ny);
+    if (a->row_bytes < (long long)(es * (size_t)a->nx))
+        return sf_fail(SF_ERR_PARAM, "sf_find: rows of %lld bytes hold fewer than %d pixels of %zu bytes",
+                       a->row_bytes, a->nx, es);
+    if ((st = header_info(a->header, &info)))
+        return st;
+    if ((st = sf_image_alloc(&img, a->nx, a->ny, SF_HOST, NULL))) {
+        sf_fits_info_free(&info);
+        return st;
+    }
+    for (int y = 0; y < a->ny; y++)
+        convert_row((const char *)a->data + (size_t)y * (size_t)a->row_bytes, a->dtype, a->nx,
+                    img.data + (size_t)y * img.stride);
+    st = run("array", &img, &info, o, out);
+    sf_image_free(&img, NULL);
+    sf_fits_info_free(&info);
+    return st;
+}
+
+sf_status sf_find_file(const char *path, int plane, const sf_find_opts *o, sf_found **out)
+{
+    sf_image img;
+    sf_fits_info info;
+    sf_status st;
+    *out = NULL;
+    if (!path)
+        return sf_fail(SF_ERR_PARAM, "sf_find_file: no path");
+    if (plane < 0)
+        return sf_fail(SF_ERR_PARAM, "%s: plane %d (1-based; 0 for the first)", path, plane);
+    if ((st = sf_fits_read(path, plane ? plane - 1 : -1, NULL, &img, &info)))
+        return st;
+    st = run(path, &img, &info, o, out);
+    sf_image_free(&img, NULL);
+    sf_fits_info_free(&info);
+    return st;
+}
+
+int sf_found_nrows(const sf_found *f) { return f ? f->nrows : 0; }
+int sf_found_ncols(const sf_found *f) { return f ? f->ncols : 0; }
+
+const char *sf_found_colname(const sf_found *f, int j)
+{
+    return f && j >= 0 && j < f->ncols ? f->col[j].name : NULL;
+}
+
+const char *sf_found_colunit(const sf_found *f, int j)
+{
+    return f && j >= 0 && j < f->ncols ? f->col[j].unit : NULL;
+}
+
+const char *sf_found_colfmt(const sf_found *f, int j)
+{
+    return f && j >= 0 && j < f->ncols ? f->col[j].fmt : NULL;
+}
+
+int sf_found_colint(const sf_found *f, int j)
+{
+    return f && j >= 0 && j < f->ncols && f->col[j].type != SF_COL_REAL;
+}
+
+const double *sf_found_column(const sf_found *f, int j)
+{
+    return f && j >= 0 && j < f->ncols ? f->val[j] : NULL;
+}
+
+const char *sf_found_backend(const sf_found *f) { return f ? f->backend : NULL; }
+const sf_run_result *sf_found_result(const sf_found *f) { return f ? &f->r : NULL; }
+
+void sf_found_free(sf_found *f)
+{
+    if (!f)
+        return;
+    for (int j = 0; j < f->ncols; j++)
+        free(f->val[j]);
+    sf_run_result_free(&f->r);
+    free(f);
+}

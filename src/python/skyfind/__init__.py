@@ -1,0 +1,242 @@
+"""skyfind from Python: find sources in an image in memory or in a FITS file.
+
+    import skyfind
+    from astropy.io import fits
+    with fits.open("image.fits") as h:
+        cat = skyfind.find(h[0].data, h[0].header, pipeline="radio")
+    print(cat["x", "y", "peak", "snr"])
+
+``find`` and ``find_file`` return an ``astropy.table.Table`` with the columns
+of ``skyfind run``'s CSV catalogue (same names, units and values; ``x`` and
+``y`` are 1-based FITS pixel coordinates). The work is done by the C library
+(libskyfind.so, through ctypes): the same stages, CPU twins and GPU stages as
+the command-line tool. Errors raise ``skyfind.SkyfindError`` with the
+library's message.
+"""
+import ctypes
+import ctypes.util
+import os
+
+import numpy as np
+
+__all__ = ["find", "find_file", "stages", "SkyfindError", "library_path"]
+
+
+class SkyfindError(RuntimeError):
+    """A skyfind failure; the message is the library's (sf_errdetail)."""
+
+
+def _load():
+    names = []
+    if os.environ.get("SKYFIND_LIBRARY"):
+        names.append(os.environ["SKYFIND_LIBRARY"])
+    here = os.path.dirname(os.path.abspath(__file__))
+    names += [os.path.join(here, "libskyfind.so.0"), os.path.join(here, "libskyfind.so")]
+    found = ctypes.util.find_library("skyfind")
+    if found:
+        names.append(found)
+    errors = []
+    for n in names:
+        if n and (os.path.isabs(n) is False or os.path.exists(n)):
+            try:
+                return ctypes.CDLL(n), n
+            except OSError as e:
+                errors.append(f"{n}: {e}")
+    raise ImportError("skyfind: cannot load libskyfind.so (set SKYFIND_LIBRARY to its path; tried "
+                      + "; ".join(errors or names) + ")")
+
+
+_lib, library_path = _load()
+
+
+class _Array(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("nx", ctypes.c_int),
+                ("ny", ctypes.c_int), ("row_bytes", ctypes.c_longlong), ("header", ctypes.c_char_p)]
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("pipeline", ctypes.c_char_p), ("backend", ctypes.c_char_p),
+                ("set", ctypes.POINTER(ctypes.c_char_p)), ("nset", ctypes.c_int)]
+
+
+_P = ctypes.c_void_p
+_lib.sf_find.argtypes = [ctypes.POINTER(_Array), ctypes.POINTER(_Opts), ctypes.POINTER(_P)]
+_lib.sf_find.restype = ctypes.c_int
+_lib.sf_find_file.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_Opts), ctypes.POINTER(_P)]
+_lib.sf_find_file.restype = ctypes.c_int
+_lib.sf_errdetail.restype = ctypes.c_char_p
+for _f, _r in (("sf_found_nrows", ctypes.c_int), ("sf_found_ncols", ctypes.c_int),
+               ("sf_found_colname", ctypes.c_char_p), ("sf_found_colunit", ctypes.c_char_p),
+               ("sf_found_colfmt", ctypes.c_char_p), ("sf_found_colint", ctypes.c_int),
+               ("sf_found_column", ctypes.POINTER(ctypes.c_double)),
+               ("sf_found_backend", ctypes.c_char_p)):
+    getattr(_lib, _f).restype = _r
+    getattr(_lib, _f).argtypes = [_P] if _f in ("sf_found_nrows", "sf_found_ncols", "sf_found_backend") \
+        else [_P, ctypes.c_int]
+_lib.sf_found_free.argtypes = [_P]
+_lib.sf_found_free.restype = None
+
+# the stage registry (include/skyfind/pipeline.h: sf_param_spec, sf_stage_def)
+class _Param(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_int), ("default", ctypes.c_char_p),
+                ("min", ctypes.c_double), ("max", ctypes.c_double), ("choices", ctypes.c_char_p),
+                ("unit", ctypes.c_char_p), ("help", ctypes.c_char_p), ("offset", ctypes.c_size_t)]
+
+
+class _Stage(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("desc", ctypes.c_char_p), ("params", ctypes.POINTER(_Param)),
+                ("nparams", ctypes.c_int), ("params_size", ctypes.c_size_t), ("needs", ctypes.c_uint),
+                ("gives", ctypes.c_uint), ("cpu", ctypes.c_void_p), ("gpu", ctypes.c_void_p),
+                ("check", ctypes.c_void_p)]
+
+
+_lib.sf_stage_count.restype = ctypes.c_int
+_lib.sf_stage_count.argtypes = []
+_lib.sf_stage_at.restype = ctypes.POINTER(_Stage)
+_lib.sf_stage_at.argtypes = [ctypes.c_int]
+
+# numpy kinds to sf_dtype (include/skyfind/skyfind.h)
+_DT = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.uint16): 3, np.dtype(np.int16): 4,
+       np.dtype(np.uint32): 5, np.dtype(np.int32): 6, np.dtype(np.uint64): 7, np.dtype(np.int64): 8,
+       np.dtype(np.float32): 9, np.dtype(np.float64): 10}
+
+
+_PIPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipelines")
+
+
+def _pipeline(p):
+    """A pipeline name the library would look up in $SKYFIND_PIPELINES and its
+    build's folders: the copy installed with the package when those are unset."""
+    if p and "\n" not in p and "/" not in p and not p.endswith(".pipe") and \
+            not os.environ.get("SKYFIND_PIPELINES") and os.path.isfile(os.path.join(_PIPES, p + ".pipe")):
+        return os.path.join(_PIPES, p + ".pipe")
+    return p
+
+
+def _opts(pipeline, backend, params):
+    pipeline = _pipeline(pipeline)
+    sets = []
+    for stage, values in params.items():
+        if not isinstance(values, dict):
+            raise SkyfindError(f"{stage}={values!r}: give a stage's parameters as a dict, "
+                               f"e.g. threshold={{'nsigma': 4}}")
+        for k, v in values.items():
+            if isinstance(v, bool):
+                v = "yes" if v else "no"
+            sets.append(f"{stage}.{k}={v}".encode())
+    arr = (ctypes.c_char_p * max(len(sets), 1))(*sets)
+    o = _Opts(pipeline.encode() if pipeline else None, backend.encode() if backend else None,
+              ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), len(sets))
+    return o, arr
+
+
+def _error():
+    d = _lib.sf_errdetail()
+    return SkyfindError(d.decode(errors="replace") if d else "skyfind: unknown error")
+
+
+def _table(found):
+    from astropy.table import Table
+    import astropy.units as u
+    try:
+        n = _lib.sf_found_nrows(found)
+        t = Table()
+        for j in range(_lib.sf_found_ncols(found)):
+            name = _lib.sf_found_colname(found, j).decode()
+            unit = _lib.sf_found_colunit(found, j).decode()
+            vals = np.ctypeslib.as_array(_lib.sf_found_column(found, j), shape=(n,)).copy() if n else \
+                np.zeros(0)
+            if _lib.sf_found_colint(found, j):
+                vals = vals.astype(np.int64)
+            t[name] = vals
+            if unit:
+                t[name].unit = u.Unit(unit, parse_strict="silent")
+            t[name].meta["format"] = _lib.sf_found_colfmt(found, j).decode()
+        t.meta["backend"] = _lib.sf_found_backend(found).decode()
+        return t
+    finally:
+        _lib.sf_found_free(found)
+
+
+def _header_text(header):
+    if header is None:
+        return None
+    if isinstance(header, (bytes, str)):
+        return header.encode() if isinstance(header, str) else header
+    return header.tostring(sep="", endcard=False, padding=False).encode("ascii", errors="replace")
+
+
+def find(data, header=None, pipeline="radio", backend="auto", **params):
+    """Find the sources of a 2-D image in memory.
+
+    data: a 2-D NumPy array (leading axes of length 1, as the FREQ and STOKES
+    axes of radio images, are dropped; a cube's plane is chosen by indexing
+    it) of any integer or float type (or bool), converted
+    to float32 as skyfind's FITS reader converts; a masked array's masked
+    pixels are blank (NaN), as NaN and +-Inf pixels are.
+    header: an astropy Header (or FITS card text) for BUNIT, the restoring
+    beam and the WCS; None: pixel columns only.
+    pipeline: a name ("radio", "lesson", "sextractor", ...), a .pipe path or
+    .pipe text. backend: "cpu", "gpu" or "auto".
+    params: per stage, a dict of parameters, as --set stage.param=value:
+    ``find(a, threshold={"nsigma": 4}, segment={"min_area": 5})``.
+    Returns an astropy Table (meta["backend"] says which backend ran)."""
+    a = np.ma.getdata(data)
+    mask = np.ma.getmaskarray(data) if np.ma.is_masked(data) else None
+    while a.ndim > 2 and a.shape[0] == 1:  # degenerate axes (FREQ, STOKES) of radio images
+        a = a[0]
+        mask = mask[0] if mask is not None else None
+    if a.ndim != 2:
+        raise SkyfindError(f"find: the image must be 2-D, not {a.ndim}-D (shape {a.shape})")
+    if a.dtype == np.bool_:
+        a = a.astype(np.uint8)
+    elif a.dtype == np.float16:
+        a = a.astype(np.float32)
+    a = np.asarray(a, dtype=a.dtype.newbyteorder("="))  # native byte order
+    if a.dtype not in _DT:
+        raise SkyfindError(f"find: pixels of type {a.dtype} are not supported")
+    if mask is not None and mask.any():
+        a = a.astype(np.float64) if a.dtype.kind != "f" else a.copy()
+        a[mask] = np.nan
+    if a.strides[1] != a.itemsize or a.strides[0] < a.shape[1] * a.itemsize:
+        a = np.ascontiguousarray(a)
+    img = _Array(a.ctypes.data, _DT[a.dtype], a.shape[1], a.shape[0], a.strides[0], _header_text(header))
+    o, keep = _opts(pipeline, backend, params)
+    found = _P()
+    if _lib.sf_find(ctypes.byref(img), ctypes.byref(o), ctypes.byref(found)) != 0:
+        raise _error()
+    return _table(found)
+
+
+def find_file(path, pipeline="radio", backend="auto", plane=0, **params):
+    """Find the sources of one plane of a FITS file, read as ``skyfind run``
+    reads it (plane: 1-based plane of a cube, 0 for the first). Arguments
+    and result as ``find``."""
+    o, keep = _opts(pipeline, backend, params)
+    found = _P()
+    if _lib.sf_find_file(os.fsencode(path), int(plane), ctypes.byref(o), ctypes.byref(found)) != 0:
+        raise _error()
+    return _table(found)
+
+
+def stages():
+    """Every stage of the registry with its parameters, as ``skyfind stages``
+    lists them: a list of dicts {name, description, params}, each parameter a
+    dict {name, type (int, real, choice, bool or text), default (as written in
+    a .pipe file), min, max (int and real), choices (choice), unit, help}."""
+    kinds = ("int", "real", "choice", "bool", "text")
+    out = []
+    for i in range(_lib.sf_stage_count()):
+        st = _lib.sf_stage_at(i).contents
+        ps = []
+        for k in range(st.nparams):
+            p = st.params[k]
+            d = {"name": p.name.decode(), "type": kinds[p.type], "default": (p.default or b"").decode(),
+                 "unit": (p.unit or b"").decode(), "help": (p.help or b"").decode()}
+            if p.type in (0, 1):
+                d["min"], d["max"] = p.min, p.max
+            if p.type == 2:
+                d["choices"] = (p.choices or b"").decode().split("|")
+            ps.append(d)
+        out.append({"name": st.name.decode(), "description": st.desc.decode(), "params": ps})
+    return out
