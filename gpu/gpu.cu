@@ -402,6 +402,49 @@ fail:
     return st;
 }
 
+extern "C" int sf_gpu_pointer_device(const void *ptr)
+{
+    cudaPointerAttributes a;
+    if (!ptr || cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? a.device : -1;
+}
+
+static __global__ void import_kernel(const char *__restrict__ src, long long row_bytes, int nx, int ny,
+                                     float *__restrict__ dst, size_t dstride)
+{
+    const size_t n = (size_t)nx * ny;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t y = i / nx, x = i % nx;
+        dst[y * dstride + x] = sf_pixel_clean(((const float *)(src + y * row_bytes))[x]);
+    }
+}
+
+extern "C" sf_status sf_gpu_import_f32(sf_gpu *g, const void *src, long long row_bytes, int nx, int ny,
+                                       sf_image *dst)
+{
+    sf_status st = SF_OK;
+    unsigned blocks = sf_blocks(sf_npix(nx, ny), 256);
+    if (blocks > (unsigned)g->sm_count * 16)
+        blocks = (unsigned)g->sm_count * 16;
+    memset(dst, 0, sizeof *dst);
+    if (row_bytes % (long long)sizeof(float))
+        return sf_fail(SF_ERR_PARAM, "a device image's rows must be a whole number of floats apart "
+                       "(%lld bytes)", row_bytes);
+    SF_CUDA(cudaDeviceSynchronize()); // the caller's streams (CuPy's) are done with the array
+    SF_TRY(sf_image_alloc(dst, nx, ny, SF_DEVICE, g));
+    import_kernel<<<blocks, 256, 0, g->stream>>>((const char *)src, row_bytes, nx, ny, dst->data,
+                                                 dst->stride);
+    SF_LAUNCHED();
+    return SF_OK;
+fail:
+    sf_image_free(dst, g);
+    return st;
+}
+
 sf_status sf_gpu_fork(sf_gpu *g, int n)
 {
     sf_status st = SF_OK;

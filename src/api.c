@@ -162,8 +162,9 @@ static sf_status load_pipeline(const sf_find_opts *o, sf_pipeline *pl)
     return st;
 }
 
-static sf_status run(const char *input, const sf_image *img, const sf_fits_info *info,
-                     const sf_find_opts *o, sf_found **out)
+/* img: the pixels on the host; or dsrc (on_gpu), imported on its device. */
+static sf_status run(const char *input, const sf_image *img, const sf_array *dsrc,
+                     const sf_fits_info *info, const sf_find_opts *o, sf_found **out)
 {
     const char *b = o && o->backend ? o->backend : "auto";
     int gpu, dev = 0;
@@ -171,6 +172,7 @@ static sf_status run(const char *input, const sf_image *img, const sf_fits_info 
     sf_run_opts ro;
     sf_beam_pixels beam;
     sf_found *f;
+    const int nx = dsrc ? dsrc->nx : img->nx, ny = dsrc ? dsrc->ny : img->ny;
     sf_status st;
     sf_wcs *w;
     if (strcasecmp(b, "cpu") && strcasecmp(b, "gpu") && strcasecmp(b, "auto"))
@@ -178,6 +180,14 @@ static sf_status run(const char *input, const sf_image *img, const sf_fits_info 
     gpu = !strcasecmp(b, "gpu") || (!strcasecmp(b, "auto") && sf_gpu_count() > 0);
     if (!strcasecmp(b, "gpu") && sf_gpu_count() < 1)
         return sf_fail(SF_ERR_NO_GPU, "no CUDA device found: cannot use backend gpu (use cpu or auto)");
+    if (dsrc) {
+        if (!gpu)
+            return sf_fail(SF_ERR_PARAM, "an image in GPU memory needs backend gpu or auto, not %s", b);
+        if ((dev = sf_gpu_pointer_device(dsrc->data)) < 0)
+            return sf_fail(SF_ERR_PARAM, "on_gpu is set but the pixels are not in CUDA device memory");
+        if (dev >= API_MAXDEV)
+            return sf_fail(SF_ERR_PARAM, "the pixels are on CUDA device %d (at most %d)", dev, API_MAXDEV - 1);
+    }
     if ((st = load_pipeline(o, &pl)))
         return st;
     if (!(f = calloc(1, sizeof *f))) {
@@ -186,14 +196,21 @@ static sf_status run(const char *input, const sf_image *img, const sf_fits_info 
     }
     memset(&ro, 0, sizeof ro);
     ro.backend = gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU;
-    sf_fits_beam_pixels(info, img->nx, img->ny, &beam);
+    sf_fits_beam_pixels(info, nx, ny, &beam);
     ro.beam_pix = beam.bmaj_pix;
     ro.beam_min_pix = beam.bmin_pix;
     ro.beam_pa_deg = beam.bpa_deg;
     ro.pix_arcsec = beam.pix_arcsec;
     if (gpu && (st = api_gpu(dev, &ro.gpu)) == SF_OK) {
+        sf_image dimg;
+        memset(&dimg, 0, sizeof dimg);
         pthread_mutex_lock(&dev_lock[dev]);
-        st = sf_pipeline_run(&pl, img, &ro, &f->r);
+        if ((st = sf_gpu_bind(ro.gpu)) == SF_OK && dsrc)
+            st = sf_gpu_import_f32(ro.gpu, dsrc->data, dsrc->row_bytes, dsrc->nx, dsrc->ny, &dimg);
+        if (st == SF_OK)
+            st = sf_pipeline_run(&pl, dsrc ? &dimg : img, &ro, &f->r);
+        if (dimg.data)
+            sf_image_free(&dimg, ro.gpu);
         pthread_mutex_unlock(&dev_lock[dev]);
     } else if (!gpu) {
         st = sf_pipeline_run(&pl, img, &ro, &f->r);
@@ -202,7 +219,7 @@ static sf_status run(const char *input, const sf_image *img, const sf_fits_info 
     if (st == SF_OK) { /* the CSV writer's columns and values */
         sf_catalog_meta m = {input, pl.name, f->backend, info->bunit, f->r.have_bkg, f->r.bkg, NULL,
                              f->r.box, beam.bmaj_pix, beam.bmin_pix};
-        w = f->r.nsources >= 0 ? sf_wcs_open(info, img->nx, img->ny) : NULL;
+        w = f->r.nsources >= 0 ? sf_wcs_open(info, nx, ny) : NULL;
         m.wcs = w;
         f->nrows = f->r.nsources > 0 ? f->r.nsources : 0;
         f->ncols = sf_cat_columns(&m, f->col);
@@ -241,8 +258,16 @@ sf_status sf_find(const sf_array *a, const sf_find_opts *o, sf_found **out)
     if (a->row_bytes < (long long)(es * (size_t)a->nx))
         return sf_fail(SF_ERR_PARAM, "sf_find: rows of %lld bytes hold fewer than %d pixels of %zu bytes",
                        a->row_bytes, a->nx, es);
+    if (a->on_gpu && a->dtype != SF_DT_FLOAT32)
+        return sf_fail(SF_ERR_PARAM, "sf_find: an image in GPU memory must be float32 (convert it on "
+                       "the GPU first)");
     if ((st = header_info(a->header, &info)))
         return st;
+    if (a->on_gpu) {
+        st = run("array", NULL, a, &info, o, out);
+        sf_fits_info_free(&info);
+        return st;
+    }
     if ((st = sf_image_alloc(&img, a->nx, a->ny, SF_HOST, NULL))) {
         sf_fits_info_free(&info);
         return st;
@@ -250,7 +275,7 @@ sf_status sf_find(const sf_array *a, const sf_find_opts *o, sf_found **out)
     for (int y = 0; y < a->ny; y++)
         convert_row((const char *)a->data + (size_t)y * (size_t)a->row_bytes, a->dtype, a->nx,
                     img.data + (size_t)y * img.stride);
-    st = run("array", &img, &info, o, out);
+    st = run("array", &img, NULL, &info, o, out);
     sf_image_free(&img, NULL);
     sf_fits_info_free(&info);
     return st;
@@ -268,7 +293,7 @@ sf_status sf_find_file(const char *path, int plane, const sf_find_opts *o, sf_fo
         return sf_fail(SF_ERR_PARAM, "%s: plane %d (1-based; 0 for the first)", path, plane);
     if ((st = sf_fits_read(path, plane ? plane - 1 : -1, NULL, &img, &info)))
         return st;
-    st = run(path, &img, &info, o, out);
+    st = run(path, &img, NULL, &info, o, out);
     sf_image_free(&img, NULL);
     sf_fits_info_free(&info);
     return st;
@@ -303,6 +328,26 @@ const double *sf_found_column(const sf_found *f, int j)
 }
 
 const char *sf_found_backend(const sf_found *f) { return f ? f->backend : NULL; }
+
+double sf_found_stat(const sf_found *f, const char *key)
+{
+    double sum = 0;
+    if (!f || !key)
+        return NAN;
+    if (!strcmp(key, "h2d_bytes"))
+        return (double)f->r.h2d;
+    if (!strcmp(key, "d2h_bytes"))
+        return (double)f->r.d2h;
+    if (!strcmp(key, "total_ms"))
+        return f->r.total_ms;
+    if (!strcmp(key, "upload_ms"))
+        return f->r.upload_ms;
+    if (strcmp(key, "stages_ms"))
+        return NAN;
+    for (int i = 0; i < f->r.nstages; i++)
+        sum += f->r.stage_ms[i];
+    return sum;
+}
 const sf_run_result *sf_found_result(const sf_found *f) { return f ? &f->r : NULL; }
 
 void sf_found_free(sf_found *f)

@@ -46,6 +46,11 @@ sf_status sf_gpu_to_device(sf_gpu *g, void *d, const void *s, size_t n) { return
 sf_status sf_gpu_to_host(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
 sf_status sf_gpu_memset(sf_gpu *g, void *d, int v, size_t n) { return NO_GPU; }
 sf_status sf_gpu_negate(sf_gpu *g, float *d, size_t n) { return NO_GPU; }
+int sf_gpu_pointer_device(const void *ptr) { return -1; }
+sf_status sf_gpu_import_f32(sf_gpu *g, const void *src, long long row_bytes, int nx, int ny, sf_image *dst)
+{
+    return NO_GPU;
+}
 sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out) { return NO_GPU; }
 void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)
 {

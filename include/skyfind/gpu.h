@@ -88,6 +88,15 @@ sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes);
 /* Flip the sign bit of n floats at dst (device memory), on the stream. */
 sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n);
+/* The CUDA device that holds ptr (device or managed memory), or -1 (host
+ * memory, or no CUDA). */
+int sf_gpu_pointer_device(const void *ptr);
+/* A caller's float32 image in device memory (rows row_bytes apart, on g's
+ * device) copied into a new device image dst (sf_image_alloc on g), +-Inf
+ * made NaN as the FITS reader makes them; the device is synchronised first,
+ * so work the caller queued on its own streams is finished. */
+sf_status sf_gpu_import_f32(sf_gpu *g, const void *src, long long row_bytes, int nx, int ny,
+                            sf_image *dst);
 /* Rows y0, y0 + step, ... of the device image `in`, copied one after the
  * other into the buffer SF_GBUF_SAMPLE: *out is that contiguous device image
  * (nx x the number of rows), valid until the slot is asked for again. */

@@ -47,6 +47,12 @@ typedef struct {
                             optional) for BUNIT, the restoring beam and the WCS;
                             NULL or "": none. Structural cards (SIMPLE, BITPIX,
                             NAXISn, BSCALE, BZERO, BLANK, ...) are ignored. */
+    int on_gpu;          /* 0: host memory. 1: CUDA device memory (SF_DT_FLOAT32, rows
+                            a whole number of floats apart): used on its device,
+                            which must be the backend's ("gpu" or "auto"); the
+                            pixels never cross to the host (copied on the device,
+                            after a device synchronisation, as the runner changes
+                            its image) */
 } sf_array;
 
 typedef struct {
@@ -79,6 +85,10 @@ const char *sf_found_backend(const sf_found *f);        /* "cpu" or "gpu" */
 /* Everything else the run gave (background statistics, stage times, the
  * maps it kept): see sf_run_result in skyfind/pipeline.h. */
 const sf_run_result *sf_found_result(const sf_found *f);
+/* One number of the run: "h2d_bytes", "d2h_bytes" (bytes copied to and from
+ * the GPU), "total_ms" (the run's wall time), "upload_ms", "stages_ms" (the
+ * stages' summed time: CUDA events on the GPU); NaN for another key. */
+double sf_found_stat(const sf_found *f, const char *key);
 void sf_found_free(sf_found *f);
 
 #ifdef __cplusplus

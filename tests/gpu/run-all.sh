@@ -21,6 +21,7 @@ MODE=${2:-full}
 # batch: the suites, sanitizer, compare and the batch benchmark
 # (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
 # main, the lesson's CuPy loop, one process per file); batchonly: that alone;
+# python: tests/gpu/python-api.sh (skyfind.find on CuPy arrays in place);
 # faults: tests/gpu/faults.sh (out of memory, sticky error) and
 # tests/gpu/nonfinite.sh (+-Inf and float-limit pixels on both backends);
 # multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all;
@@ -28,8 +29,8 @@ MODE=${2:-full}
 # threshold cases (SAN_SUITES), compare, and every stage of the sextractor
 # and radio pipelines timed (bench_pipeline)
 case $MODE in
-    full) SECTIONS="suites sanitizer conv compare faults bench convbench harness" ;;
-    tests) SECTIONS="suites sanitizer conv compare faults" ;;
+    full) SECTIONS="suites sanitizer conv compare faults python bench convbench harness" ;;
+    tests) SECTIONS="suites sanitizer conv compare faults python" ;;
     bench) SECTIONS="bench convbench" ;;
     harness) SECTIONS="harness" ;;
     quick) SECTIONS="suites sanitizer conv compare bench convbench" ;;
@@ -42,12 +43,13 @@ case $MODE in
                 SUITES="background background_mesh threshold" BENCHES="background" ;;
     batch) SECTIONS="suites sanitizer compare faults batch" ;;
     faults) SECTIONS="faults" ;;
+    python) SECTIONS="python" ;;
     batchonly) SECTIONS="batch" ;;
     multigpu) SECTIONS="multigpu" ;;
     deblend) SECTIONS="suites sanitizer compare deblendbench"
              SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
     deblendbench) SECTIONS="deblendbench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, python, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -221,6 +223,10 @@ say "GPU faults: out of device memory, sticky CUDA error (tests/gpu/faults.sh)"
 tests/gpu/faults.sh 2>&1 | tee "$OUTDIR/faults.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 say "non-finite and float-limit pixels, CPU against GPU (tests/gpu/nonfinite.sh)"
 tests/gpu/nonfinite.sh 2>&1 | tee "$OUTDIR/nonfinite.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+fi
+if want python; then
+say "the Python package on CuPy arrays (tests/gpu/python-api.sh)"
+tests/gpu/python-api.sh 2>&1 | tee "$OUTDIR/python.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 fi
 if want batch; then
 say "batch benchmark (tests/gpu/batch-bench.sh)"

@@ -51,7 +51,8 @@ _lib, library_path = _load()
 
 class _Array(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("nx", ctypes.c_int),
-                ("ny", ctypes.c_int), ("row_bytes", ctypes.c_longlong), ("header", ctypes.c_char_p)]
+                ("ny", ctypes.c_int), ("row_bytes", ctypes.c_longlong), ("header", ctypes.c_char_p),
+                ("on_gpu", ctypes.c_int)]
 
 
 class _Opts(ctypes.Structure):
@@ -73,6 +74,8 @@ for _f, _r in (("sf_found_nrows", ctypes.c_int), ("sf_found_ncols", ctypes.c_int
     getattr(_lib, _f).restype = _r
     getattr(_lib, _f).argtypes = [_P] if _f in ("sf_found_nrows", "sf_found_ncols", "sf_found_backend") \
         else [_P, ctypes.c_int]
+_lib.sf_found_stat.argtypes = [_P, ctypes.c_char_p]
+_lib.sf_found_stat.restype = ctypes.c_double
 _lib.sf_found_free.argtypes = [_P]
 _lib.sf_found_free.restype = None
 
@@ -135,27 +138,37 @@ def _error():
     return SkyfindError(d.decode(errors="replace") if d else "skyfind: unknown error")
 
 
-def _table(found):
-    from astropy.table import Table
-    import astropy.units as u
+_STATS = ("h2d_bytes", "d2h_bytes", "total_ms", "upload_ms", "stages_ms")
+
+
+def _table(found, table=True):
     try:
         n = _lib.sf_found_nrows(found)
-        t = Table()
+        cols, units, fmts = {}, {}, {}
         for j in range(_lib.sf_found_ncols(found)):
             name = _lib.sf_found_colname(found, j).decode()
-            unit = _lib.sf_found_colunit(found, j).decode()
             vals = np.ctypeslib.as_array(_lib.sf_found_column(found, j), shape=(n,)).copy() if n else \
                 np.zeros(0)
-            if _lib.sf_found_colint(found, j):
-                vals = vals.astype(np.int64)
-            t[name] = vals
-            if unit:
-                t[name].unit = u.Unit(unit, parse_strict="silent")
-            t[name].meta["format"] = _lib.sf_found_colfmt(found, j).decode()
-        t.meta["backend"] = _lib.sf_found_backend(found).decode()
-        return t
+            cols[name] = vals.astype(np.int64) if _lib.sf_found_colint(found, j) else vals
+            units[name] = _lib.sf_found_colunit(found, j).decode()
+            fmts[name] = _lib.sf_found_colfmt(found, j).decode()
+        meta = {"backend": _lib.sf_found_backend(found).decode()}
+        meta.update({k: _lib.sf_found_stat(found, k.encode()) for k in _STATS})
     finally:
         _lib.sf_found_free(found)
+    if not table:
+        cols["meta"] = dict(meta, units=units, formats=fmts)
+        return cols
+    from astropy.table import Table
+    import astropy.units as u
+    t = Table()
+    for name, vals in cols.items():
+        t[name] = vals
+        if units[name]:
+            t[name].unit = u.Unit(units[name], parse_strict="silent")
+        t[name].meta["format"] = fmts[name]
+    t.meta.update(meta)
+    return t
 
 
 def _header_text(header):
@@ -166,7 +179,7 @@ def _header_text(header):
     return header.tostring(sep="", endcard=False, padding=False).encode("ascii", errors="replace")
 
 
-def find(data, header=None, pipeline="radio", backend="auto", **params):
+def find(data, header=None, pipeline="radio", backend="auto", table=True, **params):
     """Find the sources of a 2-D image in memory.
 
     data: a 2-D NumPy array (leading axes of length 1, as the FREQ and STOKES
@@ -180,7 +193,22 @@ def find(data, header=None, pipeline="radio", backend="auto", **params):
     .pipe text. backend: "cpu", "gpu" or "auto".
     params: per stage, a dict of parameters, as --set stage.param=value:
     ``find(a, threshold={"nsigma": 4}, segment={"min_area": 5})``.
-    Returns an astropy Table (meta["backend"] says which backend ran)."""
+    A CuPy array (anything with __cuda_array_interface__), float32, is
+    used in place on its GPU: the pixels do not cross to the host
+    (meta["h2d_bytes"] counts what did).
+    Returns an astropy Table; meta holds "backend" ("cpu" or "gpu"),
+    "h2d_bytes", "d2h_bytes", "total_ms", "upload_ms" and "stages_ms" (the
+    stages' summed time, CUDA events on the GPU). table=False returns a dict
+    of NumPy columns instead, without astropy, with "meta" (as above, plus
+    "units" and "formats", the CSV's printf format of each column)."""
+    o, keep = _opts(pipeline, backend, params)
+    cai = getattr(data, "__cuda_array_interface__", None)
+    if cai is not None:  # CuPy (or any CUDA array): used in place on its device
+        img = _device_array(cai, header)
+        found = _P()
+        if _lib.sf_find(ctypes.byref(img), ctypes.byref(o), ctypes.byref(found)) != 0:
+            raise _error()
+        return _table(found, table)
     a = np.ma.getdata(data)
     mask = np.ma.getmaskarray(data) if np.ma.is_masked(data) else None
     while a.ndim > 2 and a.shape[0] == 1:  # degenerate axes (FREQ, STOKES) of radio images
@@ -200,15 +228,41 @@ def find(data, header=None, pipeline="radio", backend="auto", **params):
         a[mask] = np.nan
     if a.strides[1] != a.itemsize or a.strides[0] < a.shape[1] * a.itemsize:
         a = np.ascontiguousarray(a)
-    img = _Array(a.ctypes.data, _DT[a.dtype], a.shape[1], a.shape[0], a.strides[0], _header_text(header))
-    o, keep = _opts(pipeline, backend, params)
+    img = _Array(a.ctypes.data, _DT[a.dtype], a.shape[1], a.shape[0], a.strides[0], _header_text(header), 0)
     found = _P()
     if _lib.sf_find(ctypes.byref(img), ctypes.byref(o), ctypes.byref(found)) != 0:
         raise _error()
-    return _table(found)
+    return _table(found, table)
 
 
-def find_file(path, pipeline="radio", backend="auto", plane=0, **params):
+def _device_array(cai, header):
+    """An sf_array of a __cuda_array_interface__ (float32, 2-D after dropping
+    leading axes of length 1, rows a whole number of floats apart)."""
+    shape = list(cai["shape"])
+    typestr = cai["typestr"]
+    item = int(typestr[2:])
+    strides = list(cai.get("strides") or [])
+    if not strides:  # C-contiguous
+        strides, acc = [], item
+        for d in reversed(shape):
+            strides.insert(0, acc)
+            acc *= d
+    while len(shape) > 2 and shape[0] == 1:
+        shape.pop(0)
+        strides.pop(0)
+    if len(shape) != 2:
+        raise SkyfindError(f"find: the image must be 2-D, not {len(shape)}-D (shape {tuple(shape)})")
+    if typestr[1:] != "f4" or typestr[0] == ">":
+        raise SkyfindError(f"find: a GPU array must be float32, not {typestr} (a.astype(cupy.float32))")
+    if strides[1] != 4 or strides[0] < 4 * shape[1] or strides[0] % 4:
+        raise SkyfindError("find: a GPU array's rows must be contiguous (cupy.ascontiguousarray(a))")
+    if cai.get("mask") is not None:
+        raise SkyfindError("find: masked GPU arrays are not supported: blank the pixels with NaN")
+    return _Array(cai["data"][0], _DT[np.dtype(np.float32)], shape[1], shape[0], strides[0],
+                  _header_text(header), 1)
+
+
+def find_file(path, pipeline="radio", backend="auto", plane=0, table=True, **params):
     """Find the sources of one plane of a FITS file, read as ``skyfind run``
     reads it (plane: 1-based plane of a cube, 0 for the first). Arguments
     and result as ``find``."""
@@ -216,7 +270,7 @@ def find_file(path, pipeline="radio", backend="auto", plane=0, **params):
     found = _P()
     if _lib.sf_find_file(os.fsencode(path), int(plane), ctypes.byref(o), ctypes.byref(found)) != 0:
         raise _error()
-    return _table(found)
+    return _table(found, table)
 
 
 def stages():
