@@ -31,17 +31,9 @@ os.environ.setdefault("SKYFIND_LIBRARY", os.path.join(BUILD, "libskyfind.so"))
 os.environ.setdefault("SKYFIND_PIPELINES", os.path.join(SOURCE, "pipelines"))
 sys.path.insert(0, os.path.join(SOURCE, "src", "python"))
 import skyfind  # noqa: E402
+from sfpy import Checks  # noqa: E402
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 def cli_rows(path, pipeline, out, plane=None):
@@ -238,5 +230,5 @@ ns = next(p for p in thr["params"] if p["name"] == "nsigma")
 check(ns["type"] == "real" and float(ns["default"]) > 0, f"threshold.nsigma: {ns}")
 print(f"stages(): {len(st)} stages, {len(py_params)} parameters, as `skyfind stages` lists them")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+print(f"{check.passed} passed, {check.failed} failed")
+sys.exit(1 if check.failed else 0)
