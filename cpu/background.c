@@ -102,8 +102,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     size_t n = sf_npix(img->nx, img->ny), m = 0;
     size_t cbeg[BKG_CHUNKS + 1], clen[BKG_CHUNKS], hist[2048];
     double csum[BKG_CHUNKS], css[BKG_CHUNKS];
-    uint32_t clomax[BKG_CHUNKS];
-    float *set = NULL;
+    uint32_t clomax[BKG_CHUNKS], cbelow[BKG_CHUNKS];
+    size_t ccand[BKG_CHUNKS];
+    float *set = NULL, *cand = NULL;
     bkg_hist *th = NULL;
     int nth = 1;
     sf_bkg_stats r;
@@ -120,9 +121,10 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     nth = omp_get_max_threads();
 #endif
     set = malloc(n * sizeof *set);
+    cand = malloc(n * sizeof *cand);
     th = calloc((size_t)nth, sizeof *th);
-    if (!set || !th) {
-        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
+    if (!set || !cand || !th) {
+        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", 2 * n * sizeof(float));
         goto fail;
     }
     for (int c = 0; c <= BKG_CHUNKS; c++)
@@ -165,7 +167,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         for (int c = 0; c < BKG_CHUNKS; c++)
             sum += csum[c];
         mean = sum / (double)m;
-        /* pass A: the sum of squares, the second digit */
+        /* pass A: the sum of squares, the second digit; the values in the
+         * median's first-digit bin (the candidates) copied aside, and the
+         * largest key below that bin */
         memset(th, 0, (size_t)nth * sizeof *th);
 #pragma omp parallel num_threads(nth)
         {
@@ -174,31 +178,41 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             for (int c = 0; c < BKG_CHUNKS; c++) {
                 double q[4] = {0, 0, 0, 0};
                 const float *a = set + cbeg[c];
+                float *cd = cand + cbeg[c];
+                size_t nc = 0;
+                uint32_t lm = 0;
                 for (size_t i = 0; i < clen[c]; i++) {
                     const float v = a[i];
                     const uint32_t key = sf_fkey(v);
                     const double d = v - mean;
                     q[i & 3] += d * d;
-                    if (key >> 21 == b1)
+                    if (key >> 21 == b1) {
                         h[i & 3][(key >> 10) & 2047u]++;
+                        cd[nc++] = v;
+                    } else if (key >> 21 < b1 && key > lm) {
+                        lm = key;
+                    }
                 }
                 css[c] = sum4(q);
+                ccand[c] = nc;
+                cbelow[c] = lm;
             }
         }
         for (int c = 0; c < BKG_CHUNKS; c++)
             ss += css[c];
         b2 = hist_digit(th, nth, 2048, hist, k, &under);
         p22 = (b1 << 21) | (b2 << 10);
-        /* pass B: the last digit, and the largest key below its range */
+        /* pass B, over the candidates only: the last digit, and the largest
+         * key below its range (below the first-digit bin: from pass A) */
         memset(th, 0, (size_t)nth * sizeof *th);
 #pragma omp parallel num_threads(nth)
         {
             size_t(*h)[2048] = thread_hist(th);
 #pragma omp for schedule(static)
             for (int c = 0; c < BKG_CHUNKS; c++) {
-                uint32_t lm = 0;
-                const float *a = set + cbeg[c];
-                for (size_t i = 0; i < clen[c]; i++) {
+                uint32_t lm = cbelow[c];
+                const float *a = cand + cbeg[c];
+                for (size_t i = 0; i < ccand[c]; i++) {
                     const uint32_t key = sf_fkey(a[i]);
                     if ((key & ~1023u) == p22)
                         h[i & 3][key & 1023u]++;
@@ -289,6 +303,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     *st = r;
 fail:
     free(set);
+    free(cand);
     free(th);
     return s;
 }
