@@ -249,6 +249,7 @@ sf_status sf_find(const sf_array *a, const sf_find_opts *o, sf_found **out)
     sf_fits_info info;
     sf_status st;
     *out = NULL;
+    sf_fits_threads_init(); /* CFITSIO's lazy set-up, once, before threads read headers */
     if (!a || !a->data)
         return sf_fail(SF_ERR_PARAM, "sf_find: no pixels");
     if (!(es = dt_size(a->dtype)))
@@ -287,6 +288,7 @@ sf_status sf_find_file(const char *path, int plane, const sf_find_opts *o, sf_fo
     sf_fits_info info;
     sf_status st;
     *out = NULL;
+    sf_fits_threads_init();
     if (!path)
         return sf_fail(SF_ERR_PARAM, "sf_find_file: no path");
     if (plane < 0)

@@ -141,6 +141,15 @@ with tempfile.TemporaryDirectory() as tmp:
           table_rows(skyfind.find(ints.astype(bool).astype(np.uint8), hdr_out, pipeline="lesson", backend="cpu")),
           "bool is read as uint8")
 
+    # threads: sf_find from several threads at once (ctypes lets go of the
+    # GIL during the call), each result equal to the same call made alone
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(ints.astype(dt), p) for dt in (np.float32, np.int16, np.uint8, np.float64) for p in ("lesson", "radio")]
+    alone = [table_rows(skyfind.find(a_, hdr_out, pipeline=p, backend="cpu")) for a_, p in jobs]
+    with ThreadPoolExecutor(4) as ex:
+        together = list(ex.map(lambda j: table_rows(skyfind.find(j[0], hdr_out, pipeline=j[1], backend="cpu")), jobs))
+    check(together == alone, "8 find() calls on 4 threads give the catalogues of the calls made one by one")
+
     # 2. the real images: find_file, and find on astropy's pixels for float images
     names = sorted(n for n in os.listdir(DATA) if (n.endswith(".fits") or n.endswith(".fits.gz") or n.endswith(".fz"))
                    and "REF_" not in n and "TRUTH" not in n and "quirk_tilecomp_uint16" not in n) if os.path.isdir(DATA) else []
