@@ -8,7 +8,7 @@
 # Build here with -DCMAKE_CUDA_ARCHITECTURES=90, bundle with
 #   ../shared/tools/gpu-bundle build .gpu-bundle ../shared/data
 # then on the GPU machine, from the repository root:
-#   . .gpu-bundle/env.sh && tests/gpu/run-all.sh OUTDIR [full|tests|bench|harness|quick]
+#   . .gpu-bundle/env.sh && tests/gpu/run-all.sh OUTDIR [full|tests|suites|sanitizer|faults|python|compare|bench|harness|quick|...]
 set -u
 OUTDIR=${1:-/tmp/skyfind-gpu}
 MODE=${2:-full}
