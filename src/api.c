@@ -18,6 +18,7 @@
 #include "skyfind/gpu.h"
 #include "skyfind/wcs.h"
 #include "catalog_columns.h"
+#include "fits_internal.h"
 
 struct sf_found {
     sf_run_result r;
@@ -47,18 +48,13 @@ static sf_status api_gpu(int dev, sf_gpu **g)
 
 /* ---- the header text, through the FITS reader ---------------------------- */
 
+/* A card of the layout (SIMPLE, BITPIX, NAXISn, BSCALE, ...: the rule that
+ * keeps such cards out of skyfind's output images), left out of the stub. */
 static int structural(const char *card)
 {
-    static const char *keys[] = {"SIMPLE", "BITPIX", "NAXIS", "EXTEND", "XTENSION", "PCOUNT",
-                                 "GCOUNT", "BSCALE", "BZERO", "BLANK", "END", "ZIMAGE",
-                                 "ZBITPIX", "ZNAXIS", "ZTILE", "ZCMPTYPE", "DATASUM", "CHECKSUM"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        size_t n = strlen(keys[k]);
-        if (!strncmp(card, keys[k], n) && (card[n] == ' ' || card[n] == '=' ||
-                                          (card[n] >= '0' && card[n] <= '9')))
-            return 1;
-    }
-    return 0;
+    char key[9];
+    sf_card_key(card, key);
+    return sf_fits_structural(key, card);
 }
 
 /* info from the header text: the cards behind SIMPLE/BITPIX/NAXIS of a
@@ -167,7 +163,7 @@ static sf_status run(const char *input, const sf_image *img, const sf_array *dsr
                      const sf_fits_info *info, const sf_find_opts *o, sf_found **out)
 {
     const char *b = o && o->backend ? o->backend : "auto";
-    int gpu, dev = 0;
+    int gpu, ngpu, dev = 0;
     sf_pipeline pl;
     sf_run_opts ro;
     sf_beam_pixels beam;
@@ -177,8 +173,9 @@ static sf_status run(const char *input, const sf_image *img, const sf_array *dsr
     sf_wcs *w;
     if (strcasecmp(b, "cpu") && strcasecmp(b, "gpu") && strcasecmp(b, "auto"))
         return sf_fail(SF_ERR_PARAM, "backend '%s': cpu, gpu or auto", b);
-    gpu = !strcasecmp(b, "gpu") || (!strcasecmp(b, "auto") && sf_gpu_count() > 0);
-    if (!strcasecmp(b, "gpu") && sf_gpu_count() < 1)
+    ngpu = strcasecmp(b, "cpu") ? sf_gpu_count() : 0;
+    gpu = !strcasecmp(b, "gpu") || (!strcasecmp(b, "auto") && ngpu > 0);
+    if (!strcasecmp(b, "gpu") && ngpu < 1)
         return sf_fail(SF_ERR_NO_GPU, "no CUDA device found: cannot use backend gpu (use cpu or auto)");
     if (dsrc) {
         if (!gpu)
@@ -197,10 +194,7 @@ static sf_status run(const char *input, const sf_image *img, const sf_array *dsr
     memset(&ro, 0, sizeof ro);
     ro.backend = gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU;
     sf_fits_beam_pixels(info, nx, ny, &beam);
-    ro.beam_pix = beam.bmaj_pix;
-    ro.beam_min_pix = beam.bmin_pix;
-    ro.beam_pa_deg = beam.bpa_deg;
-    ro.pix_arcsec = beam.pix_arcsec;
+    sf_run_opts_beam(&ro, &beam);
     if (gpu && (st = api_gpu(dev, &ro.gpu)) == SF_OK) {
         sf_image dimg;
         memset(&dimg, 0, sizeof dimg);
@@ -217,10 +211,9 @@ static sf_status run(const char *input, const sf_image *img, const sf_array *dsr
     }
     snprintf(f->backend, sizeof f->backend, "%s", gpu ? "gpu" : "cpu");
     if (st == SF_OK) { /* the CSV writer's columns and values */
-        sf_catalog_meta m = {input, pl.name, f->backend, info->bunit, f->r.have_bkg, f->r.bkg, NULL,
-                             f->r.box, beam.bmaj_pix, beam.bmin_pix};
+        sf_catalog_meta m;
         w = f->r.nsources >= 0 ? sf_wcs_open(info, nx, ny) : NULL;
-        m.wcs = w;
+        sf_catalog_meta_init(&m, input, pl.name, f->backend, info, &f->r, w);
         f->nrows = f->r.nsources > 0 ? f->r.nsources : 0;
         f->ncols = sf_cat_columns(&m, f->col);
         for (int j = 0; j < f->ncols && st == SF_OK; j++)

@@ -11,6 +11,25 @@
 #include "skyfind/catalog.h"
 #include "catalog_columns.h"
 
+void sf_catalog_meta_init(sf_catalog_meta *m, const char *input, const char *pipeline,
+                          const char *backend, const sf_fits_info *info, const sf_run_result *r,
+                          const sf_wcs *w)
+{
+    sf_beam_pixels b;
+    sf_fits_beam_pixels(info, r->nx, r->ny, &b);
+    memset(m, 0, sizeof *m);
+    m->input = input;
+    m->pipeline = pipeline;
+    m->backend = backend;
+    m->bunit = info->bunit;
+    m->have_bkg = r->have_bkg;
+    m->bkg = r->bkg;
+    m->wcs = w;
+    m->box = r->box;
+    m->bmaj_pix = b.bmaj_pix;
+    m->bmin_pix = b.bmin_pix;
+}
+
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file)
 {
     FILE *f;

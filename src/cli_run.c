@@ -468,10 +468,7 @@ void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny)
 {
     sf_beam_pixels b;
     sf_fits_beam_pixels(info, nx, ny, &b);
-    o->beam_pix = b.bmaj_pix;
-    o->beam_min_pix = b.bmin_pix;
-    o->beam_pa_deg = b.bpa_deg;
-    o->pix_arcsec = b.pix_arcsec;
+    sf_run_opts_beam(o, &b);
 }
 
 /* Read one plane of a file, with the cube note. */
@@ -492,11 +489,8 @@ sf_status write_outputs(const char *file, const char *stem, const run_args *a,
     char path[4096];
     sf_status st = SF_OK;
     sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
-    sf_catalog_meta meta = {file, pl->name, backend, info->bunit, r->have_bkg, r->bkg, w, r->box};
-    sf_beam_pixels beam; /* the beam in pixels for flux_jy */
-    sf_fits_beam_pixels(info, r->nx, r->ny, &beam);
-    meta.bmaj_pix = beam.bmaj_pix;
-    meta.bmin_pix = beam.bmin_pix;
+    sf_catalog_meta meta;
+    sf_catalog_meta_init(&meta, file, pl->name, backend, info, r, w);
     catalog[0] = '\0';
     for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {
         sf_catalog_format f = (sf_catalog_format)a->formats[k];

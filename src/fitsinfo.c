@@ -60,6 +60,14 @@ int sf_fits_celestial(const sf_fits_info *in, int nx, int ny, double *lon, doubl
     return 1;
 }
 
+void sf_run_opts_beam(sf_run_opts *o, const sf_beam_pixels *b)
+{
+    o->beam_pix = b->bmaj_pix;
+    o->beam_min_pix = b->bmin_pix;
+    o->beam_pa_deg = b->bpa_deg;
+    o->pix_arcsec = b->pix_arcsec;
+}
+
 void sf_fits_beam_pixels(const sf_fits_info *in, int nx, int ny, sf_beam_pixels *b)
 {
     double lon, lat, pix;

@@ -13,6 +13,8 @@
 #include "skyfind/measure.h"
 #include "skyfind/background.h"
 #include "skyfind/wcs.h"
+#include "skyfind/fits.h"
+#include "skyfind/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,6 +34,14 @@ typedef struct {
                               BUNIT Jy/beam they give flux_jy = flux_sum / beam area,
                               area = pi / (4 ln 2) * bmaj_pix * bmin_pix */
 } sf_catalog_meta;
+
+/* The description of the catalogue of run r on an image with header info:
+ * its input name, pipeline and backend as given, BUNIT, the background, the
+ * mesh size and the beam in pixels from the header; w (or NULL) for world
+ * coordinates. What `skyfind run` and sf_find write. */
+void sf_catalog_meta_init(sf_catalog_meta *m, const char *input, const char *pipeline,
+                          const char *backend, const sf_fits_info *info, const sf_run_result *r,
+                          const sf_wcs *w);
 
 /* The beam area in pixels for flux_jy, or 0 when bunit is not Jy/beam
  * (case-insensitive, blanks ignored; also Jy.beam-1) or the beam is

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "skyfind/image.h"
 #include "skyfind/decode.h"
+#include "skyfind/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,9 @@ typedef struct {
     double bmaj_pix, bmin_pix, bpa_deg, pix_arcsec;
 } sf_beam_pixels;
 void sf_fits_beam_pixels(const sf_fits_info *in, int nx, int ny, sf_beam_pixels *b);
+/* The beam and pixel size a run needs (sf_run_opts: beam_pix, beam_min_pix,
+ * beam_pa_deg, pix_arcsec) from b; the other fields are left as they are. */
+void sf_run_opts_beam(sf_run_opts *o, const sf_beam_pixels *b);
 
 #ifdef __cplusplus
 }
