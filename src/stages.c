@@ -134,22 +134,20 @@ static sf_status clipped_sigma(sf_state *s, int gpu, const sf_image *im, const s
 {
     sf_image v;
     int y0, step;
-    sf_status st;
+    sf_status st = SF_ERR_EMPTY;
     noise_rows(im, &y0, &step);
-    if (step == 1)
-        return gpu ? sf_background_gpu(s->g, im, bp, out, NULL, NULL) : sf_background_cpu(im, bp, out, NULL, NULL);
-    if (gpu) {
+    if (step > 1 && gpu) {
         if ((st = sf_gpu_rows(s->g, im, y0, step, &v)) == SF_OK)
             st = sf_background_gpu(s->g, &v, bp, out, NULL, NULL);
-    } else {
+    } else if (step > 1) {
         v = *im;
         v.data = im->data + (size_t)y0 * im->stride;
         v.stride = im->stride * (size_t)step;
         v.ny = (im->ny - 1 - y0) / step + 1;
         st = sf_background_cpu(&v, bp, out, NULL, NULL);
     }
-    /* rows that hold too few finite pixels (an image blank but for a band
-     * the rows miss, or a constant one): the whole image after all */
+    /* the whole image: a small one, or rows that hold too few finite pixels
+     * (an image blank but for a band the rows miss, or a constant one) */
     if (st == SF_ERR_EMPTY || (st == SF_OK && out->nvalid < (long long)(NOISE_SAMPLE / 16)))
         st = gpu ? sf_background_gpu(s->g, im, bp, out, NULL, NULL) : sf_background_cpu(im, bp, out, NULL, NULL);
     return st;
