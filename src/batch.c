@@ -4,7 +4,11 @@
  * device, then sf_pipeline_run), or N CPU workers -> writer threads (the
  * catalogues, check images and markers of different images at once).
  * Memory is bounded by the pool (opts.queue buffers) and the device slots,
- * whatever the number of files. */
+ * whatever the number of files. In this file, in order: a bounded queue; the
+ * engine's state, the buffer pool and the readers; the CPU workers; the GPU
+ * workers (uploader, compute thread, the retirement of a GPU after a sticky
+ * error, the pinner); the writers and the statistics; the serial path
+ * (--no-overlap); sf_batch_run, which sizes and starts all of it. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <math.h>
@@ -343,10 +347,7 @@ static void run_opts_for(const engine *e, const bitem *b, sf_backend be, sf_gpu 
     ro->backend = be;
     ro->gpu = g;
     ro->keep = e->o->keep;
-    ro->beam_pix = b->beam.bmaj_pix;
-    ro->beam_min_pix = b->beam.bmin_pix;
-    ro->beam_pa_deg = b->beam.bpa_deg;
-    ro->pix_arcsec = b->beam.pix_arcsec;
+    sf_run_opts_beam(ro, &b->beam);
 }
 
 /* CPU: decode the raw pixels on the host and run the CPU twins. raw is the

@@ -1,7 +1,12 @@
 /* FITS input and output through CFITSIO (the checks made before CFITSIO
  * reads a file are in fits_precheck.c): read one plane of the first (or the
  * named) image HDU as float32 with its header, beam and WCS axis names, and
- * write 2-D float32/int32/uint8 images atomically with the input's cards. */
+ * write 2-D float32/int32/uint8 images atomically with the input's cards.
+ * In this file, in order: CFITSIO's errors as messages; header cards (which
+ * ones WCSLIB may see, the beam, which are structural); an HDU's header text
+ * (plain and tile-compressed); reading (sf_fits_read and the batch engine's
+ * sf_fits_read_raw: the pre-check, the HDU walk, the checks made before any
+ * allocation, the plane's end probed, raw big-endian reads); writing. */
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
@@ -17,6 +22,8 @@
 #include "skyfind/catalog.h"
 #include "skyfind/fits.h"
 #include "fits_internal.h"
+
+/* ---- CFITSIO's errors --------------------------------------------------- */
 
 /* "CFITSIO status 107: tried to move past end of file" */
 static void sf_fits_status_text(int status, char *buf, size_t n)
@@ -89,6 +96,8 @@ static sf_status sf_fits_fail_read(const char *path, int status, const char *wha
     }
     return sf_fail(code, "%s: %s (%s)", path, problem, cs);
 }
+
+/* ---- header cards ------------------------------------------------------- */
 
 int sf_fits_card_ok(const char *card)
 {
@@ -276,6 +285,8 @@ static void sf_card_put(char *dst, int *n, const char *text)
     (*n)++;
 }
 
+/* ---- an HDU's header text ------------------------------------------------ */
+
 /* Image view of a tile-compressed HDU's table header, for when
  * fits_convert_hdr2str fails (CFITSIO 4.2 does on some headers). */
 static int sf_fits_header_uncompress(fitsfile *fp, char **out, int *ncards)
@@ -368,6 +379,8 @@ have:
     *ncards = (int)(len / 80);
     return 0;
 }
+
+/* ---- reading ------------------------------------------------------------ */
 
 static int sf_fits_names_hdu(const char *path);
 

@@ -1,6 +1,12 @@
 /* Check suite for the FITS module (src/fits.c, src/fitsinfo.c): sizes and NaN
  * counts of every real image in the data folder, beams, extended names,
- * planes, error messages for bad files, and write/read round trips. */
+ * planes, error messages for bad files, and write/read round trips.
+ * In this file, in order: the real images (sizes and NaN counts, info
+ * fields, beams); extended names and planes; the error messages of bad files
+ * (test_read_errors, then test_hostile_reads: hostile headers,
+ * tile-compressed damage, the checks made before any allocation); the card
+ * rule for WCSLIB; +-Inf pixels; write/read round trips, write failures
+ * (atomic output) and `skyfind info`'s description; main. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
