@@ -793,6 +793,30 @@ static int ncores(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* The cores the CPU workers share: --threads, else OMP_NUM_THREADS, else
+ * every core this process may use. */
+static int cpu_cores(const sf_batch_opts *o)
+{
+#ifdef _OPENMP
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (o->threads <= 0 && env && *env)
+        return omp_get_max_threads();
+#endif
+    return o->threads > 0 ? o->threads : ncores();
+}
+
+/* CPU workers: -j, else one per core but no more than the images (a single
+ * image gets every core for its stages' threads). */
+static int cpu_workers(const sf_batch_opts *o, size_t n)
+{
+    int cores = cpu_cores(o);
+    if (o->jobs > 0)
+        return o->jobs;
+    if (o->plane != SF_PLANE_ALL && n > 0 && (size_t)cores > n)
+        return (int)n;
+    return cores;
+}
+
 /* GPUs this process will likely see, without starting CUDA (for sizing the
  * readers and the pool while the driver starts): CUDA_VISIBLE_DEVICES's
  * entries, else the /dev/nvidiaN nodes; at least 1. */
@@ -857,7 +881,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     int gpu = o->backend == SF_BACKEND_GPU;
     int resolve = gpu && o->ndevices == 0; /* every visible GPU: counted beside the first reads */
     int devices[SF_BATCH_MAXDEV];
-    int nworkers = gpu ? (resolve ? guess_gpus() : o->ndevices) : (o->jobs > 0 ? o->jobs : ncores());
+    int nworkers = gpu ? (resolve ? guess_gpus() : o->ndevices) : cpu_workers(o, n);
     int nreaders, started_readers = 0, started_workers = 0, writer = 0, nwriters;
     sf_status st = SF_OK;
 
@@ -885,7 +909,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         }
         if (nworkers == 0) {
             gpu = 0;
-            nworkers = o->jobs > 0 ? o->jobs : ncores();
+            nworkers = cpu_workers(o, n);
             if (o->notice)
                 o->notice(o->ctx, "no CUDA device found: running on the CPU");
         }
@@ -947,6 +971,10 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         e.serial = gpu ? &gw[0] : NULL;
         if (gpu)
             sf_gpu_bind(gw[0].g);
+#ifdef _OPENMP
+        else
+            omp_set_num_threads(cpu_cores(o));
+#endif
         while ((idx = take_next(&e)) >= 0)
             read_input(&e, idx, serial_sink);
         goto out;
@@ -955,8 +983,8 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     e.readers_left = nreaders;
     e.producers = nreaders + (resolve ? 1 : nworkers); /* 1: the workers still to come */
     rt = calloc((size_t)nreaders, sizeof *rt);
-    ct = calloc(SF_BATCH_MAXDEV + (size_t)ncores() + (size_t)(o->jobs > 0 ? o->jobs : 0), sizeof *ct);
-    cw = calloc(SF_BATCH_MAXDEV + (size_t)ncores() + (size_t)(o->jobs > 0 ? o->jobs : 0), sizeof *cw);
+    ct = calloc(SF_BATCH_MAXDEV + (size_t)cpu_workers(o, n), sizeof *ct);
+    cw = calloc(SF_BATCH_MAXDEV + (size_t)cpu_workers(o, n), sizeof *cw);
     if (!rt || !ct || !cw) {
         st = sf_fail(SF_ERR_NOMEM, "batch engine: no memory for its threads");
         goto out;
@@ -995,7 +1023,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
         } else if (o->fallback_cpu) {
             gpu = 0;
             e.pin = 0;
-            nworkers = o->jobs > 0 ? o->jobs : ncores();
+            nworkers = cpu_workers(o, n);
             if (o->notice)
                 o->notice(o->ctx, "no CUDA device found: running on the CPU");
         } else {
@@ -1035,7 +1063,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             pthread_create(&ct[i], NULL, gpu_compute_main, &gw[i]);
         } else {
             cw[i].e = &e;
-            cw[i].omp_threads = ncores() / nworkers > 1 ? ncores() / nworkers : 1;
+            cw[i].omp_threads = cpu_cores(o) / nworkers > 1 ? cpu_cores(o) / nworkers : 1;
             pthread_create(&ct[i], NULL, cpu_main, &cw[i]);
         }
         started_workers++;
@@ -1076,6 +1104,7 @@ out:
     e.st.wall_ms = now_ms() - e.t0;
     e.st.gpu = gpu;
     e.st.workers = nworkers;
+    e.st.threads = gpu ? 0 : (cpu_cores(o) / nworkers > 1 ? cpu_cores(o) / nworkers : 1);
     *stats = e.st;
     if (gw) {
         for (int i = 0; i < nworkers; i++) {

@@ -529,13 +529,13 @@ void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int fail
     }
     if (b->a->json) {
         printf("{\"summary\":{\"ok\":%d,\"failed\":%d,\"skipped\":%d,\"wall_ms\":%.3f,\"files_per_s\":%.4f,"
-               "\"mb_per_s\":%.3f,\"bytes_read\":%llu,\"nsources\":%lld,\"backend\":\"%s\",\"workers\":%d,"
+               "\"mb_per_s\":%.3f,\"bytes_read\":%llu,\"nsources\":%lld,\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,"
                "\"read_ms\":%.3f,\"upload_ms\":%.3f,\"decode_ms\":%.3f,\"stages_ms\":%.3f,\"write_ms\":%.3f,"
                "\"startup_ms\":%.3f,\"busy\":%.4f,\"first_done_ms\":%.3f,\"last_done_ms\":%.3f,"
                "\"main_ms\":%.3f,\"to_engine_ms\":%.3f,\"count_ms\":%.3f",
                ok, failed, skipped, s->wall_ms, sec > 0 ? (ok + failed) / sec : 0,
                sec > 0 ? s->bytes_read / 1e6 / sec : 0, (unsigned long long)s->bytes_read, s->nsources,
-               b->gpu ? "gpu" : "cpu", b->workers, s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms,
+               b->gpu ? "gpu" : "cpu", b->workers, s->threads, s->read_ms, s->upload_ms, s->decode_ms, s->stages_ms,
                s->write_ms, s->startup_ms, busy, s->first_done_ms, s->last_done_ms, b->t_main_ms,
                b->t_engine_ms, b->t_count_ms);
         if (s->nsigned > 0) { /* the batch's false-detection estimate */
@@ -624,6 +624,7 @@ int cmd_run(int argc, char **argv)
     o.pl = &pl;
     o.overlap = a.overlap;
     o.jobs = a.jobs;
+    o.threads = a.threads;
     o.queue = a.queue;
     o.readers = a.readers;
     o.plane = a.plane_all ? SF_PLANE_ALL : a.plane ? a.plane - 1 : SF_PLANE_FIRST;
@@ -701,9 +702,10 @@ int cmd_run(int argc, char **argv)
     st = sf_batch_run(&o, (const char *const *)b.inputs, b.ninputs, &s);
     if (ngpu < 0) {
         b.gpu = s.gpu;
-        b.workers = s.workers;
         b.t_count_ms = s.count_ms;
     }
+    if (s.workers > 0)
+        b.workers = s.workers;
     if (st) {
         cli_error("%s", sf_errdetail());
         rc = SF_EXIT_FAIL;

@@ -3,6 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "cli.h"
 #include "cli_run.h"
 #include "skyfind/gpu.h"
@@ -281,6 +284,10 @@ int cmd_compare(int argc, char **argv)
         goto out_args;
     if ((rc = load_pipeline(&a, &pl)))
         goto out_args;
+#ifdef _OPENMP
+    if (a.threads > 0)
+        omp_set_num_threads(a.threads);
+#endif
     if (sf_gpu_count() <= a.device || sf_gpu_create(&gpu, a.device)) {
         cli_error("compare needs a CUDA device: %s",
                   sf_gpu_compiled() ? "none found" : "this skyfind was built without CUDA");

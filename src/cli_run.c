@@ -19,7 +19,7 @@
 
 enum { OPT_SET = 256, OPT_SAVE, OPT_PLANE, OPT_JSON, OPT_DEVICE, OPT_TOL, OPT_STRETCH, OPT_FORMAT,
        OPT_DEVICES, OPT_QUEUE, OPT_READERS, OPT_NO_OVERLAP, OPT_NAME, OPT_MERGE, OPT_RESUME,
-       OPT_SHARD };
+       OPT_SHARD, OPT_THREADS };
 
 static const struct option run_opts[] = {
     {"pipeline", required_argument, 0, 'p'}, {"backend", required_argument, 0, 'b'},
@@ -33,7 +33,7 @@ static const struct option run_opts[] = {
     {"queue", required_argument, 0, OPT_QUEUE}, {"readers", required_argument, 0, OPT_READERS},
     {"no-overlap", no_argument, 0, OPT_NO_OVERLAP}, {"name", required_argument, 0, OPT_NAME},
     {"merge", required_argument, 0, OPT_MERGE}, {"resume", no_argument, 0, OPT_RESUME},
-    {"shard", required_argument, 0, OPT_SHARD},
+    {"shard", required_argument, 0, OPT_SHARD}, {"threads", required_argument, 0, OPT_THREADS},
     {0, 0, 0, 0}};
 
 static void run_usage(FILE *f, int compare)
@@ -72,7 +72,7 @@ static void run_usage(FILE *f, int compare)
                    "      --shard K/N           take only inputs K, K+N, K+2N, ... (1-based), for\n"
                    "                            job arrays\n"
                    "  -j, --jobs N              CPU backend: images run at once (default: one\n"
-                   "                            per core)\n"
+                   "                            per core, at most one per input image)\n"
                    "      --devices LIST        GPUs to use, e.g. 0,1 (default: all visible)\n"
                    "      --queue N             images read ahead and held in (pinned) host\n"
                    "                            memory (default: readers + 2 per worker)\n"
@@ -82,6 +82,9 @@ static void run_usage(FILE *f, int compare)
     else
         fprintf(f, "      --tolerance REL       relative tolerance for float outputs (default 1e-6)\n");
     fprintf(f,
+            "      --threads N           cores for the CPU stages' threads (default:\n"
+            "                            OMP_NUM_THREADS, else every core); the outputs\n"
+            "                            are the same whatever N\n"
             "      --set STAGE.PARAM=VALUE  override a parameter of the pipeline (repeatable)\n"
             "      --plane N|all         image plane of a cube, 1-based, or every plane as\n"
             "                            its own image (default 1, with a note)\n"
@@ -177,6 +180,11 @@ int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
             a->jobs = (int)strtol(optarg, &end, 10);
             if (*end || a->jobs < 1 || a->jobs > 4096)
                 return cli_usage_error(cmd, "--jobs needs a number from 1 to 4096, not '%s'", optarg);
+            break;
+        case OPT_THREADS:
+            a->threads = (int)strtol(optarg, &end, 10);
+            if (*end || a->threads < 1 || a->threads > 4096)
+                return cli_usage_error(cmd, "--threads needs a number from 1 to 4096, not '%s'", optarg);
             break;
         case OPT_QUEUE:
             a->queue = (int)strtol(optarg, &end, 10);

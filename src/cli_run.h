@@ -25,7 +25,7 @@ typedef struct {
     int nformats;
     /* run only: the batch */
     int plane_all;         /* --plane all */
-    int jobs, queue, readers, overlap;
+    int jobs, threads, queue, readers, overlap;
     int devices[64], ndevices; /* --devices (0: all visible) */
     const char *name_tpl;  /* --name (NULL: {stem}, or {stem}_p{plane} with --plane all) */
     const char *merge;     /* --merge FILE */

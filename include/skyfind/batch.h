@@ -63,6 +63,7 @@ typedef struct {
     double count_ms;            /* counting the GPUs (the CUDA driver's start), 0 if not done here */
     double pin_ms;              /* pinning the pool's buffers (beside the uploads) */
     int gpu, workers;           /* the backend used (1: GPU) and its workers */
+    int threads;                /* CPU backend: each worker's threads for its stages */
     int gpus_retired;           /* GPUs taken out of use after a sticky CUDA error */
 } sf_batch_stats;
 
@@ -74,7 +75,9 @@ typedef struct {
                                    while the first files are read (none: the CPU with
                                    fallback_cpu, else SF_ERR_NO_GPU) */
     int devices[SF_BATCH_MAXDEV];
-    int jobs;                   /* CPU workers (0: one per core) */
+    int jobs;                   /* CPU workers (0: one per core, at most one per input) */
+    int threads;                /* CPU cores the workers share (0: OMP_NUM_THREADS if set,
+                                   else every core the process may use) */
     int readers;                /* reader threads (0: automatic) */
     int writers;                /* writer threads (0: automatic; at most 16) */
     int queue;                  /* host buffers in flight (0: automatic); bounds memory */

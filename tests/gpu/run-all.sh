@@ -22,6 +22,8 @@ MODE=${2:-full}
 # (tests/gpu/batch-bench.sh: the bound, streaming, no overlap, the landed
 # main, the lesson's CuPy loop, one process per file); batchonly: that alone;
 # python: tests/gpu/python-api.sh (skyfind.find on CuPy arrays in place);
+# threads: tests/bench/threads.sh (the CPU backend at 1, 2, 4, ... threads up
+# to the machine's cores, 4096^2 and 8192^2, catalogues byte-identical);
 # faults: tests/gpu/faults.sh (out of memory, sticky error) and
 # tests/gpu/nonfinite.sh (+-Inf and float-limit pixels on both backends);
 # multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all;
@@ -44,12 +46,13 @@ case $MODE in
     batch) SECTIONS="suites sanitizer compare faults batch" ;;
     faults) SECTIONS="faults" ;;
     python) SECTIONS="python" ;;
+    threads) SECTIONS="threads" ;;
     batchonly) SECTIONS="batch" ;;
     multigpu) SECTIONS="multigpu" ;;
     deblend) SECTIONS="suites sanitizer compare deblendbench"
              SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
     deblendbench) SECTIONS="deblendbench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, python, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -227,6 +230,13 @@ fi
 if want python; then
 say "the Python package on CuPy arrays (tests/gpu/python-api.sh)"
 tests/gpu/python-api.sh 2>&1 | tee "$OUTDIR/python.txt"; [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+fi
+if want threads; then
+say "CPU thread scaling (tests/bench/threads.sh)"
+tests/bench/threads.sh "$BIN/skyfind" "$OUTDIR" "${THREAD_SIZES:-4096 8192}" "${THREAD_REPS:-3}" >/dev/null 2>"$OUTDIR/threads.err"
+[ $? = 0 ] || { fail=1; cat "$OUTDIR/threads.err"; }
+cat "$OUTDIR/threads.md"
+rm -rf "$OUTDIR/threads"
 fi
 if want batch; then
 say "batch benchmark (tests/gpu/batch-bench.sh)"

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Thread scaling of the CPU backend: each pipeline (radio, sextractor,
+# lesson) on a simulated SIZE^2 image, run end to end (`skyfind run -b cpu
+# --threads T`, a file in and a catalogue out, the process's wall time) at
+# 1, 2, 4, ... threads up to the cores of the machine; the median of REPS
+# runs, each stage's time from the run report (--json) of the median run,
+# and a check that the CSV catalogue is byte-identical to the one-thread one.
+#   tests/bench/threads.sh SKYFIND OUTDIR [SIZES] [REPS]
+# Writes OUTDIR/threads.md (a table) and OUTDIR/threads.csv; exits 1 if any
+# catalogue differs between thread counts.
+set -u
+SF=${1:?skyfind binary}
+OUT=${2:?output folder}
+SIZES=${3:-"4096 8192"}
+REPS=${4:-3}
+mkdir -p "$OUT/threads"
+W=$OUT/threads
+ncpu=$(nproc)
+T=""; t=1
+while [ $t -le "$ncpu" ]; do T="$T $t"; t=$((t * 2)); done
+[ $((t / 2)) -lt "$ncpu" ] && T="$T $ncpu"
+PY=$(command -v python3)
+fail=0
+echo "size,pipeline,threads,wall_ms,stages_ms,stage_ms,identical" >"$OUT/threads.csv"
+for n in $SIZES; do
+    "$SF" simulate -q -n "$n" --seed 11 -o "$W/sim$n.fits" || exit 2
+    cat "$W/sim$n.fits" >/dev/null # in the page cache
+    for p in radio sextractor lesson; do
+        for t in $T; do
+            rm -f "$W/runs.txt"
+            for r in $(seq "$REPS"); do
+                t0=$(date +%s%N)
+                "$SF" run -q -b cpu -p "$p" --threads "$t" --json -o "$W/o" "$W/sim$n.fits" >"$W/j$r.json" || fail=1
+                t1=$(date +%s%N)
+                echo "$(((t1 - t0) / 1000)) $r" >>"$W/runs.txt"
+            done
+            med=$(sort -n "$W/runs.txt" | awk -v k=$(((REPS + 1) / 2)) 'NR==k{print $2}')
+            wall=$(sort -n "$W/runs.txt" | awk -v k=$(((REPS + 1) / 2)) 'NR==k{printf "%.1f", $1/1000}')
+            if [ "$t" = 1 ]; then cp "$W/o/sim$n.cat.csv" "$W/ref.csv"; same=ref
+            elif cmp -s "$W/o/sim$n.cat.csv" "$W/ref.csv"; then same=yes
+            else same=NO; fail=1; fi
+            "$PY" - "$W/j$med.json" "$n" "$p" "$t" "$wall" "$same" >>"$OUT/threads.csv" <<'EOF'
+import json, sys
+f, n, p, t, wall, same = sys.argv[1:]
+for line in open(f):
+    d = json.loads(line)
+    if "stages" in d:
+        st = " ".join("%s=%.1f" % (s["name"], s["ms"]) for s in d["stages"])
+        print("%s,%s,%s,%s,%.1f,%s,%s" % (n, p, t, wall, d["phases"]["stages_ms"], st, same))
+EOF
+        done
+    done
+done
+"$PY" - "$OUT/threads.csv" >"$OUT/threads.md" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+one = {(r["size"], r["pipeline"]): float(r["wall_ms"]) for r in rows if r["threads"] == "1"}
+print("| size | pipeline | threads | wall ms (process) | speed-up | stages ms | catalogue | stages |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rows:
+    w = float(r["wall_ms"])
+    print("| %s² | %s | %s | %.0f | %.2f | %s | %s | %s |" % (r["size"], r["pipeline"], r["threads"], w,
+          one[(r["size"], r["pipeline"])] / w, r["stages_ms"], r["identical"], r["stage_ms"]))
+EOF
+cat "$OUT/threads.md"
+exit $fail
