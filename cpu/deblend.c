@@ -1,7 +1,7 @@
 /* Stage `deblend`, CPU twin: SExtractor's multi-threshold deblending, one
  * island at a time (islands in parallel under OpenMP; each island's result
  * depends on that island alone, so the order of work does not matter). The
- * rule is in include/skyfind/deblend.h, the arithmetic in src/deblend_calc.h.
+ * rule is in include/skyfind/deblend.h, the arithmetic in src/calc/deblend_calc.h.
  *
  * Per island: its pixels in raster order (a counting sort of the label
  * map), d and sigma of each, the peak in sigma and the levels; top[p] = the
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/deblend.h"
-#include "../src/deblend_calc.h"
+#include "deblend_calc.h"
 
 void sf_deblend_params_default(sf_deblend_params *p)
 {

@@ -1,7 +1,7 @@
 /* Stage `measure`, CPU twin: per-source measurements (see skyfind/measure.h)
  * in two raster-order passes: the peak, box, flags and scales first, then
  * the exact fixed-point sums relative to each peak; both backends finish
- * with ms_finish (src/measure_calc.h), so gpu/measure.cu gives the same bits. */
+ * with ms_finish (src/calc/measure_calc.h), so gpu/measure.cu gives the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 // Stage `background`, method=mesh, GPU version: the per-mesh statistics of
 // one thread block (moments in the twin's order, backguess on the histogram's
 // prefix sums), private to gpu/background_mesh.cu; the twin's arithmetic
-// comes from cpu/background_mesh.h, included before this file.
+// comes from src/calc/background_mesh.h, included before this file.
 #ifndef SKYFIND_GPU_BACKGROUND_MESH_CUH
 #define SKYFIND_GPU_BACKGROUND_MESH_CUH
 

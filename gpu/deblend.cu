@@ -1,7 +1,7 @@
 // Stage `deblend`, GPU version (twin of cpu/deblend.c): SExtractor's
 // multi-threshold deblending with one thread block per island, all islands
 // at once. The rule is in include/skyfind/deblend.h, the arithmetic that
-// decides labels in src/deblend_calc.h (the very functions the CPU twin
+// decides labels in src/calc/deblend_calc.h (the very functions the CPU twin
 // calls), so the labels, parents and child counts are identical.
 //
 // Steps, all on g->stream:
@@ -52,7 +52,7 @@
 #include "common.cuh"
 #include "fix_atomic.cuh"
 #include "skyfind/deblend.h"
-#include "../src/deblend_calc.h"
+#include "deblend_calc.h"
 
 #define DB_THREADS 256
 #define DB_MAXLEV 1024 // nthresh's maximum

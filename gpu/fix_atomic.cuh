@@ -1,9 +1,9 @@
-// 128-bit fixed-point sums (src/fixsum.h) accumulated by atomics, shared by
+// 128-bit fixed-point sums (src/calc/fixsum.h) accumulated by atomics, shared by
 // the measure and deblend stages.
 #ifndef SKYFIND_GPU_FIX_ATOMIC_CUH
 #define SKYFIND_GPU_FIX_ATOMIC_CUH
 
-#include "../src/fixsum.h"
+#include "fixsum.h"
 
 // 128-bit atomic add of a into the pair (w[0] = lo, w[1] = hi).
 // atomicAdd on the low word returns the exact value it added to (old), so

@@ -1,6 +1,6 @@
 // The per-run GPU context: stream, scratch memory, pinned staging buffer,
 // counted host<->device copies and event timers. GPU version only (the
-// CPU-only build uses src/gpu_stub.c).
+// CPU-only build uses src/core/gpu_stub.c).
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>

@@ -2,14 +2,14 @@
 // measurements (skyfind/measure.h) in two passes over the pixels, as the CPU
 // twin: (a) pixel counts, peaks, boxes, flags and the scales, (b) exact
 // 128-bit fixed-point sums relative to each peak by atomics, then (c) one
-// thread per label finishing with ms_finish (src/measure_calc.h), the very
+// thread per label finishing with ms_finish (src/calc/measure_calc.h), the very
 // code the CPU twin runs, so the catalogues are bit-identical.
 #include <stdint.h>
 #include <string.h>
 #include "common.cuh"
 #include "fix_atomic.cuh"
 #include "skyfind/measure.h"
-#include "../src/measure_calc.h"
+#include "measure_calc.h"
 
 // Per-label accumulators in scratch:
 //  w64: MS_W64 words: sum k as w[2k] = low word, w[2k+1] = high word (two's

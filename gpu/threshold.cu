@@ -1,6 +1,6 @@
 // Stage `threshold`, GPU version: one or two levels against the global or
 // the per-pixel level and noise, with the per-pixel rule shared with the
-// CPU twin (cpu/threshold_pixel.h), so both backends make the same float32
+// CPU twin (src/calc/threshold_pixel.h), so both backends make the same float32
 // decision for every pixel; non-finite pixels are never set.
 #include "common.cuh"
 #include "skyfind/threshold.h"

@@ -12,7 +12,7 @@
 #include "sftest.h"
 #include "skyfind/background.h"
 #include "skyfind/fits.h"
-#include "../cpu/background_mesh.h"
+#include "background_mesh.h"
 
 static sf_bkg_params mesh_params(int box, int filter)
 {

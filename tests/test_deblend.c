@@ -14,7 +14,7 @@
 #include "skyfind/gpu.h"
 #include "skyfind/segment.h"
 #include "skyfind/threshold.h"
-#include "../src/deblend_calc.h"
+#include "deblend_calc.h"
 
 typedef struct {
     double x, y, amp, sigma;

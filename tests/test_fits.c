@@ -1,4 +1,4 @@
-/* Check suite for the FITS module (src/fits.c, src/fitsinfo.c): sizes and NaN
+/* Check suite for the FITS module (src/io/fits.c, src/io/fits_describe.c): sizes and NaN
  * counts of every real image in the data folder, beams, extended names,
  * planes, error messages for bad files, and write/read round trips.
  * In this file, in order: the real images (sizes and NaN counts, info

@@ -1,5 +1,5 @@
 /* Check suite for the temporary names of the atomic writers and the removal
- * of stale temporaries (src/outdir.c: sf_tmp_name, sf_outdir_clean_stale):
+ * of stale temporaries (src/io/outdir.c: sf_tmp_name, sf_outdir_clean_stale):
  * a dead process's temporaries of this host go, a live process's, another
  * host's and every final name stay. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* Check suite for the sky simulator (src/simulate.c): determinism, noise
+/* Check suite for the sky simulator (src/sim/simulate.c): determinism, noise
  * statistics, point and extended source peaks and fluxes, the beam's position
  * angle, parameter validation, and the FITS + truth CSV written to disk. */
 #define _POSIX_C_SOURCE 200809L

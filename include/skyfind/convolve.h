@@ -101,7 +101,7 @@ sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
 
 /* The method AUTO uses for this kernel and image on one backend (gpu 0/1):
  * FFT for a side over SF_KERNEL_MAX; on the CPU the cheaper by a cost model
- * measured on a CPU (constants and measurements in src/kernel.c); on the GPU
+ * measured on a CPU (constants and measurements in src/core/kernel.c); on the GPU
  * direct for rank-one kernels and up to 121 taps, else FFT (provisional,
  * until measured on an H100). */
 int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu);

@@ -29,7 +29,7 @@
  * spaced exponentially), when P is not finite or not above t0, when it has
  * fewer than 2 * minarea pixels, or when a pixel's d is not finite, its
  * sigma not finite and positive, or its sigma times the top level overflows
- * float32 (sf_db_usable in src/deblend_calc.h).
+ * float32 (sf_db_usable in src/calc/deblend_calc.h).
  *
  * Labels stay canonical: the objects of the whole image are numbered 1..M in
  * raster order of their first pixel, so an image with no split island keeps
@@ -37,9 +37,9 @@
  * object i's island; nchildren[j] (j = 1..nislands) the number of objects of
  * island j (1 when it was not split).
  *
- * All sums are exact (src/fixsum.h) and the levels and Gaussian weights are
+ * All sums are exact (src/calc/fixsum.h) and the levels and Gaussian weights are
  * computed from IEEE operations that both backends round alike
- * (src/deblend_calc.h), so the labels do not depend on the order of work. */
+ * (src/calc/deblend_calc.h), so the labels do not depend on the order of work. */
 #ifndef SKYFIND_DEBLEND_H
 #define SKYFIND_DEBLEND_H
 

@@ -63,8 +63,14 @@ sf_status sf_image_negate(sf_gpu *g, sf_image *im);
 
 static inline size_t sf_npix(int nx, int ny) { return (size_t)nx * (size_t)ny; }
 
+/* Median of a[0..n-1] (n >= 1) as numpy computes it for float32 data: the
+ * middle element, or the float32 mean of the two middle elements; exact
+ * (quickselect), and reorders a. The global background uses it, and
+ * `skyfind info` for its statistics. */
+float sf_median_f32(float *a, size_t n);
+
 /* The one rule for pixel values read from a file (CFITSIO's path in
- * src/fits.c, the raw decode on the CPU and on the GPU): NaN, +Inf and -Inf
+ * src/io/fits.c, the raw decode on the CPU and on the GPU): NaN, +Inf and -Inf
  * are all blank, NaN inside skyfind, and counted with the blank pixels
  * (sf_fits_info.nnan). Any finite float is kept as it is. */
 #ifdef __CUDACC__

@@ -9,7 +9,7 @@
  * sigma). Pixels whose m_i is not finite (NaN/inf in the image or the map)
  * are skipped entirely (they count in neither npix, the sums, the peak nor
  * the box) and set the NAN flag. Sums are exact in 128-bit fixed point
- * (src/fixsum.h), taken relative to the peak pixel (dx = x - peak_x,
+ * (src/calc/fixsum.h), taken relative to the peak pixel (dx = x - peak_x,
  * dy = y - peak_y) so that the second moments keep their precision on large
  * images; they do not depend on the summation order, so CPU and GPU
  * catalogues are bit-identical and reproducible run to run. With
@@ -48,7 +48,7 @@
  * NaN written has the bit pattern of sf_fix_nan()/sf_fix_nanf(), so
  * catalogues compare with memcmp. Sums resolve M*2^-66 (M the largest |m_i|
  * of the labelled pixels; fewer bits on images where nx*ny*max(nx,ny)^2 >
- * 2^60, see src/measure_calc.h). */
+ * 2^60, see src/calc/measure_calc.h). */
 #ifndef SKYFIND_MEASURE_H
 #define SKYFIND_MEASURE_H
 

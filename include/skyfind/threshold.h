@@ -29,7 +29,7 @@ typedef struct {
     int rms_global;   /* 0: the noise map at each pixel (when the background stage made maps);
                          1: one sigma for the whole image (st->sigma, the maps' median rms),
                          SExtractor's convention without a weight map */
-    int sign;         /* SF_SIGN_*: which detections the runner makes (src/run.c): of
+    int sign;         /* SF_SIGN_*: which detections the runner makes (src/core/run.c): of
                          the image, of the inverted image, or both; the threshold
                          functions themselves always detect the positive ones */
 } sf_thresh_params;
@@ -38,7 +38,7 @@ enum { SF_SIGN_POSITIVE = 0, SF_SIGN_NEGATIVE = 1, SF_SIGN_BOTH = 2 };
 
 void sf_thresh_params_default(sf_thresh_params *p);
 
-/* Comparisons are made in float32 (cpu/threshold_pixel.h), identically on
+/* Comparisons are made in float32 (src/calc/threshold_pixel.h), identically on
  * both backends.
  * bkg and rms: NULL for the global level and sigma of st, or the maps of
  * method=mesh (same shape and location as img); rms may be NULL with a bkg

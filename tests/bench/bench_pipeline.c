@@ -154,7 +154,7 @@ static double host_copy_bandwidth(void)
     return 2.0 * (double)bytes / (median(t, 7) * 1e6);
 }
 
-/* The run options `skyfind run` derives from the header (src/cli_run.c). */
+/* The run options `skyfind run` derives from the header (src/cli/cli_run.c). */
 static void set_beam(sf_run_opts *o, const sf_fits_info *info, int nx, int ny)
 {
     sf_beam_pixels b;

@@ -210,7 +210,7 @@ case_ "source of 3.3e38 on a background of -1e38" 0 ""                   "${RUN[
 case_ "  (finite row, npix 9)"    0 ""                                     grep -qE '^1,32,32,9,[0-9.e+]+,3\.40282346639e\+38,' "$T/o/extreme.cat.csv"
 case_ "noise rms 1e38, overflows" 0 ""                                     "${RUN[@]}" "$T/huge_noise.fits"
 # the mesh histogram's origin and bin width are clamped to +-FLT_MAX
-# (cpu/background_mesh.h sf_bkg_quantise, shared with the GPU): the
+# (src/calc/background_mesh.h sf_bkg_quantise, shared with the GPU): the
 # background is finite, its rms about 1e38, and no row of NaN is written
 case_ "  (no NaN/Inf row)"        1 ""                                     grep -qiE '(^|,)-?(nan|inf)(,|$)' "$T/o/huge_noise.cat.csv"
 case_ "  (finite background, rms ~1e38)" 0 "median rms (9\.[5-9][0-9]*e\+37|1\.0[0-4][0-9]*e\+38)" "$SKYFIND" run -b cpu -o "$T/o" "$T/huge_noise.fits"

@@ -2,7 +2,7 @@
  * handed to the readers (too large to keep an execution fast, whole-file
  * compression) and, with SKYFIND_FUZZ_SKIP_KNOWN=1 in the environment, the
  * patterns of the four CFITSIO/WCSLIB crashes that ../shared/data/fuzz/
- * reproduces (for a tree older than the src/fits.c precheck and the WCS card
+ * reproduces (for a tree older than the src/io/fits.c precheck and the WCS card
  * filter, which refuse them: by default they are fuzzed). */
 #ifndef SKYFIND_FUZZ_COMMON_H
 #define SKYFIND_FUZZ_COMMON_H

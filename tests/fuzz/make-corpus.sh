@@ -14,7 +14,7 @@ rm -rf "$out/fits" "$out/pipe" "$out/kernel" "$out/regressions"
 mkdir -p "$out/fits" "$out/pipe" "$out/kernel"
 n=0
 # FITS: every plain or tile-compressed file of at most 100 kB, and the crash
-# reproducers of fuzz/ (src/fits.c and src/wcs.c refuse them now: as seeds
+# reproducers of fuzz/ (src/io/fits.c and src/io/wcs.c refuse them now: as seeds
 # they keep the fuzzer near those checks, and the replay test runs them)
 for f in "$data"/*.fits "$data"/*.fz "$data"/fuzz/*; do
     [ -f "$f" ] || continue

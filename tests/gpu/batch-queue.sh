@@ -31,7 +31,7 @@ PY
     grep -E "start-up|summed phases" "$OUT/q_$label.err" | sed 's/^ *skyfind: /    /'
 }
 # VARIANTS: which runs (default: all); ENVV: developer knobs for one run
-# (SKYFIND_BATCH_PIN=1: pin the pool's buffers whatever its size, src/batch.c)
+# (SKYFIND_BATCH_PIN=1: pin the pool's buffers whatever its size, src/engine/batch.c)
 for rep in 1 2; do
     for v in ${VARIANTS:-default q24 q64 q64r6 q64r8 q24r6 q16pin q24pin q64pin}; do
         case $v in

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the PNG previews (src/preview.c) from outside: runs
+"""Checks the PNG previews (src/io/preview.c) from outside: runs
 $SKYFIND_BUILD/tests/sf_preview_tool on a real radio image with NaNs and on a
 simulated image, decodes the PNGs by hand (zlib, no PNG library needed) and
 checks sizes, orientation, stretch, NaN colour, label colours and the source

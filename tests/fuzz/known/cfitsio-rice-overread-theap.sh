@@ -5,7 +5,7 @@
 # found, "ZIMAGE  =                  THEAP   =ension ...", which CFITSIO
 # reads as true (a logical beginning with T) and the pre-check once did
 # not, so the RICE walk was skipped and CFITSIO decoded the corrupt tile
-# past its end (SEGV under ASan). src/fits.c now refuses the file.
+# past its end (SEGV under ASan). src/io/fits.c now refuses the file.
 # Usage: tests/fuzz/known/cfitsio-rice-overread-theap.sh OUT.fits
 set -eu
 out=${1:?usage: cfitsio-rice-overread-theap.sh OUT.fits}

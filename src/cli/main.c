@@ -1,49 +1,13 @@
 /* skyfind command-line tool: dispatches the subcommands (run, compare,
- * info, stages, simulate). Only this file and src/cli_*.c choose exit codes. */
-#include <stdarg.h>
+ * info, stages, simulate) to src/cli/cli_*.c. Only the CLI's files choose
+ * exit codes; like every file of src/cli/ this one includes only the public
+ * headers and the CLI's own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
 #include "skyfind/gpu.h"
-
-int sf_verbosity = 1;
-
-void cli_note(const char *fmt, ...)
-{
-    va_list ap;
-    if (sf_verbosity < 1)
-        return;
-    va_start(ap, fmt);
-    fputs("skyfind: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-void cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("skyfind: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("skyfind: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    fprintf(stderr, "Try 'skyfind %s%s--help' for more information.\n", cmd ? cmd : "",
-            cmd ? " " : "");
-    return SF_EXIT_USAGE;
-}
 
 static void usage(FILE *f)
 {

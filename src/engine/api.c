@@ -1,6 +1,6 @@
 /* sf_find and sf_find_file (include/skyfind/skyfind.h): a pipeline run on
  * an array in memory or a FITS plane, its catalogue returned as the CSV
- * writer's columns (src/catalog_columns.c), so a program gets what
+ * writer's columns (src/io/catalog_columns.c), so a program gets what
  * `skyfind run` writes. A header given as text is read by the FITS reader
  * itself: its cards, behind a stub of one pixel, go through
  * sf_fits_read_mem, so BUNIT, the beam (BMAJ or the AIPS HISTORY card) and

@@ -1,5 +1,6 @@
 /* Shared pieces of the command-line tool: exit codes, verbosity and the
- * message helpers used by every subcommand (src/main.c, src/cli_*.c). */
+ * message helpers used by every subcommand (src/cli/cli_util.c defines
+ * them; src/cli/main.c dispatches to the cmd_* of src/cli/cli_*.c). */
 #ifndef SKYFIND_CLI_H
 #define SKYFIND_CLI_H
 
@@ -28,6 +29,6 @@ int cmd_info(int argc, char **argv);
 int cmd_stages(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 
-#include "json.h" /* sf_json_str, sf_json_num */
+#include "skyfind/json.h" /* sf_json_str, sf_json_num */
 
 #endif

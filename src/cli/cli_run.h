@@ -1,5 +1,5 @@
-/* Pieces shared by `skyfind run` (src/cli_run.c) and `skyfind compare`
- * (src/cli_compare.c): their options, pipeline loading and input reading. */
+/* Pieces shared by `skyfind run` (src/cli/cli_run.c) and `skyfind compare`
+ * (src/cli/cli_compare.c): their options, pipeline loading and input reading. */
 #ifndef SKYFIND_CLI_RUN_H
 #define SKYFIND_CLI_RUN_H
 

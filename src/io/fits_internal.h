@@ -1,5 +1,5 @@
-/* Private to the FITS reader (src/fits.c), its pre-check
- * (src/fits_precheck.c) and sf_find's header stub (src/api.c). */
+/* Private to the FITS reader (src/io/fits.c), its pre-check
+ * (src/io/fits_precheck.c) and sf_find's header stub (src/engine/api.c). */
 #ifndef SKYFIND_FITS_INTERNAL_H
 #define SKYFIND_FITS_INTERNAL_H
 

@@ -4,13 +4,12 @@
 #define SKYFIND_SELECT_H
 
 #include <stddef.h>
+#include "skyfind/image.h"
 
 /* k-th smallest of a[0..n-1] (0-based, n >= 1); reorders a so that every
  * element before k is <= a[k] and every element after it is >= a[k]. */
 float sf_select_kth(float *a, size_t n, size_t k);
 
-/* Median as numpy computes it for float32 data: the middle element, or the
- * float32 mean of the two middle elements. Reorders a. */
-float sf_median_f32(float *a, size_t n);
+/* sf_median_f32 (the median as numpy computes it) is public: skyfind/image.h. */
 
 #endif

@@ -1,6 +1,6 @@
 /* JSON output helpers (see json.h). */
 #include <math.h>
-#include "json.h"
+#include "skyfind/json.h"
 
 void sf_json_str(FILE *out, const char *s)
 {

@@ -1,4 +1,4 @@
-/* The pre-check of a FITS file (src/fits_internal.h): the raw header blocks
+/* The pre-check of a FITS file (src/io/fits_internal.h): the raw header blocks
  * and, for tile-compressed HDUs, the tiles are checked before CFITSIO reads
  * the file, so damaged cards, impossible sizes and corrupt tiles are refused
  * with a message naming the HDU and the problem instead of reaching the

@@ -300,8 +300,8 @@ int cmd_compare(int argc, char **argv)
         sf_fits_info info;
         sf_run_result rc_cpu, rc_gpu;
         const unsigned keep = SF_KEEP_MASK | SF_KEEP_LABELS | SF_KEEP_BKG | SF_KEEP_FILTERED;
-        sf_run_opts oc = {SF_BACKEND_CPU, NULL, keep, 0};
-        sf_run_opts og = {SF_BACKEND_GPU, gpu, keep, 0};
+        sf_run_opts oc = {.backend = SF_BACKEND_CPU, .gpu = NULL, .keep = keep};
+        sf_run_opts og = {.backend = SF_BACKEND_GPU, .gpu = gpu, .keep = keep};
         cmp_result m;
         sf_status st;
         memset(&info, 0, sizeof info);

@@ -1,5 +1,5 @@
-/* The state of one `skyfind run` (src/cli_batch.c) shared with the MPI layer
- * (src/cli_mpi.c): the inputs, the output-name template, the images that are
+/* The state of one `skyfind run` (src/cli/cli_batch.c) shared with the MPI layer
+ * (src/cli/cli_mpi.c): the inputs, the output-name template, the images that are
  * complete (for --merge) and the counters of the summary. */
 #ifndef SKYFIND_CLI_BATCH_H
 #define SKYFIND_CLI_BATCH_H
@@ -10,7 +10,7 @@
 
 typedef struct {
     int index, plane;   /* input position, 0-based plane */
-    char name[1024];    /* output NAME (OUTDIR/NAME.cat.csv) */
+    char name[1200];    /* output NAME (OUTDIR/NAME.cat.csv), as long as the names made */
 } batch_rec;
 
 typedef struct {
@@ -29,7 +29,7 @@ typedef struct {
     double t_main_ms;       /* from the process's start to main (exec, dynamic linking) */
     double t_count_ms;      /* counting the CUDA devices (the driver's start) */
     double t_engine_ms;     /* from main to the engine's start (options, pipeline, inputs) */
-    /* MPI (src/cli_mpi.c): rank, ranks, local rank; 0, 1, 0 without MPI */
+    /* MPI (src/cli/cli_mpi.c): rank, ranks, local rank; 0, 1, 0 without MPI */
     int rank, nranks, local_rank;
     void *mpi;              /* the MPI layer's own state */
 } batch_ctx;
@@ -45,7 +45,7 @@ int batch_merge(batch_ctx *b, const char *out);
 /* The summary line (and --json's summary object) for these totals. */
 void batch_summary(const batch_ctx *b, const sf_batch_stats *s, int ok, int failed, int skipped);
 
-/* MPI layer (src/cli_mpi.c; without -DSKYFIND_MPI=ON one process, no MPI):
+/* MPI layer (src/cli/cli_mpi.c; without -DSKYFIND_MPI=ON one process, no MPI):
  * setup starts MPI under mpirun and replaces o->next with rank 0's dynamic
  * hand-out; returns non-zero with *rc set when the run must stop. */
 int batch_mpi_setup(batch_ctx *b, sf_batch_opts *o, int *rc);

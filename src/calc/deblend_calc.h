@@ -8,7 +8,7 @@
 
 #include "skyfind/deblend.h"
 #include "measure_calc.h"
-#include "../cpu/threshold_pixel.h"
+#include "threshold_pixel.h"
 
 /* ln(x) for finite x > 0: x = m 2^E with m in [sqrt(1/2), sqrt(2)), then
  * ln m = 2 atanh(u), u = (m - 1)/(m + 1), |u| < 0.172, by its series to
@@ -71,7 +71,7 @@ SF_FIX_FN void sf_db_levels(float t0, float P, int n, float *t)
 }
 
 /* d and sigma of a pixel, as the threshold stage forms them (float32): its
- * product SF_THR_FMUL (cpu/threshold_pixel.h), the difference and quotient
+ * product SF_THR_FMUL (src/calc/threshold_pixel.h), the difference and quotient
  * rounded alike on both backends. */
 SF_FIX_FN float sf_db_fsub(float a, float b)
 {

@@ -1,5 +1,6 @@
 /* Convolution kernels for the `convolve` stage (both backends): Gaussian
- * beams, top-hats, SExtractor .conv filters, FITS PSFs and arrays; their sums,
+ * beams, top-hats, SExtractor .conv filters and arrays (FITS PSFs: the I/O
+ * layer's src/io/kernel_fits.c); their sums,
  * rank-one (separable) factors, noise gain, and the cost model behind
  * method=auto. */
 #include <errno.h>
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/convolve.h"
-#include "skyfind/fits.h"
 
 /* Largest kernel side accepted at all (the FFT methods take any size up to
  * this; the direct methods stop at SF_KERNEL_MAX). */
@@ -283,48 +283,6 @@ sf_status sf_kernel_from_array(sf_kernel *k, const float *w, int nx, int ny, int
     sf_kernel_update(&t);
     *k = t;
     return SF_OK;
-}
-
-sf_status sf_kernel_read_fits(sf_kernel *k, const char *path, int normalise)
-{
-    sf_image im = {0};
-    sf_fits_info info;
-    sf_kernel t;
-    sf_status s;
-    memset(&info, 0, sizeof info);
-    if ((s = sf_fits_read(path, -1, NULL, &im, &info)) != SF_OK)
-        return s; /* the detail names the file */
-    if (info.nnan > 0) {
-        long long first = -1;
-        for (size_t i = 0; i < sf_npix(im.nx, im.ny) && first < 0; i++)
-            if (isnan(im.data[i]))
-                first = (long long)i;
-        s = sf_fail(SF_ERR_PARAM, "kernel %s: %lld NaN weights (first at x=%lld, y=%lld); "
-                    "a kernel must have finite weights", path, info.nnan,
-                    first % im.nx, first / im.nx);
-        goto done;
-    }
-    if ((s = kernel_new(&t, im.nx, im.ny, 0)) != SF_OK)
-        goto done;
-    for (int j = 0; j < im.ny; j++)
-        memcpy(t.w + (size_t)j * im.nx, im.data + (size_t)j * im.stride, (size_t)im.nx * sizeof(float));
-    if ((s = kernel_check_finite(t.w, t.nx, t.ny, path)) != SF_OK) {
-        sf_kernel_free(&t);
-        goto done;
-    }
-    snprintf(t.desc, sizeof t.desc, "fits %.100s %dx%d%s", path, t.nx, t.ny,
-             normalise ? " normalised" : "");
-    if (normalise && (s = sf_kernel_normalise(&t)) != SF_OK) {
-        sf_errcontext("%s", path);
-        sf_kernel_free(&t);
-        goto done;
-    }
-    sf_kernel_update(&t);
-    *k = t;
-done:
-    sf_image_free(&im, NULL);
-    sf_fits_info_free(&info);
-    return s;
 }
 
 /* ---- SExtractor filter files --------------------------------------------- */

@@ -1,4 +1,4 @@
-/* `skyfind info`: describe a FITS image (HDU, axes, scaling, beam, WCS centre
+/* sf_fits_describe (`skyfind info`): describe a FITS image (HDU, axes, scaling, beam, WCS centre
  * and pixel scale through WCSLIB, NaN count, exact min/median/max) as
  * `key: value` lines or as one JSON object per file. */
 #include <math.h>
@@ -8,8 +8,7 @@
 #include <string.h>
 #include "skyfind/fits.h"
 #include "skyfind/wcs.h"
-#include "select.h"
-#include "json.h"
+#include "skyfind/json.h"
 
 typedef struct {
     int have_wcs;           /* celestial WCS on the first two axes */

@@ -1,5 +1,5 @@
 /* The buffers of one pipeline run, shared by the stage wrappers of the
- * registry (src/stages.c) and the runner (src/run.c). Everything lives where
+ * registry (src/core/stages.c) and the runner (src/core/run.c). Everything lives where
  * the backend computes: host memory for the CPU, device memory for the GPU. */
 #ifndef SKYFIND_STATE_H
 #define SKYFIND_STATE_H
@@ -38,7 +38,7 @@ struct sf_state {
     int db_nislands;
     int db_host;            /* the GPU backend deblended on the host (no room on the GPU) */
     int negated;            /* the negative pass: image, filtered image, background map
-                               and level are inverted (src/run.c flip_state) */
+                               and level are inverted (src/core/run.c flip_state) */
 };
 
 /* Forget a deblend stage's tables (host memory on both backends). */
