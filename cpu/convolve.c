@@ -376,11 +376,26 @@ static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int ed
  * exact. */
 #define FFT_DEN_RECHECK 1e4
 
+/* The 2-D transforms are made of 1-D ones: real rows (r2c, c2r) and
+ * complex columns in chunks of FFT_COLS (c2c, strided), each plan made for
+ * one row or one chunk and run by the stage's OpenMP threads over all of
+ * them. Every row and every chunk is computed by the same plan whatever the
+ * number of threads, so the filtered image is the same to the bit with 1 or
+ * 16 threads (FFTW's own threaded 2-D plans are not: their plan, and the
+ * rounding, depend on the thread count). */
+#define FFT_COLS 16
+
 typedef struct {
-    int px, py, nthreads, kx, ky;
+    int px, py, kx, ky;
+    int rp, cp;            /* row pitches: real rows (px rounded up to 8 floats) and
+                              spectrum rows (px/2+1 rounded up to 4 complex), so every
+                              row starts 32-byte aligned: FFTW's SIMD codelets then
+                              run (unaligned rows take ~2.7 times longer) */
     float *kw;             /* the kernel's weights: the key */
-    fftwf_complex *kspec;  /* its spectrum divided by px*py */
-    fftwf_plan fwd, inv;
+    fftwf_complex *kspec;  /* its spectrum divided by px*py (py rows of cp) */
+    fftwf_plan rfwd, rinv; /* one row: r2c, c2r */
+    fftwf_plan cfwd, cinv; /* FFT_COLS columns: forward, backward */
+    fftwf_plan cfwd1, cinv1; /* the last (px/2+1) % FFT_COLS columns, if any */
     size_t bytes;
     int refs, cached;
     unsigned long used;
@@ -389,24 +404,66 @@ typedef struct {
 static pthread_mutex_t fft_lock = PTHREAD_MUTEX_INITIALIZER;
 static fft_entry *fft_cache[FFT_CACHE_MAX];
 static unsigned long fft_tick;
-static int fft_threads_ok = -1;
 
 static void fft_entry_free(fft_entry *e) /* under fft_lock (the planner is not thread safe) */
 {
     if (!e)
         return;
-    if (e->fwd)
-        fftwf_destroy_plan(e->fwd);
-    if (e->inv)
-        fftwf_destroy_plan(e->inv);
+    fftwf_plan *pl[] = {&e->rfwd, &e->rinv, &e->cfwd, &e->cinv, &e->cfwd1, &e->cinv1};
+    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++)
+        if (*pl[i])
+            fftwf_destroy_plan(*pl[i]);
     fftwf_free(e->kspec);
     free(e->kw);
     free(e);
 }
 
-static fft_entry *fft_entry_new(const sf_kernel *k, int px, int py, int nthreads)
+/* Forward: r (py rows of px reals at pitch rp, rows from y_used on all
+ * zero) -> s (py rows of px/2+1 at pitch cp; the pitch's padding is zero). */
+static void fft2_fwd(const fft_entry *e, float *r, fftwf_complex *s, int y_used)
 {
-    size_t nr = sf_npix(px, py), nc = (size_t)py * (px / 2 + 1);
+    const int px = e->px, py = e->py, rp = e->rp, cp = e->cp, nc1 = px / 2 + 1;
+    const int nch = (nc1 + FFT_COLS - 1) / FFT_COLS;
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < py; y++) {
+        if (y < y_used) {
+            fftwf_execute_dft_r2c(e->rfwd, r + (size_t)y * rp, s + (size_t)y * cp);
+            memset(s + (size_t)y * cp + nc1, 0, (size_t)(cp - nc1) * sizeof *s);
+        } else {
+            memset(s + (size_t)y * cp, 0, (size_t)cp * sizeof *s);
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < nch; c++) {
+        fftwf_complex *col = s + (size_t)c * FFT_COLS;
+        fftwf_execute_dft((c + 1) * FFT_COLS <= nc1 || !e->cfwd1 ? e->cfwd : e->cfwd1, col, col);
+    }
+}
+
+/* Backward: s (destroyed) -> rows [y0, y1) of r. */
+static void fft2_inv(const fft_entry *e, fftwf_complex *s, float *r, int y0, int y1)
+{
+    const int px = e->px, rp = e->rp, cp = e->cp, nc1 = px / 2 + 1;
+    const int nch = (nc1 + FFT_COLS - 1) / FFT_COLS;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < nch; c++) {
+        fftwf_complex *col = s + (size_t)c * FFT_COLS;
+        fftwf_execute_dft((c + 1) * FFT_COLS <= nc1 || !e->cinv1 ? e->cinv : e->cinv1, col, col);
+    }
+#pragma omp parallel for schedule(static)
+    for (int y = y0; y < y1; y++)
+        fftwf_execute_dft_c2r(e->rinv, s + (size_t)y * cp, r + (size_t)y * rp);
+}
+
+static fft_entry *fft_entry_new(const sf_kernel *k, int px, int py)
+{
+    const int nc1 = px / 2 + 1, rest = nc1 % FFT_COLS, rp = (px + 7) / 8 * 8, cp = (nc1 + 3) / 4 * 4;
+    size_t nr = (size_t)rp * py, nc = (size_t)py * cp;
+    /* ESTIMATE: the arrays are not touched. The chunks of columns start at
+     * multiples of FFT_COLS complex numbers, so as aligned as the buffer;
+     * the rows are when their lengths keep 32-byte alignment, otherwise
+     * their plans must not assume it. */
+    const unsigned fl = FFTW_ESTIMATE;
     fft_entry *e = calloc(1, sizeof *e);
     float *r = fftwf_alloc_real(nr);
     if (!e || !r || !(e->kw = malloc(sf_npix(k->nx, k->ny) * sizeof(float))) ||
@@ -414,22 +471,34 @@ static fft_entry *fft_entry_new(const sf_kernel *k, int px, int py, int nthreads
         goto fail;
     e->px = px;
     e->py = py;
-    e->nthreads = nthreads;
+    e->rp = rp;
+    e->cp = cp;
     e->kx = k->nx;
     e->ky = k->ny;
     e->bytes = nc * sizeof(fftwf_complex);
     memcpy(e->kw, k->w, sf_npix(k->nx, k->ny) * sizeof(float));
-    if (fft_threads_ok > 0)
-        fftwf_plan_with_nthreads(nthreads);
-    e->fwd = fftwf_plan_dft_r2c_2d(py, px, r, e->kspec, FFTW_ESTIMATE);
-    e->inv = fftwf_plan_dft_c2r_2d(py, px, e->kspec, r, FFTW_ESTIMATE);
-    if (!e->fwd || !e->inv)
+    e->rfwd = fftwf_plan_many_dft_r2c(1, &px, 1, r, NULL, 1, rp, e->kspec, NULL, 1, cp, fl);
+    e->rinv = fftwf_plan_many_dft_c2r(1, &px, 1, e->kspec, NULL, 1, cp, r, NULL, 1, rp,
+                                      fl | FFTW_DESTROY_INPUT);
+    e->cfwd = fftwf_plan_many_dft(1, &py, nc1 < FFT_COLS ? nc1 : FFT_COLS, e->kspec, NULL, cp, 1,
+                                  e->kspec, NULL, cp, 1, FFTW_FORWARD, fl);
+    e->cinv = fftwf_plan_many_dft(1, &py, nc1 < FFT_COLS ? nc1 : FFT_COLS, e->kspec, NULL, cp, 1,
+                                  e->kspec, NULL, cp, 1, FFTW_BACKWARD, fl);
+    if (rest && nc1 > FFT_COLS) { /* the last, partial chunk of columns */
+        e->cfwd1 = fftwf_plan_many_dft(1, &py, rest, e->kspec, NULL, cp, 1, e->kspec, NULL, cp, 1,
+                                       FFTW_FORWARD, fl);
+        e->cinv1 = fftwf_plan_many_dft(1, &py, rest, e->kspec, NULL, cp, 1, e->kspec, NULL, cp, 1,
+                                       FFTW_BACKWARD, fl);
+        if (!e->cfwd1 || !e->cinv1)
+            goto fail;
+    }
+    if (!e->rfwd || !e->rinv || !e->cfwd || !e->cinv)
         goto fail;
     memset(r, 0, nr * sizeof *r);
     for (int j = 0; j < k->ny; j++)
-        memcpy(r + (size_t)j * px, k->w + (size_t)j * k->nx, (size_t)k->nx * sizeof *r);
-    fftwf_execute(e->fwd); /* r -> kspec */
-    const float scale = 1.0f / (float)nr;
+        memcpy(r + (size_t)j * rp, k->w + (size_t)j * k->nx, (size_t)k->nx * sizeof *r);
+    fft2_fwd(e, r, e->kspec, k->ny); /* r -> kspec */
+    const float scale = 1.0f / (float)sf_npix(px, py);
     for (size_t i = 0; i < nc; i++) {
         e->kspec[i][0] *= scale;
         e->kspec[i][1] *= scale;
@@ -442,23 +511,20 @@ fail:
     return NULL;
 }
 
-/* The entry for (kernel, padded size, threads), made if needed; release it
- * with fft_release. NULL when out of memory. */
+/* The entry for (kernel, padded size), made if needed; release it with
+ * fft_release. NULL when out of memory. */
 static fft_entry *fft_acquire(const sf_kernel *k, int px, int py)
 {
-    int nthreads = omp_get_max_threads();
     size_t nk = sf_npix(k->nx, k->ny);
     fft_entry *e = NULL;
     pthread_mutex_lock(&fft_lock);
-    if (fft_threads_ok < 0)
-        fft_threads_ok = fftwf_init_threads() != 0;
     for (int i = 0; i < FFT_CACHE_MAX && !e; i++) {
         fft_entry *c = fft_cache[i];
-        if (c && c->px == px && c->py == py && c->nthreads == nthreads && c->kx == k->nx &&
+        if (c && c->px == px && c->py == py && c->kx == k->nx &&
             c->ky == k->ny && memcmp(c->kw, k->w, nk * sizeof(float)) == 0)
             e = c;
     }
-    if (!e && (e = fft_entry_new(k, px, py, nthreads))) {
+    if (!e && (e = fft_entry_new(k, px, py))) {
         /* evict the least recently used idle entries while full or too big */
         size_t total = e->bytes;
         for (int i = 0; i < FFT_CACHE_MAX; i++)
@@ -503,30 +569,29 @@ static void fft_release(fft_entry *e)
 
 /* res = the padded edge-extended image (what) convolved with the kernel,
  * circularly on px*py, which is linear for px >= nx+kx-1, py >= ny+ky-1:
- * out(x, y) = res[(y + ky-1) * px + x + kx-1]. */
+ * out(x, y) = res[(y + ky-1) * rp + x + kx-1] (rp: the entry's row pitch); only those rows
+ * are computed. */
 static void fft_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
                      const fft_entry *fe, float *res, fftwf_complex *spec)
 {
     const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny, px = fe->px, py = fe->py;
-    const int lx = kx - 1 - kx / 2, ly = ky - 1 - ky / 2, ne = nx + kx - 1;
-    const size_t nc = (size_t)py * (px / 2 + 1);
+    const int lx = kx - 1 - kx / 2, ly = ky - 1 - ky / 2, ne = nx + kx - 1, rp = fe->rp;
+    const size_t nc = (size_t)py * fe->cp;
 #pragma omp parallel for schedule(static)
-    for (int yy = 0; yy < py; yy++) {
-        float *r = res + (size_t)yy * px;
-        if (yy < ny + ky - 1) {
-            ext_row_f(r, src_row(in, (long)yy - ly, edge), nx, lx, kx / 2, edge, what);
-            memset(r + ne, 0, (size_t)(px - ne) * sizeof *r);
-        } else
-            memset(r, 0, (size_t)px * sizeof *r);
+    for (int yy = 0; yy < ny + ky - 1; yy++) { /* the rows below are not read */
+        float *r = res + (size_t)yy * rp;
+        ext_row_f(r, src_row(in, (long)yy - ly, edge), nx, lx, kx / 2, edge, what);
+        memset(r + ne, 0, (size_t)(rp - ne) * sizeof *r);
     }
-    fftwf_execute_dft_r2c(fe->fwd, res, spec);
+    (void)px;
+    fft2_fwd(fe, res, spec, ny + ky - 1);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < nc; i++) {
         float a = spec[i][0], b = spec[i][1], c = fe->kspec[i][0], d = fe->kspec[i][1];
         spec[i][0] = a * c - b * d;
         spec[i][1] = a * d + b * c;
     }
-    fftwf_execute_dft_c2r(fe->inv, spec, res);
+    fft2_inv(fe, spec, res, ky - 1, ny + ky - 1); /* the rows the caller reads */
 }
 
 static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
@@ -538,8 +603,8 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
     float *res = NULL;
     fftwf_complex *spec = NULL;
     double sumabs = 0;
-    if (!fe || !(res = fftwf_alloc_real(sf_npix(px, py))) ||
-        !(spec = fftwf_alloc_complex((size_t)py * (px / 2 + 1)))) {
+    if (!fe || !(res = fftwf_alloc_real((size_t)fe->rp * py)) ||
+        !(spec = fftwf_alloc_complex((size_t)py * fe->cp))) {
         if (fe)
             fft_release(fe);
         fftwf_free(res);
@@ -549,7 +614,7 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
     fft_pass(in, k, edge, nanmode ? EXT_CLEAN : EXT_VALUE, fe, res, spec);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++)
-        memcpy(out->data + (size_t)y * out->stride, res + (size_t)(y + ky - 1) * px + kx - 1,
+        memcpy(out->data + (size_t)y * out->stride, res + (size_t)(y + ky - 1) * fe->rp + kx - 1,
                (size_t)nx * sizeof(float));
     if (nanmode) {
         double err = 0;
@@ -560,7 +625,7 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
          * kernel, where den is the kernel sum */
 #pragma omp parallel for reduction(max : err) schedule(static)
         for (int y = 0; y < ny; y++) {
-            const float *dr = res + (size_t)(y + ky - 1) * px + kx - 1;
+            const float *dr = res + (size_t)(y + ky - 1) * fe->rp + kx - 1;
             for (int x = 0; x < nx; x++)
                 if (!flag[(size_t)y * nx + x])
                     err = fmax(err, fabs(dr[x] - k->sum));
@@ -569,7 +634,7 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
 #pragma omp parallel for schedule(dynamic, 16)
         for (int y = 0; y < ny; y++) {
             const float *iv = in->data + (size_t)y * in->stride;
-            const float *dr = res + (size_t)(y + ky - 1) * px + kx - 1;
+            const float *dr = res + (size_t)(y + ky - 1) * fe->rp + kx - 1;
             float *o = out->data + (size_t)y * out->stride;
             for (int x = 0; x < nx; x++) {
                 double num = o[x], den = dr[x];

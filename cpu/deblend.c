@@ -14,6 +14,9 @@
  * up by the objects' Gaussians. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "skyfind/deblend.h"
 #include "deblend_calc.h"
 
@@ -425,7 +428,6 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
                          const sf_deblend_params *p, sf_labels *labels, int nislands,
                          int *nobj, int **parent_out, int **nchild_out)
 {
-    const size_t npx = sf_npix(det->nx, det->ny);
     size_t *start = NULL, *pix = NULL, total = 0;
     int *objl = NULL, *count = NULL, *parent = NULL, *nchild = NULL, *base = NULL;
     db_obj *objs = NULL;
@@ -438,44 +440,95 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
         return st;
     if (det->loc != SF_HOST || labels->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_deblend_cpu needs host buffers");
-    /* the islands' pixels in raster order: a counting sort of the labels */
+    /* the islands' pixels in raster order: a counting sort of the labels,
+     * by strips of rows in parallel (each strip's counts of its own, at most
+     * 256 MB of them; the strips fill their places in order) */
     start = calloc((size_t)nislands + 2, sizeof *start);
     count = calloc((size_t)nislands + 1, sizeof *count);
     nchild = calloc((size_t)nislands + 1, sizeof *nchild);
     if (!start || !count || !nchild)
         goto nomem;
-    for (int y = 0; y < det->ny; y++) {
-        const int32_t *row = labels->data + (size_t)y * labels->stride;
-        for (int x = 0; x < det->nx; x++) {
-            int32_t l = row[x];
-            if (l < 0 || l > nislands) {
+    {
+        int nth = 1;
+        long long *badpix;
+        size_t *cnt;
+#ifdef _OPENMP
+        nth = omp_get_max_threads();
+#endif
+        while (nth > 1 && ((size_t)nth * ((size_t)nislands + 1) * sizeof(size_t) > ((size_t)256 << 20) ||
+                           det->ny / nth < 16))
+            nth--;
+        cnt = calloc((size_t)nth * ((size_t)nislands + 1), sizeof *cnt);
+        badpix = malloc((size_t)nth * sizeof *badpix);
+        if (!cnt || !badpix) {
+            free(cnt);
+            free(badpix);
+            goto nomem;
+        }
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            size_t *c = cnt + (size_t)t * ((size_t)nislands + 1);
+            int y0 = (int)((long long)det->ny * t / nth), y1 = (int)((long long)det->ny * (t + 1) / nth);
+            badpix[t] = -1;
+            for (int y = y0; y < y1 && badpix[t] < 0; y++) {
+                const int32_t *row = labels->data + (size_t)y * labels->stride;
+                for (int x = 0; x < det->nx; x++) {
+                    int32_t l = row[x];
+                    if (l < 0 || l > nislands) {
+                        badpix[t] = (long long)y * det->nx + x;
+                        break;
+                    }
+                    c[l]++;
+                }
+            }
+        }
+        for (int t = 0; t < nth; t++)
+            if (badpix[t] >= 0) {
+                long long q = badpix[t];
+                int32_t l = labels->data[(size_t)(q / det->nx) * labels->stride + (size_t)(q % det->nx)];
+                free(cnt);
+                free(badpix);
                 free(start);
                 free(count);
                 free(nchild);
                 return sf_fail(SF_ERR_INTERNAL, "deblend: label %d outside 0..%d", l, nislands);
             }
-            if (l)
-                start[l + 1]++;
+        free(badpix);
+        /* island l's pixels go to [start[l], start[l+1]); strip t's to its
+         * own part of that range, after the strips above it */
+        for (int l = 1; l <= nislands; l++) {
+            size_t run = 0;
+            for (int t = 0; t < nth; t++)
+                run += cnt[(size_t)t * ((size_t)nislands + 1) + l];
+            start[l + 1] = start[l] + run;
         }
-    }
-    for (int l = 1; l <= nislands; l++)
-        start[l + 1] += start[l];
-    total = start[nislands + 1];
-    pix = malloc((total ? total : 1) * sizeof *pix);
-    objl = malloc((total ? total : 1) * sizeof *objl);
-    if (!pix || !objl)
-        goto nomem;
-    {
-        size_t *fill = malloc(((size_t)nislands + 1) * sizeof *fill);
-        if (!fill)
+        total = start[nislands + 1];
+        pix = malloc((total ? total : 1) * sizeof *pix);
+        objl = malloc((total ? total : 1) * sizeof *objl);
+        if (!pix || !objl) {
+            free(cnt);
             goto nomem;
-        memcpy(fill, start + 1, (size_t)nislands * sizeof *fill);
-        for (size_t q = 0; q < npx; q++) {
-            int32_t l = labels->data[(q / (size_t)det->nx) * labels->stride + q % (size_t)det->nx];
-            if (l)
-                pix[fill[l - 1]++] = q;
         }
-        free(fill);
+        for (int l = 1; l <= nislands; l++) {
+            size_t run = start[l];
+            for (int t = 0; t < nth; t++) {
+                size_t *c = &cnt[(size_t)t * ((size_t)nislands + 1) + l], n = *c;
+                *c = run;
+                run += n;
+            }
+        }
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            size_t *c = cnt + (size_t)t * ((size_t)nislands + 1);
+            int y0 = (int)((long long)det->ny * t / nth), y1 = (int)((long long)det->ny * (t + 1) / nth);
+            for (int y = y0; y < y1; y++) {
+                const int32_t *row = labels->data + (size_t)y * labels->stride;
+                for (int x = 0; x < det->nx; x++)
+                    if (row[x])
+                        pix[c[row[x]]++] = (size_t)y * (size_t)det->nx + (size_t)x;
+            }
+        }
+        free(cnt);
     }
     {
         const int minarea = p->minarea;
@@ -539,6 +592,7 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
             parent[i + 1] = objs[i].island;
         }
         parent[0] = 0;
+#pragma omp parallel for schedule(dynamic, 16)
         for (int l = 1; l <= nislands; l++)
             for (size_t i = start[l]; i < start[l + 1]; i++) {
                 size_t q = pix[i];

@@ -5,6 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "skyfind/measure.h"
 #include "measure_calc.h"
 
@@ -85,33 +88,17 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
     }
 }
 
-sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabels,
-                         const sf_measure_aux *aux, const sf_measure_params *p,
-                         sf_source *out)
+/* Pass 1 over rows [y0, y1) into acc (one per label): check the labels; per
+ * label the pixel count, the peak (the first of the largest key in raster
+ * order), the box, the flags and the seed local maxima; *M = max |m| and
+ * *Mr = max |r| for the scales. Returns the linear index of the first pixel
+ * with a label outside 1..nlabels, or -1. */
+static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlabels, const ms_in *in,
+                          int y0, int y1, ms_acc *acc, float *Mout, float *Mrout)
 {
-    sf_status st = SF_OK;
-    ms_acc *acc = NULL;
-    ms_in in;
+    const int nx = img->nx, ny = img->ny;
     float M = 0.0f, Mr = 0.0f;
-    int nx, ny, e, er, shift;
-    double scale, rscale;
-
-    if ((st = sf_measure_check(img, labels, nlabels, aux, out, SF_HOST)) != SF_OK)
-        return st;
-    nx = img->nx;
-    ny = img->ny;
-    sf_measure_inputs(aux, p, &in);
-    if (nlabels > 0 && !(acc = (ms_acc *)calloc((size_t)nlabels, sizeof *acc)))
-        return sf_fail(SF_ERR_NOMEM, "measure: %d accumulators", nlabels);
-    for (int i = 0; i < nlabels; i++) {
-        acc[i].xmin = acc[i].ymin = -1;
-        acc[i].xmax = acc[i].ymax = -1;
-    }
-
-    /* Pass 1: check the labels; per label the pixel count, the peak (the
-     * first of the largest key in raster order), the box, the flags and the
-     * seed local maxima; M = max |m| and Mr = max |r| for the scales. */
-    for (int y = 0; y < ny; y++) {
+    for (int y = y0; y < y1; y++) {
         const float *row = img->data + (size_t)y * img->stride;
         const int32_t *lrow = labels->data + (size_t)y * labels->stride;
         for (int x = 0; x < nx; x++) {
@@ -122,13 +109,10 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
             int look;
             if (l == 0)
                 continue;
-            if (l < 0 || l > nlabels) {
-                st = sf_fail(SF_ERR_INTERNAL, "measure: label %d at pixel (%d, %d) outside 0..%d",
-                             (int)l, x, y, nlabels);
-                goto fail;
-            }
+            if (l < 0 || l > nlabels)
+                return (long long)y * nx + x;
             a = &acc[l - 1];
-            m = ms_value(row[x], &in, x, y);
+            m = ms_value(row[x], in, x, y);
             if (!isfinite(m)) {
                 a->flags |= SF_SRC_NAN;
                 continue;
@@ -149,21 +133,139 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
             }
             if (fabsf(m) > M)
                 M = fabsf(m);
-            r = ms_noise(&in, x, y);
+            r = ms_noise(in, x, y);
             if (!isfinite(r))
                 a->flags |= MS_FLAG_NOISE_BAD;
             else if (fabsf(r) > Mr)
                 Mr = fabsf(r);
-            look = ms_look_around(img->data, img->stride, labels->data, labels->stride, &in, nx,
+            look = ms_look_around(img->data, img->stride, labels->data, labels->stride, in, nx,
                                   ny, x, y, l, m,
-                                  in.mask && MS_IS_SEED(in.mask[(size_t)y * in.mstride + x]));
+                                  in->mask && MS_IS_SEED(in->mask[(size_t)y * in->mstride + x]));
             a->flags |= look & SF_SRC_NAN;
             if (look & MS_IS_PEAK)
                 a->npeaks++;
         }
     }
+    *Mout = M;
+    *Mrout = Mr;
+    return -1;
+}
+
+/* Pass 2 over rows [y0, y1): exact sums relative to each label's peak
+ * (peaks: the whole image's, from pk) into acc's s[]. */
+static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *in, int y0, int y1,
+                     const ms_acc *pk, ms_acc *acc, double scale, double rscale)
+{
+    const int nx = img->nx;
+    for (int y = y0; y < y1; y++) {
+        const float *row = img->data + (size_t)y * img->stride;
+        const int32_t *lrow = labels->data + (size_t)y * labels->stride;
+        for (int x = 0; x < nx; x++) {
+            int32_t l = lrow[x];
+            float m, r;
+            double dx, dy;
+            if (l == 0)
+                continue;
+            m = ms_value(row[x], in, x, y);
+            if (!isfinite(m))
+                continue;
+            dx = (double)(x - (int)(pk[l - 1].peak_idx % (size_t)nx));
+            dy = (double)(y - (int)(pk[l - 1].peak_idx / (size_t)nx));
+            ms_add_terms(&acc[l - 1].s[MS_V], ms_mul((double)m, scale), dx, dy);
+            r = ms_noise(in, x, y);
+            if (isfinite(r))
+                ms_add_terms(&acc[l - 1].s[MS_R], ms_mul(ms_mul((double)r, (double)r), rscale), dx,
+                             dy);
+        }
+    }
+}
+
+/* a += b, where b covers rows after a's: the result is the one accumulator
+ * of both row ranges in raster order (sums exact, so any order gives the
+ * same bits). */
+static void ms_merge(ms_acc *a, const ms_acc *b, int pass)
+{
+    if (pass == 2) {
+        for (int j = 0; j < MS_NSUM; j++)
+            sf_fix_add(&a->s[j], b->s[j]);
+        return;
+    }
+    a->flags |= b->flags;
+    a->npeaks += b->npeaks;
+    if (!b->npix)
+        return;
+    if (!a->npix) {
+        a->xmin = b->xmin;
+        a->xmax = b->xmax;
+        a->ymin = b->ymin;
+    } else {
+        a->xmin = b->xmin < a->xmin ? b->xmin : a->xmin;
+        a->xmax = b->xmax > a->xmax ? b->xmax : a->xmax;
+    }
+    a->ymax = b->ymax;
+    a->npix += b->npix;
+    if (b->peak_key > a->peak_key) { /* equal keys: a's pixel comes first */
+        a->peak_key = b->peak_key;
+        a->peak_idx = b->peak_idx;
+    }
+}
+
+sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabels,
+                         const sf_measure_aux *aux, const sf_measure_params *p,
+                         sf_source *out)
+{
+    sf_status st = SF_OK;
+    ms_acc *acc = NULL;
+    ms_in in;
+    float M = 0.0f, Mr = 0.0f;
+    int nx, ny, e, er, shift, nth = 1;
+    long long *bad = NULL;
+    float *Ms = NULL;
+    double scale, rscale;
+
+    if ((st = sf_measure_check(img, labels, nlabels, aux, out, SF_HOST)) != SF_OK)
+        return st;
+    nx = img->nx;
+    ny = img->ny;
+    sf_measure_inputs(aux, p, &in);
+    /* strips of rows, one a thread, each with accumulators of its own (at
+     * most 256 MB of them, strips of at least 32 rows), merged in order */
+#ifdef _OPENMP
+    nth = omp_get_max_threads();
+#endif
+    while (nth > 1 && ((size_t)nth * (size_t)nlabels * sizeof *acc > ((size_t)256 << 20) || ny / nth < 32))
+        nth--;
+    if (nlabels > 0 && !(acc = (ms_acc *)calloc((size_t)nlabels * nth, sizeof *acc)))
+        return sf_fail(SF_ERR_NOMEM, "measure: %d accumulators", nlabels);
+    if (!(bad = malloc((size_t)nth * sizeof *bad)) || !(Ms = calloc(2 * (size_t)nth, sizeof *Ms))) {
+        st = sf_fail(SF_ERR_NOMEM, "measure: thread tables");
+        goto fail;
+    }
+    for (size_t i = 0; i < (size_t)nlabels * nth; i++) {
+        acc[i].xmin = acc[i].ymin = -1;
+        acc[i].xmax = acc[i].ymax = -1;
+    }
+
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+    for (int t = 0; t < nth; t++)
+        bad[t] = ms_pass1(img, labels, nlabels, &in, (int)((long long)ny * t / nth),
+                          (int)((long long)ny * (t + 1) / nth), acc + (size_t)t * nlabels, &Ms[2 * t],
+                          &Ms[2 * t + 1]);
+    for (int t = 0; t < nth; t++) {
+        if (bad[t] >= 0) {
+            int x = (int)(bad[t] % nx), y = (int)(bad[t] / nx);
+            st = sf_fail(SF_ERR_INTERNAL, "measure: label %d at pixel (%d, %d) outside 0..%d",
+                         (int)labels->data[(size_t)y * labels->stride + x], x, y, nlabels);
+            goto fail;
+        }
+        M = Ms[2 * t] > M ? Ms[2 * t] : M;
+        Mr = Ms[2 * t + 1] > Mr ? Ms[2 * t + 1] : Mr;
+    }
     if (nlabels == 0)
-        return SF_OK;
+        goto fail; /* nothing to measure: done */
+    for (int t = 1; t < nth; t++)
+        for (int i = 0; i < nlabels; i++)
+            ms_merge(&acc[i], &acc[(size_t)t * nlabels + i], 1);
 
     shift = ms_scale_shift(nx, ny);
     e = sf_fix_exponent((double)M) - shift;
@@ -172,28 +274,13 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
     rscale = ldexp(1.0, er);
 
     /* Pass 2: exact sums relative to each label's peak. */
-    for (int y = 0; y < ny; y++) {
-        const float *row = img->data + (size_t)y * img->stride;
-        const int32_t *lrow = labels->data + (size_t)y * labels->stride;
-        for (int x = 0; x < nx; x++) {
-            int32_t l = lrow[x];
-            ms_acc *a;
-            float m, r;
-            double dx, dy;
-            if (l == 0)
-                continue;
-            m = ms_value(row[x], &in, x, y);
-            if (!isfinite(m))
-                continue;
-            a = &acc[l - 1];
-            dx = (double)(x - (int)(a->peak_idx % (size_t)nx));
-            dy = (double)(y - (int)(a->peak_idx / (size_t)nx));
-            ms_add_terms(&a->s[MS_V], ms_mul((double)m, scale), dx, dy);
-            r = ms_noise(&in, x, y);
-            if (isfinite(r))
-                ms_add_terms(&a->s[MS_R], ms_mul(ms_mul((double)r, (double)r), rscale), dx, dy);
-        }
-    }
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+    for (int t = 0; t < nth; t++)
+        ms_pass2(img, labels, &in, (int)((long long)ny * t / nth), (int)((long long)ny * (t + 1) / nth),
+                 acc, acc + (size_t)t * nlabels, scale, rscale);
+    for (int t = 1; t < nth; t++)
+        for (int i = 0; i < nlabels; i++)
+            ms_merge(&acc[i], &acc[(size_t)t * nlabels + i], 2);
 
     /* Finish exactly as gpu/measure.cu does. */
     memset(out, 0, (size_t)nlabels * sizeof *out);
@@ -222,5 +309,7 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
 
 fail:
     free(acc);
+    free(bad);
+    free(Ms);
     return st;
 }

@@ -1,9 +1,22 @@
 /* Stage `segment`, CPU twin: connected-component labelling of a mask by a
  * two-pass union-find in raster order, giving canonical labels 1..N in the
  * raster order of each island's first pixel (scipy.ndimage.label's order).
- * Islands of a two-level mask that hold no seed pixel (value 1) are dropped. */
+ * Islands of a two-level mask that hold no seed pixel (value 1) are dropped.
+ *
+ * In parallel: the rows are cut into strips, one a thread (OpenMP). Each
+ * strip is labelled alone (pass 1 and a local numbering, with each local
+ * island's area and whether it holds a seed); one thread then joins the
+ * islands that touch across the strips' edges (a union-find over the local
+ * labels, the smaller - earlier - one the root) and numbers the whole
+ * islands in order; each strip finally rewrites its labels. The result does
+ * not depend on the number of strips: a local label's number orders it
+ * by its first pixel, strip by strip, so the root of a joined island is its
+ * first pixel's part, as in the one-strip labelling. */
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "skyfind/segment.h"
 
 void sf_seg_params_default(sf_seg_params *p)
@@ -45,14 +58,6 @@ static int32_t uf_unite(int32_t *L, int32_t a, int32_t b) /* a, b roots */
     return lo;
 }
 
-/* Root r of the current pixel's island so far (-1 for none) merged with
- * the island of neighbour n. */
-static int32_t uf_join(int32_t *L, int32_t r, int32_t n)
-{
-    int32_t rn = uf_find(L, n);
-    return r < 0 ? rn : uf_unite(L, r, rn);
-}
-
 static sf_status check_args(const sf_mask *mask, const sf_seg_params *p,
                             const sf_labels *labels, sf_loc want, const char *fn)
 {
@@ -81,15 +86,119 @@ static sf_status check_args(const sf_mask *mask, const sf_seg_params *p,
     return SF_OK;
 }
 
+/* Pass 1 and the local numbering of rows [y0, y1): L holds the local
+ * labels 1..n of the strip afterwards (the strip's own raster order of first
+ * pixels), area[k-1] each one's pixel count, seed[k-1] whether it holds a
+ * pixel of value 1. *nout: n. area/seed are allocated here (freed by the
+ * caller). Returns 0, or -1 without memory. */
+static int strip_label(const uint8_t *m, int32_t *L, int32_t nx, int32_t y0, int32_t y1, int conn,
+                       int32_t *nout, int32_t **areaout, uint8_t **seedout)
+{
+    int32_t nroots = 0, n = 0;
+    int32_t *area;
+    uint8_t *seed;
+    *nout = 0;
+    *areaout = NULL;
+    *seedout = NULL;
+    /* pass 1: link each pixel to its already visited neighbours. After a
+     * pixel is done it is joined to all its upper neighbours, so for the
+     * next pixel the left root `prev` already covers those it shares. */
+    for (int32_t y = y0; y < y1; y++) {
+        const uint8_t *row = m + (size_t)y * nx, *up = y > y0 ? row - nx : row;
+        int32_t i0 = y * nx, prev = -1; /* root of the left pixel, -1 if background */
+        for (int32_t x = 0; x < nx; x++) {
+            int32_t r = prev, i = i0 + x;
+            int u = y > y0 && up[x], ul = y > y0 && x > 0 && up[x - 1];
+            if (!row[x]) {
+                L[i] = 0;
+                prev = -1;
+                continue;
+            }
+            if (conn == 8) {
+                int ur = y > y0 && x + 1 < nx && up[x + 1];
+                if (r < 0 && u) /* up-left and up-right touch up */
+                    r = uf_find(L, i - nx);
+                else if (r < 0 && ul)
+                    r = uf_find(L, i - nx - 1);
+                if (!u && ur) {
+                    int32_t rn = uf_find(L, i - nx + 1);
+                    nroots -= r >= 0 && rn != r;
+                    r = r < 0 ? rn : uf_unite(L, r, rn);
+                }
+            } else if (u && !(r >= 0 && ul)) { /* left, up-left, up joined already */
+                int32_t rn = uf_find(L, i - nx);
+                nroots -= r >= 0 && rn != r;
+                r = r < 0 ? rn : uf_unite(L, r, rn);
+            }
+            if (r < 0) {
+                L[i] = -1; /* a new root of area 1 */
+                r = i;
+                nroots++;
+            } else {
+                L[r] -= 1;
+                L[i] = r + 1;
+            }
+            prev = r;
+        }
+    }
+    area = malloc(((size_t)nroots + 1) * sizeof *area);
+    seed = calloc((size_t)nroots + 1, 1);
+    if (!area || !seed) {
+        free(area);
+        free(seed);
+        return -1;
+    }
+    /* pass 2, in raster order: every parent lies before its child, so when
+     * pixel i is reached its parent already holds its local label. Roots
+     * are numbered as they come. */
+    for (size_t i = (size_t)y0 * nx, end = (size_t)y1 * nx; i < end; i++) {
+        int32_t v = L[i];
+        if (v < 0) {
+            area[n] = -v;
+            L[i] = ++n;
+        } else if (v > 0) {
+            L[i] = L[v - 1];
+        }
+        if (m[i] == 1)
+            seed[L[i] - 1] = 1;
+    }
+    *nout = n;
+    *areaout = area;
+    *seedout = seed;
+    return 0;
+}
+
+/* Union-find over the strips' labels (0-based global numbers; P[k] == k
+ * for a root), the smaller number the root. */
+static int32_t gl_find(int32_t *P, int32_t k)
+{
+    while (P[k] != k) {
+        P[k] = P[P[k]];
+        k = P[k];
+    }
+    return k;
+}
+
+static void gl_unite(int32_t *P, int32_t a, int32_t b)
+{
+    a = gl_find(P, a);
+    b = gl_find(P, b);
+    if (a < b)
+        P[b] = a;
+    else if (b < a)
+        P[a] = b;
+}
+
 sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels *labels,
                          int *nlabels)
 {
     sf_seg_params def;
     sf_status st = check_args(mask, p, labels, SF_HOST, "segment_cpu");
     const uint8_t *m;
-    int32_t *L, n = 0, nx, ny, min_area;
-    int flood = 0; /* the mask has flood-only pixels (value 2) */
-    size_t npix;
+    int32_t *L, nx, ny, nstrip = 1, *y0s = NULL, *cnt = NULL, *off = NULL, *P = NULL, *map = NULL;
+    int32_t **area = NULL, ntot = 0, n = 0;
+    uint8_t **seed = NULL;
+    int bad = 0;
     if (st != SF_OK)
         return st;
     if (!p) {
@@ -100,72 +209,100 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
     L = labels->data;
     nx = mask->nx;
     ny = mask->ny;
-    min_area = p->min_area;
-    npix = sf_npix(nx, ny);
-
-    /* pass 1: link each pixel to its already visited neighbours. After a
-     * pixel is done it is joined to all its upper neighbours, so for the
-     * next pixel the left root `prev` already covers those it shares. */
-    for (int32_t y = 0; y < ny; y++) {
-        const uint8_t *row = m + (size_t)y * nx, *up = y > 0 ? row - nx : row;
-        int32_t i0 = y * nx, prev = -1; /* root of the left pixel, -1 if background */
+#ifdef _OPENMP
+    nstrip = omp_get_max_threads();
+#endif
+    /* strips of at least 64 rows and 2^16 pixels: fewer for small images */
+    while (nstrip > 1 && ((ny / nstrip) < 64 || (size_t)(ny / nstrip) * nx < 65536))
+        nstrip--;
+    y0s = malloc(((size_t)nstrip + 1) * sizeof *y0s);
+    cnt = calloc((size_t)nstrip, sizeof *cnt);
+    off = calloc((size_t)nstrip + 1, sizeof *off);
+    area = calloc((size_t)nstrip, sizeof *area);
+    seed = calloc((size_t)nstrip, sizeof *seed);
+    if (!y0s || !cnt || !off || !area || !seed) {
+        st = sf_fail(SF_ERR_NOMEM, "segment_cpu: strip tables");
+        goto out;
+    }
+    for (int32_t s = 0; s <= nstrip; s++)
+        y0s[s] = (int32_t)((int64_t)ny * s / nstrip);
+#pragma omp parallel for schedule(static, 1) num_threads(nstrip) reduction(| : bad)
+    for (int32_t s = 0; s < nstrip; s++)
+        bad |= strip_label(m, L, nx, y0s[s], y0s[s + 1], p->connectivity, &cnt[s], &area[s], &seed[s]);
+    if (bad) {
+        st = sf_fail(SF_ERR_NOMEM, "segment_cpu: island tables");
+        goto out;
+    }
+    for (int32_t s = 0; s < nstrip; s++)
+        off[s + 1] = off[s] + cnt[s];
+    ntot = off[nstrip];
+    P = malloc(((size_t)ntot + 1) * sizeof *P);
+    map = malloc(((size_t)ntot + 1) * sizeof *map);
+    if (!P || !map) {
+        st = sf_fail(SF_ERR_NOMEM, "segment_cpu: labels of %d island parts", ntot);
+        goto out;
+    }
+    for (int32_t k = 0; k < ntot; k++)
+        P[k] = k;
+    /* join across each strip's top edge: row y0 with the row above it */
+    for (int32_t s = 1; s < nstrip; s++) {
+        const int32_t *row = L + (size_t)y0s[s] * nx, *up = row - nx;
         for (int32_t x = 0; x < nx; x++) {
-            int32_t r = prev, i = i0 + x;
-            int u = y > 0 && up[x], ul = y > 0 && x > 0 && up[x - 1];
-            if (!row[x]) {
-                L[i] = 0;
-                prev = -1;
+            if (!row[x])
                 continue;
-            }
-            flood |= row[x] != 1;
-            if (p->connectivity == 8) {
-                int ur = y > 0 && x + 1 < nx && up[x + 1];
-                if (r < 0 && u) /* up-left and up-right touch up */
-                    r = uf_find(L, i - nx);
-                else if (r < 0 && ul)
-                    r = uf_find(L, i - nx - 1);
-                if (!u && ur)
-                    r = uf_join(L, r, i - nx + 1);
-            } else if (u && !(r >= 0 && ul)) { /* left, up-left, up joined already */
-                r = uf_join(L, r, i - nx);
-            }
-            if (r < 0) {
-                L[i] = -1; /* a new root of area 1 */
-                r = i;
-            } else {
-                L[r] -= 1;
-                L[i] = r + 1;
-            }
-            prev = r;
+            for (int32_t dx = p->connectivity == 8 ? -1 : 0; dx <= (p->connectivity == 8 ? 1 : 0); dx++)
+                if (x + dx >= 0 && x + dx < nx && up[x + dx])
+                    gl_unite(P, off[s] + row[x] - 1, off[s - 1] + up[x + dx] - 1);
         }
     }
-
-    /* pass 2, in raster order: every parent lies before its child, so when
-     * pixel i is reached its parent already holds its final label. Roots
-     * are numbered as they come, which is the raster order of first pixels. */
-    for (size_t i = 0; i < npix; i++) {
-        int32_t v = L[i];
-        if (v < 0)
-            L[i] = -v >= min_area ? ++n : 0;
-        else if (v > 0)
-            L[i] = L[v - 1];
+    /* whole islands: area and seed summed at the root, then numbered in the
+     * order of their roots (their first pixels); map[g]: part g's label */
+    {
+        /* root totals: area in a 64-bit table (an island may span strips) */
+        int64_t *tot = calloc((size_t)ntot + 1, sizeof *tot);
+        uint8_t *sd = calloc((size_t)ntot + 1, 1);
+        if (!tot || !sd) {
+            free(tot);
+            free(sd);
+            st = sf_fail(SF_ERR_NOMEM, "segment_cpu: areas of %d island parts", ntot);
+            goto out;
+        }
+        for (int32_t s = 0, g = 0; s < nstrip; s++)
+            for (int32_t k = 0; k < cnt[s]; k++, g++) {
+                int32_t r = gl_find(P, g);
+                tot[r] += area[s][k];
+                sd[r] |= seed[s][k];
+            }
+        for (int32_t g = 0; g < ntot; g++) {
+            int32_t r = gl_find(P, g);
+            if (r == g)
+                map[g] = tot[g] >= p->min_area && sd[g] ? ++n : 0;
+            else
+                map[g] = map[r]; /* r < g: numbered already */
+        }
+        free(tot);
+        free(sd);
     }
-    if (flood && n > 0) { /* drop islands without a seed, renumbering in order */
-        int32_t *keep = calloc((size_t)n + 1, sizeof *keep), k = 0;
-        if (!keep)
-            return sf_fail(SF_ERR_NOMEM, "segment_cpu: seed flags of %d islands", n);
-        for (size_t i = 0; i < npix; i++)
-            if (m[i] == 1)
-                keep[L[i]] = 1;
-        keep[0] = 0;
-        for (int32_t l = 1; l <= n; l++)
-            keep[l] = keep[l] ? ++k : 0;
-        for (size_t i = 0; i < npix; i++)
-            L[i] = keep[L[i]];
-        free(keep);
-        n = k;
+#pragma omp parallel for schedule(static, 1) num_threads(nstrip)
+    for (int32_t s = 0; s < nstrip; s++) {
+        const int32_t *mp = map + off[s] - 1; /* local label l -> mp[l] */
+        for (size_t i = (size_t)y0s[s] * nx, end = (size_t)y0s[s + 1] * nx; i < end; i++)
+            if (L[i])
+                L[i] = mp[L[i]];
     }
     if (nlabels)
         *nlabels = n;
-    return SF_OK;
+out:
+    for (int32_t s = 0; area && seed && s < nstrip; s++) {
+        free(area[s]);
+        free(seed[s]);
+    }
+    free(y0s);
+    free(cnt);
+    free(off);
+    free(area);
+    free(seed);
+    free(P);
+    free(map);
+    return st;
 }

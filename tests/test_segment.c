@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "sftest.h"
 #include "skyfind/fits.h"
 #include "skyfind/segment.h"
@@ -383,6 +386,53 @@ START_TEST(cpu_seed_and_flood)
 }
 END_TEST
 
+/* The CPU twin labels strips of rows in parallel and joins them: with any
+ * number of threads (strips) the labels equal the reference's, on masks
+ * whose islands cross many strip edges (a snake through every row, random
+ * masks near and above the percolation threshold, two-level masks). */
+START_TEST(cpu_threads)
+{
+#ifdef _OPENMP
+    static const int threads[] = {1, 2, 3, 5, 8, 16};
+    const int nx = 512, ny = 2048; /* up to 16 strips of 128 rows */
+    int keep = omp_get_max_threads();
+    sf_mask snake = {0}, rnd = {0}, two = {0};
+    sf_labels ref = {0}, lab = {0};
+    serpentine_mask(&snake, nx, ny);
+    sftest_random_mask(&rnd, nx, ny, 77, 0.59);
+    two_level_mask(&two, nx, ny, 78, 0.62, 0.02);
+    ck_assert_int_eq(sf_labels_alloc(&ref, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&lab, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int t = 0; t < (int)(sizeof threads / sizeof threads[0]); t++) {
+        char what[64];
+        omp_set_num_threads(threads[t]);
+        snprintf(what, sizeof what, "serpentine, %d threads", threads[t]);
+        ck_assert_int_eq(check_cpu(&snake, 4, 1, what), 1);
+        snprintf(what, sizeof what, "random p=0.59, %d threads", threads[t]);
+        check_cpu_all(&rnd, what);
+        /* the two-level mask against its one-thread labels */
+        for (int conn = 4; conn <= 8; conn += 4) {
+            sf_seg_params p = {conn, 3};
+            int nref = -1, n = -1;
+            omp_set_num_threads(1);
+            ck_assert_int_eq(sf_segment_cpu(&two, &p, &ref, &nref), SF_OK);
+            omp_set_num_threads(threads[t]);
+            ck_assert_int_eq(sf_segment_cpu(&two, &p, &lab, &n), SF_OK);
+            ck_assert_int_eq(n, nref);
+            ck_assert_msg(memcmp(ref.data, lab.data, sf_npix(nx, ny) * sizeof *lab.data) == 0,
+                          "two-level mask, conn %d, %d threads: labels differ", conn, threads[t]);
+        }
+    }
+    omp_set_num_threads(keep);
+    sf_mask_free(&snake, NULL);
+    sf_mask_free(&rnd, NULL);
+    sf_mask_free(&two, NULL);
+    sf_labels_free(&ref, NULL);
+    sf_labels_free(&lab, NULL);
+#endif
+}
+END_TEST
+
 /* ---- GPU against the CPU twin --------------------------------------------- */
 
 static void check_gpu(const sf_mask *m, int conn, int min_area, const char *what)
@@ -610,6 +660,7 @@ int main(void)
     tcase_add_test(cpu, cpu_diagonal_and_order);
     tcase_add_test(cpu, cpu_bad_params);
     tcase_add_test(cpu, cpu_seed_and_flood);
+    tcase_add_test(cpu, cpu_threads);
     tcase_add_test(cpu, cpu_real_images);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, gpu_random);
