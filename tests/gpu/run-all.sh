@@ -15,7 +15,8 @@ MODE=${2:-full}
 # full: everything; tests: suites, sanitizer, scipy, compare, bytes; bench: the
 # stage benchmarks; harness: the benchmark harness; quick: tests and benchmarks at 2048;
 # convolve: the convolve benchmark with its CuPy peers, and its variants at 8192;
-# convbench: the convolve benchmark with its CuPy peers alone; suites: the Check
+# convbench: the convolve benchmark with its CuPy peers alone; checks: the Check
+# suites alone; suites: the Check
 # suites and compute-sanitizer; sanitizer: compute-sanitizer alone; background: the background stage's suites,
 # their compute-sanitizer runs, skyfind compare and the background benchmark;
 # batch: the suites, sanitizer, compare and the batch benchmark
@@ -40,6 +41,7 @@ case $MODE in
     convolve) SECTIONS="convbench convtune" ;;
     convbench) SECTIONS="convbench" ;;
     suites) SECTIONS="suites sanitizer" ;;
+    checks) SECTIONS="suites" ;;
     sanitizer) SECTIONS="sanitizer" ;;
     background) SECTIONS="suites sanitizer compare bench"
                 SUITES="background background_mesh threshold" BENCHES="background" ;;
@@ -52,7 +54,7 @@ case $MODE in
     deblend) SECTIONS="suites sanitizer compare deblendbench"
              SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
     deblendbench) SECTIONS="deblendbench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, checks, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
