@@ -18,6 +18,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <fitsio.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "skyfind/decode.h"
 #include "skyfind/catalog.h"
 #include "skyfind/fits.h"
@@ -818,21 +821,50 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
         fd = open(root, O_RDONLY);
         if (fd < 0)
             return sf_fail(SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        while (got < bytes) {
-            ssize_t r = pread(fd, (char *)*rq->buf + got, bytes - got, off + (off_t)got);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0) {
-                int e = errno;
+        {
+            struct stat sb;
+            if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (off_t)(off + (off_t)bytes) > sb.st_size) {
                 close(fd);
-                if (r == 0)
-                    return sf_fail(SF_ERR_FITS, "%s: file is truncated: plane %d of HDU %d needs "
-                                   "%zu bytes from offset %lld, the file ends %zu bytes short",
-                                   path, plane + 1, hdunum, bytes, (long long)off, bytes - got);
-                return sf_fail(SF_ERR_IO, "%s: read error: %s", path, strerror(e));
+                got = sb.st_size > off ? (size_t)(sb.st_size - off) : 0;
+                return sf_fail(SF_ERR_FITS, "%s: file is truncated: plane %d of HDU %d needs "
+                               "%zu bytes from offset %lld, the file ends %zu bytes short",
+                               path, plane + 1, hdunum, bytes, (long long)off, bytes - got);
             }
-            got += (size_t)r;
         }
+        /* a large plane is read in chunks by several threads (from the page
+         * cache one thread copies at a fraction of the memory's speed, and
+         * the buffer's first-touch page faults are spread too) */
+        const size_t chunk = (size_t)16 << 20;
+        int nchunk = (int)((bytes + chunk - 1) / chunk), nth = 1, err = 0, eof = 0;
+#ifdef _OPENMP
+        nth = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
+#endif
+        if (bytes < ((size_t)64 << 20))
+            nth = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(| : err, eof)
+        for (int c = 0; c < nchunk; c++) {
+            size_t c0 = (size_t)c * chunk, c1 = c0 + chunk < bytes ? c0 + chunk : bytes;
+            while (c0 < c1 && !err && !eof) {
+                ssize_t r = pread(fd, (char *)*rq->buf + c0, c1 - c0, off + (off_t)c0);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r < 0)
+                    err = errno ? errno : EIO;
+                else if (r == 0)
+                    eof = 1;
+                else
+                    c0 += (size_t)r;
+            }
+        }
+        if (err || eof) {
+            close(fd);
+            if (eof)
+                return sf_fail(SF_ERR_FITS, "%s: file is truncated: plane %d of HDU %d needs "
+                               "%zu bytes from offset %lld, the file ended while it was read",
+                               path, plane + 1, hdunum, bytes, (long long)off);
+            return sf_fail(SF_ERR_IO, "%s: read error: %s", path, strerror(err));
+        }
+        got = bytes;
         close(fd);
         return SF_OK;
     }
