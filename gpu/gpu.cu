@@ -373,6 +373,15 @@ fail:
     return st;
 }
 
+extern "C" sf_status sf_gpu_copy(sf_gpu *g, void *dst, const void *src, size_t bytes)
+{
+    sf_status st = SF_OK;
+    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g->stream));
+    SF_CUDA(cudaStreamSynchronize(g->stream));
+fail:
+    return st;
+}
+
 extern "C" sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes)
 {
     sf_status st = SF_OK;

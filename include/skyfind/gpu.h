@@ -86,6 +86,8 @@ void sf_gpu_host_free(sf_gpu *g, void *ptr);
 sf_status sf_gpu_to_device(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes);
+/* Device to device on the context's stream; returns when the copy is done. */
+sf_status sf_gpu_copy(sf_gpu *g, void *dst, const void *src, size_t bytes);
 /* Flip the sign bit of n floats at dst (device memory), on the stream. */
 sf_status sf_gpu_negate(sf_gpu *g, float *dst, size_t n);
 /* The CUDA device that holds ptr (device or managed memory), or -1 (host

@@ -94,7 +94,9 @@ enum {
     SF_KEEP_MASK = 1,    /* bring the mask back to the host */
     SF_KEEP_LABELS = 2,  /* bring the label map back */
     SF_KEEP_BKG = 4,     /* background and rms maps */
-    SF_KEEP_FILTERED = 8 /* the convolved image */
+    SF_KEEP_FILTERED = 8, /* the convolved image */
+    SF_KEEP_DEVICE = 16   /* GPU backend: the kept maps stay in device memory (copies
+                             owned by the result, freed with it), not brought back */
 };
 
 typedef struct {
@@ -117,7 +119,8 @@ typedef struct {
     long long nmask;            /* pixels set in the mask */
     int nsources;               /* -1 when no measure stage ran */
     sf_source *sources;         /* host, nsources entries */
-    sf_mask mask;               /* host copies, when kept */
+    sf_mask mask;               /* copies, when kept: on the host, or on the device of
+                                   maps_gpu (SF_KEEP_DEVICE) */
     sf_labels labels;
     sf_image bkgmap, rmsmap;
     sf_image filtered;          /* host copy of the convolved image, when kept */
@@ -139,6 +142,8 @@ typedef struct {
     double total_ms;
     double upload_ms;           /* GPU: the image's upload */
     uint64_t h2d, d2h;          /* bytes moved by this run */
+    sf_gpu *maps_gpu;           /* the context whose memory holds the kept maps (SF_KEEP_DEVICE);
+                                   NULL: they are host memory. It must outlive the result. */
 } sf_run_result;
 
 /* Run every step on one backend. img is on the host; on the GPU it is

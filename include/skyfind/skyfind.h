@@ -7,7 +7,7 @@
  * these functions.
  *
  *   sf_array a = {pixels, SF_DT_FLOAT32, nx, ny, nx * sizeof(float), header_text};
- *   sf_find_opts o = {"radio", "auto", NULL, 0};
+ *   sf_find_opts o = {"radio", "auto", NULL, 0, 0};
  *   sf_found *f;
  *   if (sf_find(&a, &o, &f) != SF_OK) fprintf(stderr, "%s\n", sf_errdetail());
  *   for (int j = 0; j < sf_found_ncols(f); j++) ... sf_found_column(f, j) ...
@@ -63,6 +63,10 @@ typedef struct {
                              found, else the CPU); NULL: "auto" */
     const char *const *set; /* nset assignments "stage.param=value" (as --set) */
     int nset;
+    unsigned keep;        /* maps to keep (sf_found_map): SF_KEEP_BKG (background and
+                             rms), SF_KEEP_LABELS (segmentation), SF_KEEP_FILTERED,
+                             SF_KEEP_MASK, or'ed; 0: none. With an on_gpu image they
+                             stay in device memory, else they are host memory */
 } sf_find_opts;
 
 typedef struct sf_found sf_found;
@@ -82,6 +86,13 @@ const char *sf_found_colfmt(const sf_found *f, int j);  /* the CSV's printf form
 int sf_found_colint(const sf_found *f, int j);          /* 1: integer values */
 const double *sf_found_column(const sf_found *f, int j); /* nrows values */
 const char *sf_found_backend(const sf_found *f);        /* "cpu" or "gpu" */
+/* A kept map: "background", "rms", "filtered" (float32), "segmentation" (int32
+ * labels, 0: background, else the catalogue's id) or "mask" (uint8); NULL
+ * when the run did not keep it (or made none). nx, ny, row_bytes, dtype
+ * (sf_dtype) and on_gpu (1: device memory of the image's GPU), each when not
+ * NULL, describe it. It lives until sf_found_free. */
+const void *sf_found_map(const sf_found *f, const char *name, int *nx, int *ny,
+                         long long *row_bytes, int *dtype, int *on_gpu);
 /* Everything else the run gave (background statistics, stage times, the
  * maps it kept): see sf_run_result in skyfind/pipeline.h. */
 const sf_run_result *sf_found_result(const sf_found *f);

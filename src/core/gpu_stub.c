@@ -44,6 +44,7 @@ sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes) { *ptr = NULL;
 void sf_gpu_host_free(sf_gpu *g, void *ptr) { }
 sf_status sf_gpu_to_device(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
 sf_status sf_gpu_to_host(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
+sf_status sf_gpu_copy(sf_gpu *g, void *d, const void *s, size_t n) { return NO_GPU; }
 sf_status sf_gpu_memset(sf_gpu *g, void *d, int v, size_t n) { return NO_GPU; }
 sf_status sf_gpu_negate(sf_gpu *g, float *d, size_t n) { return NO_GPU; }
 int sf_gpu_pointer_device(const void *ptr) { return -1; }

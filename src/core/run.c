@@ -58,11 +58,11 @@ SF_DEFINE_DEVBUF(sf_labels, devbuf_labels, int32_t)
 void sf_run_result_free(sf_run_result *r)
 {
     free(r->sources);
-    sf_mask_free(&r->mask, NULL);
-    sf_labels_free(&r->labels, NULL);
-    sf_image_free(&r->bkgmap, NULL);
-    sf_image_free(&r->rmsmap, NULL);
-    sf_image_free(&r->filtered, NULL);
+    sf_mask_free(&r->mask, r->maps_gpu);
+    sf_labels_free(&r->labels, r->maps_gpu);
+    sf_image_free(&r->bkgmap, r->maps_gpu);
+    sf_image_free(&r->rmsmap, r->maps_gpu);
+    sf_image_free(&r->filtered, r->maps_gpu);
     memset(r, 0, sizeof *r);
 }
 
@@ -173,32 +173,31 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
                     o->flags |= SF_SRC_DEBLENDED;
             }
     }
-#define KEEP(flag, what, field, kind)                                                         \
-    if ((o->keep & flag) && (s->have & what)) {                                               \
-        if ((st = sf_##kind##_alloc(&r->field, s->img.nx, s->img.ny, SF_HOST, NULL)))         \
+    /* kept maps: host copies, or (SF_KEEP_DEVICE on the GPU) device copies */
+    const int dev = gpu && (o->keep & SF_KEEP_DEVICE);
+    if (dev)
+        r->maps_gpu = o->gpu;
+#define KEEP(flag, have, field, src, kind)                                                    \
+    if ((o->keep & flag) && (have)) {                                                         \
+        size_t nb = sf_npix(s->img.nx, s->img.ny) * sizeof *r->field.data;                    \
+        if ((st = sf_##kind##_alloc(&r->field, s->img.nx, s->img.ny, dev ? SF_DEVICE : SF_HOST, \
+                                    dev ? o->gpu : NULL)))                                    \
             return st;                                                                        \
-        if (gpu)                                                                              \
-            st = sf_##kind##_download(o->gpu, &s->field, &r->field);                          \
+        if (dev)                                                                              \
+            st = sf_gpu_copy(o->gpu, r->field.data, s->src.data, nb);                         \
+        else if (gpu)                                                                         \
+            st = sf_##kind##_download(o->gpu, &s->src, &r->field);                            \
         else                                                                                  \
-            memcpy(r->field.data, s->field.data, sf_npix(s->img.nx, s->img.ny) * sizeof *r->field.data); \
+            memcpy(r->field.data, s->src.data, nb);                                           \
         if (st)                                                                               \
             return st;                                                                        \
     }
-    KEEP(SF_KEEP_MASK, SF_DATA_MASK, mask, mask)
-    KEEP(SF_KEEP_LABELS, SF_DATA_LABELS, labels, labels)
-    if ((o->keep & SF_KEEP_FILTERED) && s->have_filt) {
-        if ((st = sf_image_alloc(&r->filtered, s->img.nx, s->img.ny, SF_HOST, NULL)))
-            return st;
-        if (gpu)
-            st = sf_image_download(o->gpu, &s->filt, &r->filtered);
-        else
-            memcpy(r->filtered.data, s->filt.data, sf_npix(s->img.nx, s->img.ny) * sizeof(float));
-        if (st)
-            return st;
-    }
+    KEEP(SF_KEEP_MASK, s->have & SF_DATA_MASK, mask, mask, mask)
+    KEEP(SF_KEEP_LABELS, s->have & SF_DATA_LABELS, labels, labels, labels)
+    KEEP(SF_KEEP_FILTERED, s->have_filt, filtered, filt, image)
     if (s->bkgmap.data) {
-        KEEP(SF_KEEP_BKG, SF_DATA_BKG, bkgmap, image)
-        KEEP(SF_KEEP_BKG, SF_DATA_BKG, rmsmap, image)
+        KEEP(SF_KEEP_BKG, s->have & SF_DATA_BKG, bkgmap, bkgmap, image)
+        KEEP(SF_KEEP_BKG, s->have & SF_DATA_BKG, rmsmap, rmsmap, image)
     }
 #undef KEEP
     r->have_mask = r->mask.data != NULL;

@@ -193,6 +193,9 @@ static sf_status run(const char *input, const sf_image *img, const sf_array *dsr
     }
     memset(&ro, 0, sizeof ro);
     ro.backend = gpu ? SF_BACKEND_GPU : SF_BACKEND_CPU;
+    ro.keep = o ? o->keep & (SF_KEEP_MASK | SF_KEEP_LABELS | SF_KEEP_BKG | SF_KEEP_FILTERED) : 0;
+    if (dsrc) /* the maps of a device image stay on its device */
+        ro.keep |= SF_KEEP_DEVICE;
     sf_fits_beam_pixels(info, nx, ny, &beam);
     sf_run_opts_beam(&ro, &beam);
     if (gpu && (st = api_gpu(dev, &ro.gpu)) == SF_OK) {
@@ -344,6 +347,44 @@ double sf_found_stat(const sf_found *f, const char *key)
     return sum;
 }
 const sf_run_result *sf_found_result(const sf_found *f) { return f ? &f->r : NULL; }
+
+const void *sf_found_map(const sf_found *f, const char *name, int *nx, int *ny,
+                         long long *row_bytes, int *dtype, int *on_gpu)
+{
+    const void *p = NULL;
+    size_t stride = 0, es = 4;
+    int t = SF_DT_FLOAT32, w = 0, h = 0;
+    if (!f || !name)
+        return NULL;
+#define MAP(n, field, type, size)                                                            \
+    if (!strcmp(name, n) && f->r.field.data) {                                               \
+        p = f->r.field.data;                                                                 \
+        w = f->r.field.nx;                                                                   \
+        h = f->r.field.ny;                                                                   \
+        stride = f->r.field.stride;                                                          \
+        t = type;                                                                            \
+        es = size;                                                                           \
+    }
+    MAP("background", bkgmap, SF_DT_FLOAT32, 4)
+    MAP("rms", rmsmap, SF_DT_FLOAT32, 4)
+    MAP("filtered", filtered, SF_DT_FLOAT32, 4)
+    MAP("segmentation", labels, SF_DT_INT32, 4)
+    MAP("mask", mask, SF_DT_UINT8, 1)
+#undef MAP
+    if (!p)
+        return NULL;
+    if (nx)
+        *nx = w;
+    if (ny)
+        *ny = h;
+    if (row_bytes)
+        *row_bytes = (long long)(stride * es);
+    if (dtype)
+        *dtype = t;
+    if (on_gpu)
+        *on_gpu = f->r.maps_gpu != NULL;
+    return p;
+}
 
 void sf_found_free(sf_found *f)
 {

@@ -7,6 +7,11 @@ pipelines:
   - the run copied no image to the GPU (meta h2d_bytes, the runner's counter
     of host-to-device bytes, far below the image's size: it must be 0 or a
     few bytes of parameters);
+  - maps=[...] on the CuPy array: CuPy arrays (device-to-device copies, no
+    more bytes moved than without them) equal to the maps of the same run on
+    the NumPy array;
+  - the CuPy array wrapped in an object with only __dlpack__ (as a torch or
+    JAX tensor): the same catalogue, nothing uploaded;
   - timing, after a warm-up, median of 10: the wall time of find() (Python
     and ctypes included, the catalogue back as NumPy columns) beside the
     library's stage device time (CUDA events), and the lesson's CuPy code
@@ -92,6 +97,32 @@ with tempfile.TemporaryDirectory() as tmp:
             check(m["backend"] == "gpu" and m["h2d_bytes"] < a.nbytes / 1000,
                   f"{n}^2 {pipe}: {int(m['h2d_bytes'])} bytes host to device (image {a.nbytes}), "
                   f"{int(m['d2h_bytes'])} back")
+            # maps of a CuPy image: CuPy arrays, made on the device (no more bytes up or down than
+            # without them, beyond the catalogue), equal to the maps of the same run on a NumPy array
+            names = list(skyfind.MAPS)
+            cg, mg = skyfind.find(d, hdr, pipeline=pipe, backend="gpu", table=False, maps=names)
+            ch, mh = skyfind.find(a, hdr, pipeline=pipe, backend="gpu", table=False, maps=names)
+            kinds = {k: type(v).__module__.split(".")[0] for k, v in mg.items() if v is not None}
+            eq = all((mg[k] is None) == (mh[k] is None) and
+                     (mg[k] is None or np.array_equal(cp.asnumpy(mg[k]), mh[k], equal_nan=mh[k].dtype.kind == "f"))
+                     for k in names)
+            check(set(kinds.values()) == {"cupy"} and eq and rows(cg) == mine and
+                  cg["meta"]["h2d_bytes"] == m["h2d_bytes"] and cg["meta"]["d2h_bytes"] == m["d2h_bytes"],
+                  f"{n}^2 {pipe}: maps {sorted(kinds)} are CuPy arrays equal to a NumPy image's maps; "
+                  f"{int(cg['meta']['h2d_bytes'])} B up, {int(cg['meta']['d2h_bytes'])} B down "
+                  f"(without maps {int(m['h2d_bytes'])}, {int(m['d2h_bytes'])})")
+            # DLPack alone (as a torch or JAX CUDA tensor): read through cupy.from_dlpack, in place
+            class OnlyDLPack:
+                def __init__(self, x):
+                    self._x = x
+                def __dlpack__(self, stream=None):
+                    return self._x.__dlpack__()
+                def __dlpack_device__(self):
+                    return self._x.__dlpack_device__()
+            cd = skyfind.find(OnlyDLPack(d), hdr, pipeline=pipe, backend="gpu", table=False)
+            check(rows(cd) == mine and cd["meta"]["h2d_bytes"] == m["h2d_bytes"],
+                  f"{n}^2 {pipe}: a CUDA array given through DLPack alone: the same catalogue, "
+                  f"{int(cd['meta']['h2d_bytes'])} B up")
             # timing: find() wall, the stages' device time, the lesson's CuPy code
             walls, stages = [], []
             for k in range(11):

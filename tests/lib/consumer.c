@@ -79,7 +79,7 @@ int main(int argc, char **argv)
     }
     { /* the one-call entry point, its table printed as the CSV writer prints */
         sf_array a = {img.data, SF_DT_FLOAT32, nx, ny, (long long)(img.stride * sizeof(float)), NULL};
-        sf_find_opts fo = {argv[1], "cpu", NULL, 0};
+        sf_find_opts fo = {argv[1], "cpu", NULL, 0, 0};
         sf_found *f;
         FILE *out;
         snprintf(path, sizeof path, "%s.find", argv[3]);

@@ -13,6 +13,9 @@ format:
   - the lesson's own numpy/scipy code (tests/py/test_lesson.py) against
     skyfind.find(..., pipeline="lesson"): same sigma, count, npix, centroids
     and fluxes to 1e-6;
+  - maps=[...]: the background, rms, segmentation, filtered and mask
+    arrays equal the check images `skyfind run --save` writes;
+  - an array given through DLPack alone gives the NumPy array's catalogue;
   - errors (bad shapes, types, pipelines, parameters, backends) raise
     skyfind.SkyfindError carrying the library's message."""
 import math, os, re, subprocess, sys, tempfile
@@ -149,6 +152,51 @@ with tempfile.TemporaryDirectory() as tmp:
     with ThreadPoolExecutor(4) as ex:
         together = list(ex.map(lambda j: table_rows(skyfind.find(j[0], hdr_out, pipeline=j[1], backend="cpu")), jobs))
     check(together == alone, "8 find() calls on 4 threads give the catalogues of the calls made one by one")
+
+    # maps: find(..., maps=[...]) returns the check images `skyfind run --save` writes, equal to the bit
+    path = os.path.join(tmp, "sky_float32.fits")
+    for pipe in ("radio", "lesson"):
+        out = os.path.join(tmp, "maps_" + pipe)
+        subprocess.run([SKYFIND, "run", "-q", "-b", "cpu", "-p", pipe, "--save", "seg,background,rms,filtered,mask",
+                        "-o", out, path], check=True)
+        t, m = skyfind.find(fits.getdata(path), fits.getheader(path), pipeline=pipe, backend="cpu",
+                            maps=list(skyfind.MAPS))
+        files = {"background": "bkg", "rms": "rms", "segmentation": "seg", "filtered": "filt", "mask": "mask"}
+        for name, suf in files.items():
+            f = os.path.join(out, f"sky_float32.{suf}.fits")
+            if not os.path.exists(f):
+                check(m[name] is None, f"{pipe}: no {suf}.fits written, and maps['{name}'] is {type(m[name])}")
+                continue
+            want = np.squeeze(fits.getdata(f))
+            got = m[name]
+            same_bits = got is not None and got.shape == want.shape and \
+                np.array_equal(got.astype(want.dtype.newbyteorder("=")), want.astype(want.dtype.newbyteorder("=")),
+                               equal_nan=got.dtype.kind == "f")
+            check(same_bits, f"{pipe}: maps['{name}'] equals the CLI's {suf}.fits "
+                             f"({None if got is None else (got.dtype, got.shape)} vs {want.dtype}, {want.shape})")
+        check(m["segmentation"].max() == len(t) and set(np.unique(m["segmentation"][m["segmentation"] > 0])) ==
+              set(int(i) for i in t["id"]), f"{pipe}: the segmentation's labels are the catalogue's ids")
+    print(f"maps: background, rms, segmentation, filtered and mask of radio and lesson runs checked against "
+          f"`skyfind run --save` (lesson: {sorted(k for k, v in m.items() if v is not None)}; no filtered image)")
+    try:
+        skyfind.find(f32, maps=["background", "beam"], backend="cpu")
+        check(False, "maps=['beam'] should raise")
+    except skyfind.SkyfindError as e:
+        check("beam" in str(e), f"maps=['beam'] raises: {e}")
+
+    # DLPack: an object with only __dlpack__ (as a torch or JAX CPU tensor) is read through numpy.from_dlpack
+    class OnlyDLPack:
+        def __init__(self, a):
+            self._a = a
+        def __dlpack__(self, stream=None):
+            return self._a.__dlpack__()
+        def __dlpack_device__(self):
+            return self._a.__dlpack_device__()
+    if hasattr(np, "from_dlpack"):
+        check(table_rows(skyfind.find(OnlyDLPack(f32), hdr_out, pipeline="radio", backend="cpu")) == base,
+              "a CPU array given through DLPack alone gives the NumPy array's catalogue")
+    else:
+        print("SKIP (part): this NumPy has no from_dlpack")
 
     # 2. the real images: find_file, and find on astropy's pixels for float images
     names = sorted(n for n in os.listdir(DATA) if (n.endswith(".fits") or n.endswith(".fits.gz") or n.endswith(".fz"))

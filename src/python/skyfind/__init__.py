@@ -57,7 +57,7 @@ class _Array(ctypes.Structure):
 
 class _Opts(ctypes.Structure):
     _fields_ = [("pipeline", ctypes.c_char_p), ("backend", ctypes.c_char_p),
-                ("set", ctypes.POINTER(ctypes.c_char_p)), ("nset", ctypes.c_int)]
+                ("set", ctypes.POINTER(ctypes.c_char_p)), ("nset", ctypes.c_int), ("keep", ctypes.c_uint)]
 
 
 _P = ctypes.c_void_p
@@ -76,6 +76,10 @@ for _f, _r in (("sf_found_nrows", ctypes.c_int), ("sf_found_ncols", ctypes.c_int
         else [_P, ctypes.c_int]
 _lib.sf_found_stat.argtypes = [_P, ctypes.c_char_p]
 _lib.sf_found_stat.restype = ctypes.c_double
+_lib.sf_found_map.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                              ctypes.POINTER(ctypes.c_longlong), ctypes.POINTER(ctypes.c_int),
+                              ctypes.POINTER(ctypes.c_int)]
+_lib.sf_found_map.restype = ctypes.c_void_p
 _lib.sf_found_free.argtypes = [_P]
 _lib.sf_found_free.restype = None
 
@@ -116,7 +120,25 @@ def _pipeline(p):
     return p
 
 
-def _opts(pipeline, backend, params):
+# maps a run can keep (sf_found_map), and the SF_KEEP_* bit of each (skyfind/pipeline.h)
+MAPS = {"background": 4, "rms": 4, "segmentation": 2, "filtered": 8, "mask": 1}
+_MAP_DT = {9: np.float32, 6: np.int32, 1: np.uint8}
+
+
+def _keep(maps):
+    if maps is None:
+        return 0
+    if isinstance(maps, str):
+        maps = [maps]
+    bits = 0
+    for m in maps:
+        if m not in MAPS:
+            raise SkyfindError(f"maps: '{m}' is not one of {', '.join(MAPS)}")
+        bits |= MAPS[m]
+    return bits
+
+
+def _opts(pipeline, backend, params, maps=None):
     pipeline = _pipeline(pipeline)
     sets = []
     for stage, values in params.items():
@@ -129,7 +151,7 @@ def _opts(pipeline, backend, params):
             sets.append(f"{stage}.{k}={v}".encode())
     arr = (ctypes.c_char_p * max(len(sets), 1))(*sets)
     o = _Opts(pipeline.encode() if pipeline else None, backend.encode() if backend else None,
-              ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), len(sets))
+              ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), len(sets), _keep(maps))
     return o, arr
 
 
@@ -141,8 +163,39 @@ def _error():
 _STATS = ("h2d_bytes", "d2h_bytes", "total_ms", "upload_ms", "stages_ms")
 
 
-def _table(found, table=True):
+def _maps(found, maps):
+    """The kept maps as arrays, copied before the result is freed: NumPy for
+    host memory, CuPy (a device-to-device copy) for device memory; None for a
+    map the run did not make (filtered without a convolve stage)."""
+    if isinstance(maps, str):
+        maps = [maps]
+    out = {}
+    for name in maps:
+        nx, ny, on_gpu, dt = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        rb = ctypes.c_longlong()
+        ptr = _lib.sf_found_map(found, name.encode(), ctypes.byref(nx), ctypes.byref(ny), ctypes.byref(rb),
+                                ctypes.byref(dt), ctypes.byref(on_gpu))
+        if not ptr:
+            out[name] = None
+            continue
+        dtype = np.dtype(_MAP_DT[dt.value])
+        shape, strides = (ny.value, nx.value), (rb.value, dtype.itemsize)
+        if on_gpu.value:
+            import cupy as cp
+            mem = cp.cuda.UnownedMemory(ptr, rb.value * ny.value, None)
+            view = cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0), strides=strides)
+            out[name] = view.copy()
+        else:
+            buf = (ctypes.c_char * (rb.value * ny.value)).from_address(ptr)
+            out[name] = np.ndarray(shape, dtype, buffer=buf, strides=strides).copy()
+    return out
+
+
+def _table(found, table=True, maps=None):
+    kept = None
     try:
+        if maps is not None:
+            kept = _maps(found, maps)
         n = _lib.sf_found_nrows(found)
         cols, units, fmts = {}, {}, {}
         for j in range(_lib.sf_found_ncols(found)):
@@ -158,7 +211,7 @@ def _table(found, table=True):
         _lib.sf_found_free(found)
     if not table:
         cols["meta"] = dict(meta, units=units, formats=fmts)
-        return cols
+        return cols if maps is None else (cols, kept)
     from astropy.table import Table
     import astropy.units as u
     t = Table()
@@ -168,7 +221,7 @@ def _table(found, table=True):
             t[name].unit = u.Unit(units[name], parse_strict="silent")
         t[name].meta["format"] = fmts[name]
     t.meta.update(meta)
-    return t
+    return t if maps is None else (t, kept)
 
 
 def _header_text(header):
@@ -179,7 +232,26 @@ def _header_text(header):
     return header.tostring(sep="", endcard=False, padding=False).encode("ascii", errors="replace")
 
 
-def find(data, header=None, pipeline="radio", backend="auto", table=True, **params):
+def _from_dlpack(data):
+    """An object with only the DLPack protocol as a NumPy (CPU) or CuPy (CUDA)
+    array, without a copy; other objects as they are."""
+    if getattr(data, "__cuda_array_interface__", None) is not None or not hasattr(data, "__dlpack__") \
+            or isinstance(data, np.ndarray):
+        return data
+    kind = data.__dlpack_device__()[0] if hasattr(data, "__dlpack_device__") else 1
+    if kind == 1:  # kDLCPU
+        return np.from_dlpack(data)
+    if kind in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        try:
+            import cupy as cp
+        except ImportError as e:
+            raise SkyfindError("find: a CUDA array given through DLPack needs CuPy to be read in place "
+                               f"({e})") from None
+        return cp.from_dlpack(data)
+    raise SkyfindError(f"find: DLPack device type {kind} is neither the CPU nor CUDA")
+
+
+def find(data, header=None, pipeline="radio", backend="auto", table=True, maps=None, **params):
     """Find the sources of a 2-D image in memory.
 
     data: a 2-D NumPy array (leading axes of length 1, as the FREQ and STOKES
@@ -193,22 +265,31 @@ def find(data, header=None, pipeline="radio", backend="auto", table=True, **para
     .pipe text. backend: "cpu", "gpu" or "auto".
     params: per stage, a dict of parameters, as --set stage.param=value:
     ``find(a, threshold={"nsigma": 4}, segment={"min_area": 5})``.
-    A CuPy array (anything with __cuda_array_interface__), float32, is
-    used in place on its GPU: the pixels do not cross to the host
-    (meta["h2d_bytes"] counts what did).
+    A CuPy array (anything with __cuda_array_interface__, or a CUDA array
+    with only DLPack's __dlpack__, read through cupy.from_dlpack), float32,
+    is used in place on its GPU: the pixels do not cross to the host
+    (meta["h2d_bytes"] counts what did). A CPU array with only __dlpack__
+    is read through numpy.from_dlpack.
+    maps: names among "background", "rms", "segmentation" (int32 labels,
+    the catalogue's id), "filtered" and "mask" (uint8): the run keeps them
+    and find returns (table, {name: array}); the arrays are of the input's
+    kind: CuPy arrays on the image's GPU for a GPU image (device-to-device
+    copies), NumPy arrays otherwise; None for a map the pipeline does not
+    make.
     Returns an astropy Table; meta holds "backend" ("cpu" or "gpu"),
     "h2d_bytes", "d2h_bytes", "total_ms", "upload_ms" and "stages_ms" (the
     stages' summed time, CUDA events on the GPU). table=False returns a dict
     of NumPy columns instead, without astropy, with "meta" (as above, plus
     "units" and "formats", the CSV's printf format of each column)."""
-    o, keep = _opts(pipeline, backend, params)
+    o, keep = _opts(pipeline, backend, params, maps)
+    data = _from_dlpack(data)
     cai = getattr(data, "__cuda_array_interface__", None)
     if cai is not None:  # CuPy (or any CUDA array): used in place on its device
         img = _device_array(cai, header)
         found = _P()
         if _lib.sf_find(ctypes.byref(img), ctypes.byref(o), ctypes.byref(found)) != 0:
             raise _error()
-        return _table(found, table)
+        return _table(found, table, maps)
     a = np.ma.getdata(data)
     mask = np.ma.getmaskarray(data) if np.ma.is_masked(data) else None
     while a.ndim > 2 and a.shape[0] == 1:  # degenerate axes (FREQ, STOKES) of radio images
@@ -232,7 +313,7 @@ def find(data, header=None, pipeline="radio", backend="auto", table=True, **para
     found = _P()
     if _lib.sf_find(ctypes.byref(img), ctypes.byref(o), ctypes.byref(found)) != 0:
         raise _error()
-    return _table(found, table)
+    return _table(found, table, maps)
 
 
 def _device_array(cai, header):
@@ -262,15 +343,15 @@ def _device_array(cai, header):
                   _header_text(header), 1)
 
 
-def find_file(path, pipeline="radio", backend="auto", plane=0, table=True, **params):
+def find_file(path, pipeline="radio", backend="auto", plane=0, table=True, maps=None, **params):
     """Find the sources of one plane of a FITS file, read as ``skyfind run``
     reads it (plane: 1-based plane of a cube, 0 for the first). Arguments
-    and result as ``find``."""
-    o, keep = _opts(pipeline, backend, params)
+    and result as ``find`` (maps: NumPy arrays)."""
+    o, keep = _opts(pipeline, backend, params, maps)
     found = _P()
     if _lib.sf_find_file(os.fsencode(path), int(plane), ctypes.byref(o), ctypes.byref(found)) != 0:
         raise _error()
-    return _table(found, table)
+    return _table(found, table, maps)
 
 
 def stages():
