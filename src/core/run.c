@@ -292,11 +292,52 @@ static void drop_detections(sf_state *s)
     s->nlabels = s->nsources = 0;
 }
 
+/* The kept maps of r (host copies) moved to the device of g: after the
+ * negative pass of threshold sign=negative|both, whose masks and labels are
+ * merged on the host. The uploads count in the run's bytes. */
+static sf_status maps_to_device(sf_run_result *r, sf_gpu *g)
+{
+    sf_status st = SF_OK;
+#define TODEV(field, kind)                                                                  \
+    if (r->field.data && st == SF_OK) {                                                    \
+        __typeof__(r->field) d;                                                            \
+        memset(&d, 0, sizeof d);                                                           \
+        if ((st = sf_##kind##_alloc(&d, r->field.nx, r->field.ny, SF_DEVICE, g)) == SF_OK &&  \
+            (st = sf_##kind##_upload(g, &r->field, &d)) == SF_OK) {                        \
+            sf_##kind##_free(&r->field, NULL);                                             \
+            r->field = d;                                                                  \
+        } else {                                                                           \
+            sf_##kind##_free(&d, g);                                                       \
+        }                                                                                  \
+    }
+    TODEV(mask, mask)
+    TODEV(labels, labels)
+    TODEV(bkgmap, image)
+    TODEV(rmsmap, image)
+    TODEV(filtered, image)
+#undef TODEV
+    /* a mix of host and device maps cannot be freed: on failure, none is kept */
+    if (st) {
+        for (int dev = 0; dev < 2; dev++) {
+            sf_gpu *h = dev ? g : NULL;
+#define DROP(field, kind)                                                                   \
+    if (r->field.data && (r->field.loc == SF_DEVICE) == dev)                               \
+        sf_##kind##_free(&r->field, h);
+            DROP(mask, mask) DROP(labels, labels) DROP(bkgmap, image) DROP(rmsmap, image) DROP(filtered, image)
+#undef DROP
+        }
+        r->have_mask = r->have_labels = 0;
+        return st;
+    }
+    r->maps_gpu = g;
+    return SF_OK;
+}
+
 /* Pixels set in the mask, where it is on the host (the CPU, or a kept GPU
  * mask); -1 for a GPU mask left on the device. */
 static long long count_mask(const sf_state *s, const sf_run_result *r, int gpu)
 {
-    const uint8_t *m = r->have_mask ? r->mask.data : gpu ? NULL : s->mask.data;
+    const uint8_t *m = r->have_mask && !r->maps_gpu ? r->mask.data : gpu ? NULL : s->mask.data;
     long long c = 0;
     if (!(s->have & SF_DATA_MASK))
         return 0;
@@ -437,13 +478,17 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         r->nmask = count_mask(&s, r, gpu);
     } else {
         /* threshold sign=negative|both: the steps from threshold on run on
-         * the image (both) and then on the inverted image */
+         * the image (both) and then on the inverted image; the two passes'
+         * maps are merged on the host (and moved to the device after, if
+         * asked: SF_KEEP_DEVICE) */
         sf_run_result n;
+        sf_run_opts oh = *o;
+        oh.keep &= ~(unsigned)SF_KEEP_DEVICE;
         memset(&n, 0, sizeof n);
         if ((st = run_steps(&s, pl, 0, ithr, gpu, timer, r)))
             goto fail;
         if (sign == SF_SIGN_BOTH) {
-            if ((st = run_steps(&s, pl, ithr, pl->nsteps, gpu, timer, r)) || (st = collect(&s, o, r)))
+            if ((st = run_steps(&s, pl, ithr, pl->nsteps, gpu, timer, r)) || (st = collect(&s, &oh, r)))
                 goto fail;
             r->nmask = count_mask(&s, r, gpu);
             drop_detections(&s);
@@ -453,7 +498,7 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
             goto fail;
         n.nx = r->nx;
         n.ny = r->ny;
-        if ((st = collect(&s, o, &n))) {
+        if ((st = collect(&s, &oh, &n))) {
             sf_run_result_free(&n);
             goto fail;
         }
@@ -461,6 +506,8 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         st = merge_negative(r, &n, sign == SF_SIGN_BOTH);
         sf_run_result_free(&n);
         if (st)
+            goto fail;
+        if (gpu && (o->keep & SF_KEEP_DEVICE) && (st = maps_to_device(r, o->gpu)))
             goto fail;
     }
     r->sign = ithr < 0 ? SF_SIGN_POSITIVE : sign;

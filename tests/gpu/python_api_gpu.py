@@ -106,6 +106,20 @@ with tempfile.TemporaryDirectory() as tmp:
             eq = all((mg[k] is None) == (mh[k] is None) and
                      (mg[k] is None or np.array_equal(cp.asnumpy(mg[k]), mh[k], equal_nan=mh[k].dtype.kind == "f"))
                      for k in names)
+            # with negative detections (threshold sign=both) the two passes' maps are merged on the
+            # host and then copied to the device: still CuPy arrays equal to the NumPy image's
+            if pipe == "radio":
+                both = {"threshold": {"sign": "both"}}
+                cg2, mg2 = skyfind.find(d, hdr, pipeline=pipe, backend="gpu", table=False, maps=names, **both)
+                ch2, mh2 = skyfind.find(a, hdr, pipeline=pipe, backend="gpu", table=False, maps=names, **both)
+                eq2 = all((mg2[k] is None) == (mh2[k] is None) and
+                          (mg2[k] is None or (type(mg2[k]).__module__.startswith("cupy") and
+                                              np.array_equal(cp.asnumpy(mg2[k]), mh2[k],
+                                                             equal_nan=mh2[k].dtype.kind == "f")))
+                          for k in names)
+                check(eq2 and rows(cg2) == rows(ch2) and (mh2["segmentation"] < 0).any(),
+                      f"{n}^2 radio sign=both: CuPy maps equal a NumPy image's (negative labels: "
+                      f"{int((mh2['segmentation'] < 0).sum())} pixels)")
             check(set(kinds.values()) == {"cupy"} and eq and rows(cg) == mine and
                   cg["meta"]["h2d_bytes"] == m["h2d_bytes"] and cg["meta"]["d2h_bytes"] == m["d2h_bytes"],
                   f"{n}^2 {pipe}: maps {sorted(kinds)} are CuPy arrays equal to a NumPy image's maps; "

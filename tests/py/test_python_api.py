@@ -155,12 +155,14 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # maps: find(..., maps=[...]) returns the check images `skyfind run --save` writes, equal to the bit
     path = os.path.join(tmp, "sky_float32.fits")
-    for pipe in ("radio", "lesson"):
+    for pipe in ("radio", "lesson", "radio+both"):
         out = os.path.join(tmp, "maps_" + pipe)
-        subprocess.run([SKYFIND, "run", "-q", "-b", "cpu", "-p", pipe, "--save", "seg,background,rms,filtered,mask",
-                        "-o", out, path], check=True)
-        t, m = skyfind.find(fits.getdata(path), fits.getheader(path), pipeline=pipe, backend="cpu",
-                            maps=list(skyfind.MAPS))
+        both = pipe.endswith("+both")  # negative detections: negative labels, mask bits 2-3
+        subprocess.run([SKYFIND, "run", "-q", "-b", "cpu", "-p", pipe.split("+")[0], "--save",
+                        "seg,background,rms,filtered,mask", "-o", out, path]
+                       + (["--set", "threshold.sign=both"] if both else []), check=True)
+        t, m = skyfind.find(fits.getdata(path), fits.getheader(path), pipeline=pipe.split("+")[0], backend="cpu",
+                            maps=list(skyfind.MAPS), **({"threshold": {"sign": "both"}} if both else {}))
         files = {"background": "bkg", "rms": "rms", "segmentation": "seg", "filtered": "filt", "mask": "mask"}
         for name, suf in files.items():
             f = os.path.join(out, f"sky_float32.{suf}.fits")
@@ -174,8 +176,9 @@ with tempfile.TemporaryDirectory() as tmp:
                                equal_nan=got.dtype.kind == "f")
             check(same_bits, f"{pipe}: maps['{name}'] equals the CLI's {suf}.fits "
                              f"({None if got is None else (got.dtype, got.shape)} vs {want.dtype}, {want.shape})")
-        check(m["segmentation"].max() == len(t) and set(np.unique(m["segmentation"][m["segmentation"] > 0])) ==
-              set(int(i) for i in t["id"]), f"{pipe}: the segmentation's labels are the catalogue's ids")
+        seg = m["segmentation"]
+        check(set(np.unique(seg[seg != 0])) == set(int(i) for i in t["id"]),
+              f"{pipe}: the segmentation's labels are the catalogue's ids")
     print(f"maps: background, rms, segmentation, filtered and mask of radio and lesson runs checked against "
           f"`skyfind run --save` (lesson: {sorted(k for k, v in m.items() if v is not None)}; no filtered image)")
     try:
