@@ -98,7 +98,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{n}^2 {pipe}: {int(m['h2d_bytes'])} bytes host to device (image {a.nbytes}), "
                   f"{int(m['d2h_bytes'])} back")
             # maps of a CuPy image: CuPy arrays, made on the device (no more bytes up or down than
-            # without them, beyond the catalogue), equal to the maps of the same run on a NumPy array
+            # the first call without them: that one also uploads the kernel, cached after), equal to
+            # the maps of the same run on a NumPy array
             names = list(skyfind.MAPS)
             cg, mg = skyfind.find(d, hdr, pipeline=pipe, backend="gpu", table=False, maps=names)
             ch, mh = skyfind.find(a, hdr, pipeline=pipe, backend="gpu", table=False, maps=names)
@@ -121,7 +122,7 @@ with tempfile.TemporaryDirectory() as tmp:
                       f"{n}^2 radio sign=both: CuPy maps equal a NumPy image's (negative labels: "
                       f"{int((mh2['segmentation'] < 0).sum())} pixels)")
             check(set(kinds.values()) == {"cupy"} and eq and rows(cg) == mine and
-                  cg["meta"]["h2d_bytes"] == m["h2d_bytes"] and cg["meta"]["d2h_bytes"] == m["d2h_bytes"],
+                  cg["meta"]["h2d_bytes"] <= m["h2d_bytes"] and cg["meta"]["d2h_bytes"] == m["d2h_bytes"],
                   f"{n}^2 {pipe}: maps {sorted(kinds)} are CuPy arrays equal to a NumPy image's maps; "
                   f"{int(cg['meta']['h2d_bytes'])} B up, {int(cg['meta']['d2h_bytes'])} B down "
                   f"(without maps {int(m['h2d_bytes'])}, {int(m['d2h_bytes'])})")
@@ -134,7 +135,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 def __dlpack_device__(self):
                     return self._x.__dlpack_device__()
             cd = skyfind.find(OnlyDLPack(d), hdr, pipeline=pipe, backend="gpu", table=False)
-            check(rows(cd) == mine and cd["meta"]["h2d_bytes"] == m["h2d_bytes"],
+            check(rows(cd) == mine and cd["meta"]["h2d_bytes"] <= m["h2d_bytes"],
                   f"{n}^2 {pipe}: a CUDA array given through DLPack alone: the same catalogue, "
                   f"{int(cd['meta']['h2d_bytes'])} B up")
             # timing: find() wall, the stages' device time, the lesson's CuPy code
