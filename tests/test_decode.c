@@ -4,6 +4,7 @@
  * conversion (sf_fits_read) bit for bit; the GPU decode must equal the twin
  * bit for bit on awkward sizes, every output element written. */
 #include <fitsio.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ static const kind kinds[] = {
     {8, 1, 0, 0},       {8, 0.5, -3, 1},      {16, 1, 0, 0},         {16, 1, 32768, 0},
     {16, 2.92273835509, 3713.66692596, 1},    {32, 1, 0, 0},         {32, 0.7071, 0, 1},
     {32, 1, 2147483648.0, 0},                 {64, 1, 0, 0},         {64, 1e-3, 5, 1},
+    {64, 1, 9223372036854775808.0, 0},        {64, 1, 9223372036854775808.0, 1}, /* uint64 */
     {-32, 1, 0, 0},     {-32, 2.5, -1, 0},    {-64, 1, 0, 0},        {-64, 1e-2, 7, 0},
     {0, 0, 0, 0}};
 
@@ -89,6 +91,13 @@ static const char *write_kind(const kind *k, int nx, int ny, int nz, uint64_t se
         LONGLONG *v = malloc(n * sizeof *v);
         for (size_t i = 0; i < n; i++)
             v[i] = (LONGLONG)(sftest_next(&r) >> 20) - ((LONGLONG)1 << 43);
+        if (k->bzero == 9223372036854775808.0) { /* unsigned: small values, 0 and 2^64 - 1 */
+            for (size_t i = 0; i < n; i++)
+                v[i] = LLONG_MIN + (LONGLONG)(sftest_next(&r) >> 20);
+            v[0] = LLONG_MIN;
+            if (n > 1)
+                v[1] = LLONG_MAX;
+        }
         if (n > 3 && k->blank)
             v[2] = blank;
         fits_write_img(fp, TLONGLONG, 1, (LONGLONG)n, v, &status);
@@ -194,6 +203,25 @@ START_TEST(test_cpu_rule)
     ck_assert(sf_decode_pixel(be32, &l, 0) == -3.14159274101257324f);
     l.bscale = 2.0;
     ck_assert(sf_decode_pixel(be32, &l, 1) == (float)(-3.14159274101257324 * 2.0));
+    {   /* unsigned 64-bit (BZERO 2^63): exact, not through v + 2^63 in double */
+        const uint64_t stored[] = {0x8000000000000000ull, 0x8000000000000005ull, 0x7fffffffffffffffull,
+                                   0x8020000000000001ull, 0x800000000001e240ull};
+        const float want[] = {0.0f, 5.0f, 18446744073709551615.0f, 9007199254740992.0f, 123456.0f};
+        l = (sf_raw_layout){64, 1.0, 9223372036854775808.0, 0, 0, 1, 1};
+        for (int i = 0; i < 5; i++) {
+            unsigned char be[8];
+            for (int b = 0; b < 8; b++)
+                be[b] = (unsigned char)(stored[i] >> (56 - 8 * b));
+            ck_assert_msg(sf_decode_pixel(be, &l, sf_raw_scaled(&l)) == want[i], "uint64 %d: %.9g, want %.9g", i,
+                          sf_decode_pixel(be, &l, 1), want[i]);
+        }
+        l.has_blank = 1;
+        l.blank = (long long)0x8000000000000005ull;
+        {
+            unsigned char be[8] = {0x80, 0, 0, 0, 0, 0, 0, 5};
+            ck_assert(isnan(sf_decode_pixel(be, &l, 1)));
+        }
+    }
     l = (sf_raw_layout){8, 1.0, 0.0, 0, 0, 0, 1};
     ck_assert(sf_raw_check(&l) == SF_ERR_FORMAT);
     l = (sf_raw_layout){17, 1.0, 0.0, 0, 0, 1, 1};

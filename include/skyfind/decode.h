@@ -59,6 +59,16 @@ SF_DEC_HD float sf_decode_finish(double d)
     return isfinite(f) ? f : NAN;
 }
 
+/* The FITS convention for unsigned 64-bit integers: BITPIX 64, BSCALE 1,
+ * BZERO 2^63. v * 1 + 2^63 in double (CFITSIO's arithmetic for float output)
+ * keeps no bit of small values (ulp(2^63) is 2048), so these are decoded
+ * exactly instead: the stored value with its top bit flipped, as uint64,
+ * then converted to float32 through double. */
+SF_DEC_HD int sf_raw_uint64(const sf_raw_layout *l)
+{
+    return l->bitpix == 64 && l->bscale == 1.0 && l->bzero == 9223372036854775808.0;
+}
+
 /* One pixel from its big-endian bytes p (of |bitpix|/8 bytes). */
 SF_DEC_HD float sf_decode_pixel(const unsigned char *p, const sf_raw_layout *l, int scaled)
 {
@@ -89,6 +99,8 @@ SF_DEC_HD float sf_decode_pixel(const unsigned char *p, const sf_raw_layout *l, 
         v = (int64_t)u;
         if (l->has_blank && (long long)v == l->blank)
             return NAN;
+        if (sf_raw_uint64(l)) /* unsigned 64-bit: the value exactly, then rounded once */
+            return (float)(double)(u ^ 0x8000000000000000ull);
         return sf_decode_finish(scaled ? sf_decode_scale((double)v, l->bscale, l->bzero) : (double)v);
     }
     case -32: {

@@ -474,8 +474,29 @@ static sf_status sf_fits_read_plane(const char *path, fitsfile *fp, int hdunum,
             idx /= naxes[k];
         }
     }
-    if (!fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, out, &anynul, &status))
+    if (in->bitpix == 64 && in->bscale == 1.0 && in->bzero == 9223372036854775808.0) {
+        /* unsigned 64-bit (sf_raw_uint64): CFITSIO's float conversion adds
+         * 2^63 in double and loses the low bits; read the values exactly
+         * as unsigned integers, BLANK pixels flagged, and round once */
+        size_t n = (size_t)naxes[0] * (size_t)naxes[1];
+        unsigned long long *u = malloc(n * sizeof *u);
+        char *nul = malloc(n);
+        LONGLONG first = 1 + (LONGLONG)plane * (LONGLONG)n;
+        if (!u || !nul) {
+            free(u);
+            free(nul);
+            return sf_fail(SF_ERR_NOMEM, "%s: no memory for %zu unsigned 64-bit pixels", path, n);
+        }
+        if (!fits_read_imgnull(fp, TULONGLONG, first, (LONGLONG)n, u, nul, &anynul, &status))
+            for (size_t i = 0; i < n; i++)
+                out[i] = nul[i] ? NAN : (float)(double)u[i];
+        free(u);
+        free(nul);
+        if (!status)
+            return SF_OK;
+    } else if (!fits_read_subset(fp, TFLOAT, fpixel, lpixel, inc, &nulval, out, &anynul, &status)) {
         return SF_OK;
+    }
     if (status == END_OF_FILE || status == READ_ERROR)
         return sf_fits_fail_read(path, status, "");
     sf_fits_status_text(status, cs, sizeof cs);

@@ -100,11 +100,9 @@ with tempfile.TemporaryDirectory() as tmp:
     for k in ("BSCALE", "BZERO", "BLANK"):
         hdr_out.remove(k, ignore_missing=True, remove_all=True)
     n_ok = 0
-    # uint64 is left out of the CLI comparison: CFITSIO reads BITPIX 64 with
-    # BZERO 2^63 as (double)(v - 2^63) + 2^63, which keeps no bits of small
-    # values (the CLI finds a sigma of 0 here); find() converts uint64 exactly,
-    # checked against the float64 array below
-    for dt in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.int64,
+    # uint64 is written with BZERO 2^63, which the CLI decodes exactly (not as
+    # CFITSIO's (double)(v - 2^63) + 2^63, which keeps no bit of small values)
+    for dt in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64,
                np.float32, np.float64):
         a = ints.astype(dt).reshape(1, 1, *ints.shape)  # the sky's NAXIS=4 shape
         path = os.path.join(tmp, f"sky_{np.dtype(dt).name}.fits")
@@ -113,7 +111,7 @@ with tempfile.TemporaryDirectory() as tmp:
             rows, err = cli_rows(path, pipe, os.path.join(tmp, "o"))
             t = skyfind.find(a, hdr_out, pipeline=pipe, backend="cpu")
             n_ok += bool(same(f"{np.dtype(dt).name} {pipe}", rows, t, err))
-    print(f"every pixel type: {n_ok} of 18 (9 types x lesson, radio) equal the CLI's catalogue; "
+    print(f"every pixel type: {n_ok} of 20 (10 types x lesson, radio) equal the CLI's catalogue; "
           f"{len(t)} radio sources (lesson: {len(skyfind.find(a, hdr_out, pipeline='lesson', backend='cpu'))}) with ra/dec/flux_jy columns: {'ra' in t.colnames and 'flux_jy' in t.colnames}")
     check("ra" in t.colnames and np.isfinite(t["flux_jy"]).all(), "the header's WCS and beam give ra and flux_jy")
     # byte order, strides, masks, bool, float16
