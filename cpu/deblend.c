@@ -19,6 +19,7 @@
 #endif
 #include "skyfind/deblend.h"
 #include "deblend_calc.h"
+#include "unionfind.h"
 
 void sf_deblend_params_default(sf_deblend_params *p)
 {
@@ -120,27 +121,6 @@ static int add_node(db_work *w, int level, int first, int parent)
     n->out = -1;
     n->flux = n->excess = sf_fix_zero();
     return w->nnode++;
-}
-
-static int uf_root(int *uf, int a)
-{
-    while (uf[a] != a) {
-        uf[a] = uf[uf[a]];
-        a = uf[a];
-    }
-    return a;
-}
-
-/* Join two pixels' sets; the root is the smaller index (the first pixel in
- * raster order, as the island's list is raster-ordered). */
-static void uf_join(int *uf, int a, int b)
-{
-    a = uf_root(uf, a);
-    b = uf_root(uf, b);
-    if (a < b)
-        uf[b] = a;
-    else if (b < a)
-        uf[a] = b;
 }
 
 /* Deblend one island of n pixels (global raster indices pix[0..n-1], in
@@ -256,14 +236,14 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
                         continue;
                     b = w->map[(size_t)yy * bw + xx];
                     if (b >= 0 && w->top[b] >= k)
-                        uf_join(w->uf, a, b);
+                        sf_uf_join(w->uf, a, b);
                 }
             }
             /* component sizes at their roots (comp[] counts) */
             for (int j = 0; j < nl; j++)
                 w->comp[w->list[j]] = 0;
             for (int j = 0; j < nl; j++)
-                w->comp[uf_root(w->uf, w->list[j])]++;
+                w->comp[sf_uf_root(w->uf, w->list[j])]++;
             /* nodes for components of at least minarea pixels, in raster
              * order of their first pixels; comp[root] becomes -(node + 1) */
             for (int j = 0; j < nl; j++) {
@@ -279,7 +259,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             if (w->nnode == first_node)
                 break;
             for (int j = 0; j < nl; j++) {
-                const int a = w->list[j], r = uf_root(w->uf, a);
+                const int a = w->list[j], r = sf_uf_root(w->uf, a);
                 if (w->comp[r] < 0) {
                     db_node *nd = &w->node[-w->comp[r] - 1];
                     w->deep[a] = -w->comp[r] - 1;

@@ -18,6 +18,7 @@
 #include <omp.h>
 #endif
 #include "skyfind/segment.h"
+#include "unionfind.h"
 
 void sf_seg_params_default(sf_seg_params *p)
 {
@@ -168,27 +169,6 @@ static int strip_label(const uint8_t *m, int32_t *L, int32_t nx, int32_t y0, int
     return 0;
 }
 
-/* Union-find over the strips' labels (0-based global numbers; P[k] == k
- * for a root), the smaller number the root. */
-static int32_t gl_find(int32_t *P, int32_t k)
-{
-    while (P[k] != k) {
-        P[k] = P[P[k]];
-        k = P[k];
-    }
-    return k;
-}
-
-static void gl_unite(int32_t *P, int32_t a, int32_t b)
-{
-    a = gl_find(P, a);
-    b = gl_find(P, b);
-    if (a < b)
-        P[b] = a;
-    else if (b < a)
-        P[a] = b;
-}
-
 sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels *labels,
                          int *nlabels)
 {
@@ -252,7 +232,7 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
                 continue;
             for (int32_t dx = p->connectivity == 8 ? -1 : 0; dx <= (p->connectivity == 8 ? 1 : 0); dx++)
                 if (x + dx >= 0 && x + dx < nx && up[x + dx])
-                    gl_unite(P, off[s] + row[x] - 1, off[s - 1] + up[x + dx] - 1);
+                    sf_uf_join(P, off[s] + row[x] - 1, off[s - 1] + up[x + dx] - 1);
         }
     }
     /* whole islands: area and seed summed at the root, then numbered in the
@@ -269,12 +249,12 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
         }
         for (int32_t s = 0, g = 0; s < nstrip; s++)
             for (int32_t k = 0; k < cnt[s]; k++, g++) {
-                int32_t r = gl_find(P, g);
+                int32_t r = sf_uf_root(P, g);
                 tot[r] += area[s][k];
                 sd[r] |= seed[s][k];
             }
         for (int32_t g = 0; g < ntot; g++) {
-            int32_t r = gl_find(P, g);
+            int32_t r = sf_uf_root(P, g);
             if (r == g)
                 map[g] = tot[g] >= p->min_area && sd[g] ? ++n : 0;
             else

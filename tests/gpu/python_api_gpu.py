@@ -23,9 +23,11 @@ import numpy as np
 import cupy as cp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench", "peers"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "py"))
 import skyfind  # noqa: E402  (PYTHONPATH=src/python, SKYFIND_LIBRARY set by the caller)
 from lesson_code import run_cupy  # noqa: E402
 from cupy_timing import device_ms  # noqa: E402
+from sfpy import OnlyDLPack  # noqa: E402
 
 SKYFIND = sys.argv[1]
 passed = failed = 0
@@ -127,13 +129,6 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{int(cg['meta']['h2d_bytes'])} B up, {int(cg['meta']['d2h_bytes'])} B down "
                   f"(without maps {int(m['h2d_bytes'])}, {int(m['d2h_bytes'])})")
             # DLPack alone (as a torch or JAX CUDA tensor): read through cupy.from_dlpack, in place
-            class OnlyDLPack:
-                def __init__(self, x):
-                    self._x = x
-                def __dlpack__(self, stream=None):
-                    return self._x.__dlpack__()
-                def __dlpack_device__(self):
-                    return self._x.__dlpack_device__()
             cd = skyfind.find(OnlyDLPack(d), hdr, pipeline=pipe, backend="gpu", table=False)
             check(rows(cd) == mine and cd["meta"]["h2d_bytes"] <= m["h2d_bytes"],
                   f"{n}^2 {pipe}: a CUDA array given through DLPack alone: the same catalogue, "

@@ -1,5 +1,6 @@
 """Helpers shared by the Python tests (not a test itself: ctest runs the
-test_*.py files): a pass/fail tally and the CSV catalogue reader."""
+test_*.py files; tests/gpu/python_api_gpu.py uses it too): a pass/fail
+tally, the CSV catalogue reader, and an array seen through DLPack alone."""
 import csv
 
 import numpy as np
@@ -17,6 +18,21 @@ class Checks:
         else:
             self.failed += 1
             print("FAIL:", what)
+
+
+class OnlyDLPack:
+    """An array that offers nothing but the DLPack protocol, as a torch or
+    JAX tensor does to skyfind (no __array_interface__, no
+    __cuda_array_interface__)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, stream=None):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
 
 
 def read_catalog(path):

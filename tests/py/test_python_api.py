@@ -34,7 +34,7 @@ os.environ.setdefault("SKYFIND_LIBRARY", os.path.join(BUILD, "libskyfind.so"))
 os.environ.setdefault("SKYFIND_PIPELINES", os.path.join(SOURCE, "pipelines"))
 sys.path.insert(0, os.path.join(SOURCE, "src", "python"))
 import skyfind  # noqa: E402
-from sfpy import Checks  # noqa: E402
+from sfpy import Checks, OnlyDLPack  # noqa: E402
 
 check = Checks()
 
@@ -186,13 +186,6 @@ with tempfile.TemporaryDirectory() as tmp:
         check("beam" in str(e), f"maps=['beam'] raises: {e}")
 
     # DLPack: an object with only __dlpack__ (as a torch or JAX CPU tensor) is read through numpy.from_dlpack
-    class OnlyDLPack:
-        def __init__(self, a):
-            self._a = a
-        def __dlpack__(self, stream=None):
-            return self._a.__dlpack__()
-        def __dlpack_device__(self):
-            return self._a.__dlpack_device__()
     if hasattr(np, "from_dlpack"):
         check(table_rows(skyfind.find(OnlyDLPack(f32), hdr_out, pipeline="radio", backend="cpu")) == base,
               "a CPU array given through DLPack alone gives the NumPy array's catalogue")

@@ -1,0 +1,30 @@
+/* Union-find over an array of parents (P[k] == k for a root), the smaller
+ * index the root, with path halving: so a set's root is its first element
+ * (the first pixel in raster order, for sets of pixels or labels numbered in
+ * that order). The CPU twins' segment (joining strips) and deblend (the
+ * components at each level) use it. */
+#ifndef SKYFIND_UNIONFIND_H
+#define SKYFIND_UNIONFIND_H
+
+#include <stdint.h>
+
+static inline int32_t sf_uf_root(int32_t *P, int32_t a)
+{
+    while (P[a] != a) {
+        P[a] = P[P[a]];
+        a = P[a];
+    }
+    return a;
+}
+
+static inline void sf_uf_join(int32_t *P, int32_t a, int32_t b)
+{
+    a = sf_uf_root(P, a);
+    b = sf_uf_root(P, b);
+    if (a < b)
+        P[b] = a;
+    else if (b < a)
+        P[a] = b;
+}
+
+#endif
