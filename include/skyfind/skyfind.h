@@ -100,6 +100,11 @@ const sf_run_result *sf_found_result(const sf_found *f);
  * the GPU), "total_ms" (the run's wall time), "upload_ms", "stages_ms" (the
  * stages' summed time: CUDA events on the GPU); NaN for another key. */
 double sf_found_stat(const sf_found *f, const char *key);
+/* The run's stages in order: the i-th one's name (NULL past the last) and,
+ * in *ms when not NULL, its time (CUDA events on the GPU, wall time on the
+ * CPU; a stage that ran twice, for negative detections, counts both). */
+int sf_found_nstages(const sf_found *f);
+const char *sf_found_stage(const sf_found *f, int i, double *ms);
 void sf_found_free(sf_found *f);
 
 #ifdef __cplusplus

@@ -348,6 +348,17 @@ double sf_found_stat(const sf_found *f, const char *key)
 }
 const sf_run_result *sf_found_result(const sf_found *f) { return f ? &f->r : NULL; }
 
+int sf_found_nstages(const sf_found *f) { return f ? f->r.nstages : 0; }
+
+const char *sf_found_stage(const sf_found *f, int i, double *ms)
+{
+    if (!f || i < 0 || i >= f->r.nstages)
+        return NULL;
+    if (ms)
+        *ms = f->r.stage_ms[i];
+    return f->r.stage[i];
+}
+
 const void *sf_found_map(const sf_found *f, const char *name, int *nx, int *ny,
                          long long *row_bytes, int *dtype, int *on_gpu)
 {

@@ -185,6 +185,12 @@ with tempfile.TemporaryDirectory() as tmp:
     except skyfind.SkyfindError as e:
         check("beam" in str(e), f"maps=['beam'] raises: {e}")
 
+    # the per-stage report: every stage of the pipeline in order, summing to the stages' total
+    sm = t.meta["stage_ms"]
+    check(list(sm) == ["background", "convolve", "threshold", "segment", "deblend", "measure"] and
+          all(v >= 0 for v in sm.values()) and abs(sum(sm.values()) - t.meta["stages_ms"]) < 1e-6 * max(1, t.meta["stages_ms"]),
+          f"meta['stage_ms'] of radio.pipe: {sm} (stages_ms {t.meta['stages_ms']})")
+
     # DLPack: an object with only __dlpack__ (as a torch or JAX CPU tensor) is read through numpy.from_dlpack
     if hasattr(np, "from_dlpack"):
         check(table_rows(skyfind.find(OnlyDLPack(f32), hdr_out, pipeline="radio", backend="cpu")) == base,

@@ -80,6 +80,10 @@ _lib.sf_found_map.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int),
                               ctypes.POINTER(ctypes.c_longlong), ctypes.POINTER(ctypes.c_int),
                               ctypes.POINTER(ctypes.c_int)]
 _lib.sf_found_map.restype = ctypes.c_void_p
+_lib.sf_found_nstages.argtypes = [_P]
+_lib.sf_found_nstages.restype = ctypes.c_int
+_lib.sf_found_stage.argtypes = [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+_lib.sf_found_stage.restype = ctypes.c_char_p
 _lib.sf_found_free.argtypes = [_P]
 _lib.sf_found_free.restype = None
 
@@ -207,6 +211,12 @@ def _table(found, table=True, maps=None):
             fmts[name] = _lib.sf_found_colfmt(found, j).decode()
         meta = {"backend": _lib.sf_found_backend(found).decode()}
         meta.update({k: _lib.sf_found_stat(found, k.encode()) for k in _STATS})
+        stage_ms = {}
+        for i in range(_lib.sf_found_nstages(found)):
+            ms = ctypes.c_double()
+            name = _lib.sf_found_stage(found, i, ctypes.byref(ms)).decode()
+            stage_ms[name] = ms.value
+        meta["stage_ms"] = stage_ms
     finally:
         _lib.sf_found_free(found)
     if not table:
@@ -277,8 +287,9 @@ def find(data, header=None, pipeline="radio", backend="auto", table=True, maps=N
     copies), NumPy arrays otherwise; None for a map the pipeline does not
     make.
     Returns an astropy Table; meta holds "backend" ("cpu" or "gpu"),
-    "h2d_bytes", "d2h_bytes", "total_ms", "upload_ms" and "stages_ms" (the
-    stages' summed time, CUDA events on the GPU). table=False returns a dict
+    "h2d_bytes", "d2h_bytes", "total_ms", "upload_ms", "stages_ms" (the
+    stages' summed time, CUDA events on the GPU) and "stage_ms" (each
+    stage's time, {name: ms}, in the pipeline's order). table=False returns a dict
     of NumPy columns instead, without astropy, with "meta" (as above, plus
     "units" and "formats", the CSV's printf format of each column)."""
     o, keep = _opts(pipeline, backend, params, maps)
