@@ -235,7 +235,8 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
 #endif
     while (nth > 1 && ((size_t)nth * (size_t)nlabels * sizeof *acc > ((size_t)256 << 20) || ny / nth < 32))
         nth--;
-    if (nlabels > 0 && !(acc = (ms_acc *)calloc((size_t)nlabels * nth, sizeof *acc)))
+    /* (one at least: the strips' pointers into it are made even without labels) */
+    if (!(acc = (ms_acc *)calloc(nlabels > 0 ? (size_t)nlabels * nth : 1, sizeof *acc)))
         return sf_fail(SF_ERR_NOMEM, "measure: %d accumulators", nlabels);
     if (!(bad = malloc((size_t)nth * sizeof *bad)) || !(Ms = calloc(2 * (size_t)nth, sizeof *Ms))) {
         st = sf_fail(SF_ERR_NOMEM, "measure: thread tables");
