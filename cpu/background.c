@@ -39,74 +39,99 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
     return SF_OK;
 }
 
-/* method=global works on the finite pixels in BKG_CHUNKS fixed slices of the
- * image (slice c of the pixel range, compacted in place in its own part of
- * the work array), so every sum is the same fixed-order combination of the
- * slices' sums whatever the number of threads. The median comes from an
- * exact radix selection on the floats' order-preserving keys (digits of 11,
- * 11 and 10 bits): the first digit's histogram and the sum are taken while
- * the set is written (the copy of the finite pixels, then each clipping
- * pass), the second beside the sum of squares, the third in a pass of its
- * own; three passes over the set an iteration. Histograms are per thread,
- * in four interleaved copies (a run of equal digits, the sky near its
- * median, would otherwise chain every increment on one counter). */
+/* method=global sorts the finite pixels once, by their floats'
+ * order-preserving keys (sf_fkey: an LSD radix sort of 11, 11 and 10 bits,
+ * in parallel and stable, so the sorted array is the same whatever the
+ * number of threads). Then every iteration is cheap: the clipped set is a
+ * range [a, b) of the sorted keys (two binary searches), its median is read
+ * at its middle ranks and its extremes at its ends; the sums of v - shift
+ * and of their squares (shift: the median of all the finite pixels, so the
+ * sums do not cancel; sigma^2 = s2/n - (s/n)^2, as gpu/background.cu
+ * computes it with its own shift) are taken once over the whole range, in
+ * BKG_CHUNKS fixed slices summed in a fixed order, and each iteration
+ * subtracts the few values it clips at the two ends. */
 #define BKG_CHUNKS 64
+#define BKG_BINS 2048
 
-typedef struct {
-    size_t h[4][2048];
-} bkg_hist;
-
-/* Merge the threads' histograms of nb bins into out, then the digit that
- * holds the k-th smallest key: *under counts the keys below it. */
-static uint32_t hist_digit(const bkg_hist *th, int nth, int nb, size_t *out, size_t k,
-                           size_t *under)
+/* One stable pass of the radix sort: src -> dst by the digit (key >> shift)
+ * & mask, in nth contiguous parts (cnt: nth * BKG_BINS counters). */
+static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, uint32_t mask, int nth,
+                       size_t *cnt)
 {
-    uint32_t b = 0;
-    for (int d = 0; d < nb; d++) {
-        size_t c = 0;
-        for (int t = 0; t < nth; t++)
-            c += th[t].h[0][d] + th[t].h[1][d] + th[t].h[2][d] + th[t].h[3][d];
-        out[d] = c;
-    }
-    while (*under + out[b] <= k)
-        *under += out[b++];
-    return b;
-}
-
-/* The calling thread's histograms. */
-static size_t (*thread_hist(bkg_hist *th))[2048]
-{
+    memset(cnt, 0, (size_t)nth * BKG_BINS * sizeof *cnt);
+#pragma omp parallel num_threads(nth)
+    {
+        int t = 0;
 #ifdef _OPENMP
-    return th[omp_get_thread_num()].h;
-#else
-    return th[0].h;
+        t = omp_get_thread_num();
 #endif
+        size_t *c = cnt + (size_t)t * BKG_BINS;
+        const size_t i0 = n * (size_t)t / (size_t)nth, i1 = n * (size_t)(t + 1) / (size_t)nth;
+        for (size_t i = i0; i < i1; i++)
+            c[(src[i] >> shift) & mask]++;
+#pragma omp barrier
+#pragma omp single
+        {
+            size_t run = 0;
+            for (uint32_t d = 0; d <= mask; d++)
+                for (int u = 0; u < nth; u++) {
+                    size_t k = cnt[(size_t)u * BKG_BINS + d];
+                    cnt[(size_t)u * BKG_BINS + d] = run;
+                    run += k;
+                }
+        }
+        for (size_t i = i0; i < i1; i++)
+            dst[c[(src[i] >> shift) & mask]++] = src[i];
+    }
 }
 
-/* Keep v as the k-th value of a slice: store it, count its first digit,
- * add it to the partial sums. */
-static inline void keep(float v, float *out, size_t *k, size_t (*h)[2048], double *q)
+/* Sum of v - shift over the sorted keys [i0, i1), and in *sq of its square,
+ * in four interleaved partials added in a fixed order. */
+static double range_sum(const uint32_t *k, size_t i0, size_t i1, float shift, double *sq)
 {
-    h[*k & 3][sf_fkey(v) >> 21]++;
-    q[*k & 3] += v;
-    out[(*k)++] = v;
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    const double sh = (double)shift;
+    size_t i = i0;
+    for (; i + 4 <= i1; i += 4)
+        for (int j = 0; j < 4; j++) {
+            const double d = (double)sf_fkey_value(k[i + j]) - sh;
+            q[j] += d;
+            q2[j] += d * d;
+        }
+    for (int j = 0; i < i1; i++, j++) {
+        const double d = (double)sf_fkey_value(k[i]) - sh;
+        q[j] += d;
+        q2[j] += d * d;
+    }
+    *sq = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+    return (q[0] + q[1]) + (q[2] + q[3]);
 }
 
-/* Sum of four partials, in a fixed order. */
-static double sum4(const double *q) { return (q[0] + q[1]) + (q[2] + q[3]); }
+/* First index i in [lo, hi) of the sorted keys whose value is > v (gt) or
+ * >= v (!gt); hi if none. */
+static size_t key_bound(const uint32_t *k, size_t lo, size_t hi, float v, int gt)
+{
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        float x = sf_fkey_value(k[mid]);
+        if (gt ? x > v : x >= v)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
 
 sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
                             sf_image *bkg, sf_image *rms)
 {
     sf_status s = sf_bkg_check_params(p);
-    size_t n = sf_npix(img->nx, img->ny), m = 0;
-    size_t cbeg[BKG_CHUNKS + 1], clen[BKG_CHUNKS], hist[2048];
-    double csum[BKG_CHUNKS], css[BKG_CHUNKS];
-    uint32_t clomax[BKG_CHUNKS], cbelow[BKG_CHUNKS];
-    size_t ccand[BKG_CHUNKS];
-    float *set = NULL, *cand = NULL;
-    bkg_hist *th = NULL;
+    size_t n = sf_npix(img->nx, img->ny), m = 0, a, b, nprev = 0;
+    uint32_t *keys = NULL, *tmp = NULL;
+    size_t *cnt = NULL, *rowcnt = NULL;
+    double csum[BKG_CHUNKS], css[BKG_CHUNKS], sum = 0, ss = 0;
     int nth = 1;
+    float shift;
     sf_bkg_stats r;
     const float kf = (float)p->kappa;
 
@@ -120,177 +145,110 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 #ifdef _OPENMP
     nth = omp_get_max_threads();
 #endif
-    set = malloc(n * sizeof *set);
-    cand = malloc(n * sizeof *cand);
-    th = calloc((size_t)nth, sizeof *th);
-    if (!set || !cand || !th) {
+    keys = malloc(n * sizeof *keys);
+    tmp = malloc(n * sizeof *tmp);
+    cnt = malloc((size_t)nth * BKG_BINS * sizeof *cnt);
+    rowcnt = calloc((size_t)img->ny + 1, sizeof *rowcnt);
+    if (!keys || !tmp || !cnt || !rowcnt) {
         s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", 2 * n * sizeof(float));
         goto fail;
     }
-    for (int c = 0; c <= BKG_CHUNKS; c++)
-        cbeg[c] = n / BKG_CHUNKS * (size_t)c + (n % BKG_CHUNKS) * (size_t)c / BKG_CHUNKS;
-#pragma omp parallel num_threads(nth)
-    {
-        size_t(*h)[2048] = thread_hist(th);
-#pragma omp for schedule(static)
-        for (int c = 0; c < BKG_CHUNKS; c++) {
-            double q[4] = {0, 0, 0, 0};
-            size_t k = 0;
-            float *out = set + cbeg[c];
-            size_t y = cbeg[c] / (size_t)img->nx, x = cbeg[c] % (size_t)img->nx;
-            for (size_t i = cbeg[c]; i < cbeg[c + 1]; i++) {
-                const float v = img->data[y * img->stride + x];
-                if (++x == (size_t)img->nx) {
-                    x = 0;
-                    y++;
-                }
-                if (isfinite(v))
-                    keep(v, out, &k, h, q);
-            }
-            clen[c] = k;
-            csum[c] = sum4(q);
-        }
+    /* the finite pixels' keys, in raster order: each row's count, then each
+     * row copied to its place */
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int y = 0; y < img->ny; y++) {
+        const float *row = img->data + (size_t)y * img->stride;
+        size_t c = 0;
+        for (int x = 0; x < img->nx; x++)
+            c += isfinite(row[x]) != 0;
+        rowcnt[y + 1] = c;
     }
-    for (int c = 0; c < BKG_CHUNKS; c++)
-        m += clen[c];
+    for (int y = 0; y < img->ny; y++)
+        rowcnt[y + 1] += rowcnt[y];
+    m = rowcnt[img->ny];
     r.nvalid = (long long)m;
     if (m == 0) {
         s = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
         goto fail;
     }
-    for (int it = 1; it <= p->maxiter; it++) {
-        double ss = 0, sum = 0, mean;
-        size_t kept = 0, under = 0, k = m / 2;
-        uint32_t b1 = 0, b2 = 0, b3 = 0, p22, khi, lomax = 0;
-        float med, sig, lo, hi;
-        b1 = hist_digit(th, nth, 2048, hist, k, &under);
-        for (int c = 0; c < BKG_CHUNKS; c++)
-            sum += csum[c];
-        mean = sum / (double)m;
-        /* pass A: the sum of squares, the second digit; the values in the
-         * median's first-digit bin (the candidates) copied aside, and the
-         * largest key below that bin */
-        memset(th, 0, (size_t)nth * sizeof *th);
-#pragma omp parallel num_threads(nth)
-        {
-            size_t(*h)[2048] = thread_hist(th);
-#pragma omp for schedule(static)
-            for (int c = 0; c < BKG_CHUNKS; c++) {
-                double q[4] = {0, 0, 0, 0};
-                const float *a = set + cbeg[c];
-                float *cd = cand + cbeg[c];
-                size_t nc = 0;
-                uint32_t lm = 0;
-                for (size_t i = 0; i < clen[c]; i++) {
-                    const float v = a[i];
-                    const uint32_t key = sf_fkey(v);
-                    const double d = v - mean;
-                    q[i & 3] += d * d;
-                    if (key >> 21 == b1) {
-                        h[i & 3][(key >> 10) & 2047u]++;
-                        cd[nc++] = v;
-                    } else if (key >> 21 < b1 && key > lm) {
-                        lm = key;
-                    }
-                }
-                css[c] = sum4(q);
-                ccand[c] = nc;
-                cbelow[c] = lm;
-            }
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int y = 0; y < img->ny; y++) {
+        const float *row = img->data + (size_t)y * img->stride;
+        uint32_t *o = tmp + rowcnt[y];
+        for (int x = 0; x < img->nx; x++)
+            if (isfinite(row[x]))
+                *o++ = sf_fkey(row[x]);
+    }
+    radix_pass(tmp, keys, m, 0, 2047u, nth, cnt);
+    radix_pass(keys, tmp, m, 11, 2047u, nth, cnt);
+    radix_pass(tmp, keys, m, 22, 1023u, nth, cnt);
+    shift = sf_fkey_value(keys[m / 2]);
+    a = 0;
+    b = m;
+    for (int it = 1;; it++) {
+        size_t nn, a0 = a, b0 = b;
+        double dn, dm, var;
+        float med, sig, mn, mx, m0, m1;
+        if (it > 1) { /* the clipped set: the keys with lo < v < hi */
+            volatile float ks = kf * (float)r.sigma;
+            const float lo = (float)r.median - ks, hi = (float)r.median + ks;
+            a = key_bound(keys, a, b, lo, 1);
+            b = key_bound(keys, a, b, hi, 0);
         }
-        for (int c = 0; c < BKG_CHUNKS; c++)
-            ss += css[c];
-        b2 = hist_digit(th, nth, 2048, hist, k, &under);
-        p22 = (b1 << 21) | (b2 << 10);
-        /* pass B, over the candidates only: the last digit, and the largest
-         * key below its range (below the first-digit bin: from pass A) */
-        memset(th, 0, (size_t)nth * sizeof *th);
-#pragma omp parallel num_threads(nth)
-        {
-            size_t(*h)[2048] = thread_hist(th);
-#pragma omp for schedule(static)
-            for (int c = 0; c < BKG_CHUNKS; c++) {
-                uint32_t lm = cbelow[c];
-                const float *a = cand + cbeg[c];
-                for (size_t i = 0; i < ccand[c]; i++) {
-                    const uint32_t key = sf_fkey(a[i]);
-                    if ((key & ~1023u) == p22)
-                        h[i & 3][key & 1023u]++;
-                    else if (key < p22 && key > lm)
-                        lm = key;
-                }
-                clomax[c] = lm;
-            }
+        nn = b - a;
+        if (nn == 0) {
+            s = sf_fail(SF_ERR_EMPTY, "background: clipping removed every pixel (sigma is 0?)");
+            goto fail;
         }
-        for (int c = 0; c < BKG_CHUNKS; c++)
-            lomax = clomax[c] > lomax ? clomax[c] : lomax;
-        b3 = hist_digit(th, nth, 1024, hist, k, &under);
-        khi = p22 | b3;
-        hi = sf_fkey_value(khi);
-        if (hi == 0.0f)
-            hi = 0.0f; /* -0 and +0: +0 */
-        if (m % 2) {
-            med = hi;
+        if (it > 1 && nn == nprev) { /* the last iteration clipped nothing */
+            r.converged = 1;
+            break;
+        }
+        if (it > p->maxiter)
+            break;
+        if (it == 1) { /* the sums of v - shift and (v - shift)^2 over the range */
+            sum = ss = 0;
+#pragma omp parallel for schedule(static) num_threads(nth)
+            for (int c = 0; c < BKG_CHUNKS; c++) {
+                const size_t i0 = nn * (size_t)c / BKG_CHUNKS, i1 = nn * (size_t)(c + 1) / BKG_CHUNKS;
+                csum[c] = range_sum(keys, i0, i1, shift, &css[c]);
+            }
+            for (int c = 0; c < BKG_CHUNKS; c++) {
+                sum += csum[c];
+                ss += css[c];
+            }
+        } else { /* less what this iteration clipped at both ends */
+            double q2a, q2b;
+            sum -= range_sum(keys, a0, a, shift, &q2a) + range_sum(keys, b, b0, shift, &q2b);
+            ss -= q2a + q2b;
+        }
+        mn = sf_fkey_value(keys[a]);
+        mx = sf_fkey_value(keys[b - 1]);
+        dn = (double)nn;
+        dm = sum / dn;
+        var = ss / dn - dm * dm;
+        r.mean = mn == mx ? (double)mn : (double)shift + dm;
+        r.sigma = mn == mx ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
+        /* the median: ranks (nn - 1) / 2 and nn / 2 of the range */
+        m0 = sf_fkey_value(keys[a + (nn - 1) / 2]);
+        m1 = sf_fkey_value(keys[a + nn / 2]);
+        if (m1 == 0.0f)
+            m1 = 0.0f; /* -0 and +0: +0 */
+        if (nn % 2) {
+            med = m1;
         } else { /* numpy: the float32 mean of the two middle values */
-            if (under < k) {
-                lo = hi; /* the lower middle equals the upper */
-            } else {
-                uint32_t kl = lomax;
-                for (uint32_t d = b3; d-- > 0;)
-                    if (hist[d]) {
-                        kl = p22 | d;
-                        break;
-                    }
-                lo = sf_fkey_value(kl);
-            }
-            volatile float s2 = lo + hi;
+            volatile float s2 = m0 + m1;
             med = s2 / 2.0f;
         }
         r.median = med;
-        r.mean = mean;
-        r.sigma = (float)sqrt(ss / (double)m);
-        r.nused = (long long)m;
+        r.nused = (long long)nn;
         r.niter = it;
+        nprev = nn;
         sig = (float)r.sigma;
-        {   /* float32 bounds, each operation rounded as numpy does */
-            volatile float ks = kf * sig;
-            lo = med - ks;
-            hi = med + ks;
-        }
         if (sig == 0.0f) { /* constant data: nothing left to clip */
             r.converged = 1;
             break;
         }
-        /* pass C: clip (each slice in place), the next sums and first digit */
-        memset(th, 0, (size_t)nth * sizeof *th);
-#pragma omp parallel num_threads(nth)
-        {
-            size_t(*h)[2048] = thread_hist(th);
-#pragma omp for schedule(static)
-            for (int c = 0; c < BKG_CHUNKS; c++) {
-                double q[4] = {0, 0, 0, 0};
-                float *a = set + cbeg[c];
-                size_t kk = 0;
-                for (size_t i = 0; i < clen[c]; i++) {
-                    const float v = a[i];
-                    if (v > lo && v < hi)
-                        keep(v, a, &kk, h, q);
-                }
-                clen[c] = kk;
-                csum[c] = sum4(q);
-            }
-        }
-        for (int c = 0; c < BKG_CHUNKS; c++)
-            kept += clen[c];
-        if (kept == m) {
-            r.converged = 1;
-            break;
-        }
-        if (kept == 0) {
-            s = sf_fail(SF_ERR_EMPTY, "background: clipping removed every pixel (sigma is 0?)");
-            goto fail;
-        }
-        m = kept;
     }
     if (bkg || rms) {
         for (size_t i = 0; i < n; i++) {
@@ -302,8 +260,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     }
     *st = r;
 fail:
-    free(set);
-    free(cand);
-    free(th);
+    free(keys);
+    free(tmp);
+    free(cnt);
+    free(rowcnt);
     return s;
 }
