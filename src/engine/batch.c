@@ -148,6 +148,7 @@ struct engine {
     bq done;              /* finished, waiting for the writer */
     int producers;        /* readers and workers still running; done closes at 0 */
     int readers_left;
+    int nreaders;         /* reader threads started (set before they start) */
     sf_batch_stats st;
     double t0;
     gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
@@ -325,10 +326,20 @@ static void read_input(engine *e, int idx, void (*sink)(engine *, bitem *))
     } while (all && p < nplanes);
 }
 
+static int ncores(void);
+
 static void *reader_main(void *arg)
 {
     engine *e = arg;
     int idx;
+#ifdef _OPENMP
+    /* a large plane is read in chunks by a team of threads (src/io/fits.c):
+     * the readers together use about as many threads as there are cores */
+    {
+        int per = ncores() / (e->nreaders > 0 ? e->nreaders : 1);
+        omp_set_num_threads(per < 1 ? 1 : per);
+    }
+#endif
     while ((idx = take_next(e)) >= 0)
         read_input(e, idx, dispatch);
     engine_lock(e);
@@ -981,6 +992,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     }
 
     e.readers_left = nreaders;
+    e.nreaders = nreaders;
     e.producers = nreaders + (resolve ? 1 : nworkers); /* 1: the workers still to come */
     rt = calloc((size_t)nreaders, sizeof *rt);
     ct = calloc(SF_BATCH_MAXDEV + (size_t)cpu_workers(o, n), sizeof *ct);
