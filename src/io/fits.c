@@ -474,7 +474,7 @@ static sf_status sf_fits_read_plane(const char *path, fitsfile *fp, int hdunum,
             idx /= naxes[k];
         }
     }
-    if (in->bitpix == 64 && in->bscale == 1.0 && in->bzero == 9223372036854775808.0) {
+    if (sf_raw_uint64(&(sf_raw_layout){.bitpix = in->bitpix, .bscale = in->bscale, .bzero = in->bzero})) {
         /* unsigned 64-bit (sf_raw_uint64): CFITSIO's float conversion adds
          * 2^63 in double and loses the low bits; read the values exactly
          * as unsigned integers, BLANK pixels flagged, and round once */
