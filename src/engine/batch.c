@@ -326,7 +326,7 @@ static void read_input(engine *e, int idx, void (*sink)(engine *, bitem *))
     } while (all && p < nplanes);
 }
 
-static int ncores(void);
+static int cpu_cores(const sf_batch_opts *o);
 
 static void *reader_main(void *arg)
 {
@@ -334,9 +334,9 @@ static void *reader_main(void *arg)
     int idx;
 #ifdef _OPENMP
     /* a large plane is read in chunks by a team of threads (src/io/fits.c):
-     * the readers together use about as many threads as there are cores */
+     * the readers together use about as many threads as the run's cores */
     {
-        int per = ncores() / (e->nreaders > 0 ? e->nreaders : 1);
+        int per = cpu_cores(e->o) / (e->nreaders > 0 ? e->nreaders : 1);
         omp_set_num_threads(per < 1 ? 1 : per);
     }
 #endif
@@ -828,6 +828,13 @@ static int cpu_workers(const sf_batch_opts *o, size_t n)
     return cores;
 }
 
+/* Threads of each of nworkers CPU workers: the cores shared out, one at least. */
+static int worker_threads(const sf_batch_opts *o, int nworkers)
+{
+    int t = cpu_cores(o) / (nworkers > 0 ? nworkers : 1);
+    return t > 1 ? t : 1;
+}
+
 /* GPUs this process will likely see, without starting CUDA (for sizing the
  * readers and the pool while the driver starts): CUDA_VISIBLE_DEVICES's
  * entries, else the /dev/nvidiaN nodes; at least 1. */
@@ -1075,7 +1082,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
             pthread_create(&ct[i], NULL, gpu_compute_main, &gw[i]);
         } else {
             cw[i].e = &e;
-            cw[i].omp_threads = cpu_cores(o) / nworkers > 1 ? cpu_cores(o) / nworkers : 1;
+            cw[i].omp_threads = worker_threads(o, nworkers);
             pthread_create(&ct[i], NULL, cpu_main, &cw[i]);
         }
         started_workers++;
@@ -1116,7 +1123,7 @@ out:
     e.st.wall_ms = now_ms() - e.t0;
     e.st.gpu = gpu;
     e.st.workers = nworkers;
-    e.st.threads = gpu ? 0 : (cpu_cores(o) / nworkers > 1 ? cpu_cores(o) / nworkers : 1);
+    e.st.threads = gpu ? 0 : worker_threads(o, nworkers);
     *stats = e.st;
     if (gw) {
         for (int i = 0; i < nworkers; i++) {
