@@ -61,12 +61,13 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
     memset(cnt, 0, (size_t)nth * BKG_BINS * sizeof *cnt);
 #pragma omp parallel num_threads(nth)
     {
-        int t = 0;
+        int t = 0, team = 1; /* the team may be smaller than asked: its size decides the parts */
 #ifdef _OPENMP
         t = omp_get_thread_num();
+        team = omp_get_num_threads();
 #endif
         size_t *c = cnt + (size_t)t * BKG_BINS;
-        const size_t i0 = n * (size_t)t / (size_t)nth, i1 = n * (size_t)(t + 1) / (size_t)nth;
+        const size_t i0 = n * (size_t)t / (size_t)team, i1 = n * (size_t)(t + 1) / (size_t)team;
         for (size_t i = i0; i < i1; i++)
             c[(src[i] >> shift) & mask]++;
 #pragma omp barrier
@@ -74,7 +75,7 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
         {
             size_t run = 0;
             for (uint32_t d = 0; d <= mask; d++)
-                for (int u = 0; u < nth; u++) {
+                for (int u = 0; u < team; u++) {
                     size_t k = cnt[(size_t)u * BKG_BINS + d];
                     cnt[(size_t)u * BKG_BINS + d] = run;
                     run += k;
