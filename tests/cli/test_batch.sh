@@ -7,12 +7,7 @@
 set -u
 SKYFIND=${SKYFIND:-build/skyfind}
 DATA=${SKYFIND_TEST_DATA:-../shared/data}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/tally.sh" # $T, ok, bad, check
 run() { "$SKYFIND" run -q -b cpu "$@"; }
 
 mkdir -p "$T/in"

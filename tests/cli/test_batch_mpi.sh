@@ -9,12 +9,7 @@
 set -u
 SKYFIND=${SKYFIND:-build-mpi/skyfind}
 MPIEXEC=${MPIEXEC:-mpirun}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/tally.sh" # $T, ok, bad, check
 mpi() { "$MPIEXEC" --allow-run-as-root --oversubscribe "$@"; }
 # containers often forbid the cross-memory attach of Open MPI's shared-memory transport
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}

@@ -6,12 +6,7 @@
 # catalogue as the unsharded run's --merge.
 set -u
 SKYFIND=${SKYFIND:-build/skyfind}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/tally.sh" # $T, ok, bad, check
 N=18
 
 mkdir -p "$T/in"

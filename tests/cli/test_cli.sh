@@ -6,11 +6,7 @@ set -u
 SKYFIND=${SKYFIND:-build/skyfind}
 DATA=${SKYFIND_TEST_DATA:-../shared/data}
 PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/tally.sh" # $T, ok, bad, check
 # expect CODE "stderr-substring|" cmd...
 expect() {
     local code=$1 want=$2; shift 2

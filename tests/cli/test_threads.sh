@@ -9,11 +9,7 @@
 # "workers":1 with all the threads), and OMP_NUM_THREADS is respected.
 set -u
 SKYFIND=${SKYFIND:-build/skyfind}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/tally.sh" # $T, ok, bad, check
 
 "$SKYFIND" simulate -q --nx 1024 --ny 1536 --nsrc 400 --pairs 60 --seed 5 -o "$T/sky.fits" || { echo "simulate failed"; exit 1; }
 for p in radio sextractor lesson radio+neg; do
