@@ -13,6 +13,7 @@
 #include <omp.h>
 #endif
 #include "background_mesh.h"
+#include "background_bane.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -20,6 +21,7 @@ void sf_bkg_params_default(sf_bkg_params *p)
     p->kappa = 3.0;
     p->maxiter = 100;
     p->box = 64;
+    p->step = SF_BANE_STEP_NOBEAM;
     p->filter = 3;
     p->estimator = SF_BKG_EST_SEXTRACTOR;
     p->interp = SF_BKG_INTERP_BICUBIC;
@@ -28,7 +30,7 @@ void sf_bkg_params_default(sf_bkg_params *p)
 
 sf_status sf_bkg_check_params(const sf_bkg_params *p)
 {
-    if (p->method != SF_BKG_GLOBAL && p->method != SF_BKG_MESH)
+    if (p->method != SF_BKG_GLOBAL && p->method != SF_BKG_MESH && p->method != SF_BKG_BANE)
         return sf_fail(SF_ERR_PARAM, "background method %d is not available", p->method);
     if (!(p->kappa > 0) || !isfinite(p->kappa))
         return sf_fail(SF_ERR_PARAM, "background kappa %g must be a positive number", p->kappa);
@@ -36,6 +38,12 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
         return sf_fail(SF_ERR_PARAM, "background maxiter %d must be at least 1", p->maxiter);
     if (p->method == SF_BKG_MESH)
         return sf_bkg_mesh_check_params(p);
+    if (p->method == SF_BKG_BANE) {
+        if (p->box < 1)
+            return sf_fail(SF_ERR_PARAM, "background box %d must be at least 1 pixel", p->box);
+        if (p->step < 1)
+            return sf_fail(SF_ERR_PARAM, "background step %d must be at least 1 pixel", p->step);
+    }
     return SF_OK;
 }
 
@@ -140,6 +148,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         return s;
     if (p->method == SF_BKG_MESH)
         return sf_background_mesh_cpu(img, p, st, bkg, rms);
+    if (p->method == SF_BKG_BANE)
+        return sf_background_bane_cpu(img, p, st, bkg, rms);
     if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);

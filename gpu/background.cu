@@ -446,6 +446,7 @@ static size_t bkg_bytes(size_t n, int grid)
 }
 
 extern "C" size_t sf_background_mesh_gpu_scratch(int nx, int ny, const sf_bkg_params *p);
+extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_params *p);
 extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
                                             const sf_bkg_params *p, sf_bkg_stats *out,
                                             sf_image *bkg, sf_image *rms);
@@ -457,10 +458,14 @@ extern "C" size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params 
     size_t n = sf_npix(nx, ny);
     size_t global = bkg_bytes(n, 1) + 4 * 528 * (sizeof(bkg_part) + 1024 * sizeof(float));
     size_t mesh = sf_background_mesh_gpu_scratch(nx, ny, p); // method=mesh (background_mesh.cu)
+    if (p && p->method == SF_BKG_BANE) // method=bane (background_bane.cu)
+        mesh = sf_background_bane_gpu_scratch(nx, ny, p);
     return global > mesh ? global : mesh;
 }
 
 extern "C" sf_status sf_bkg_check_params(const sf_bkg_params *p);
+extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                            sf_bkg_stats *out, sf_image *bkg, sf_image *rms);
 
 extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                        sf_bkg_stats *out, sf_image *bkg, sf_image *rms)
@@ -476,6 +481,8 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
         return st;
     if (p->method == SF_BKG_MESH)
         return sf_background_mesh_gpu(g, img, p, out, bkg, rms);
+    if (p->method == SF_BKG_BANE)
+        return sf_background_bane_gpu(g, img, p, out, bkg, rms);
     if (img->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
     if (img->stride != (size_t)img->nx)

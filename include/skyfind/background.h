@@ -2,7 +2,9 @@
  * method=global: iterative kappa-sigma clipping around the median (the
  * GPU-programming lesson's estimator), giving one level and one sigma.
  * method=mesh: local background and rms maps from statistics on a grid of
- * meshes (SExtractor, SEP), filtered and interpolated to every pixel. */
+ * meshes (SExtractor, SEP), filtered and interpolated to every pixel.
+ * method=bane: local maps from sigma-clipped statistics in overlapping boxes
+ * around a grid of nodes, bilinear between them (BANE, Aegean's companion). */
 #ifndef SKYFIND_BACKGROUND_H
 #define SKYFIND_BACKGROUND_H
 
@@ -12,17 +14,21 @@
 extern "C" {
 #endif
 
-typedef enum { SF_BKG_GLOBAL = 0, SF_BKG_MESH = 1 } sf_bkg_method;
+typedef enum { SF_BKG_GLOBAL = 0, SF_BKG_MESH = 1, SF_BKG_BANE = 2 } sf_bkg_method;
 typedef enum { SF_BKG_EST_SEXTRACTOR = 0, SF_BKG_EST_MEDIAN = 1, SF_BKG_EST_MEAN = 2 } sf_bkg_estimator;
 typedef enum { SF_BKG_INTERP_BICUBIC = 0, SF_BKG_INTERP_BILINEAR = 1 } sf_bkg_interp;
 
 typedef struct {
-    int method;       /* SF_BKG_GLOBAL or SF_BKG_MESH */
+    int method;       /* SF_BKG_GLOBAL, SF_BKG_MESH or SF_BKG_BANE */
     double kappa;     /* 3.0; clip at kappa sigma (global: around the median; mesh: per mesh) */
     int maxiter;      /* 100; most clipping iterations */
+    /* method=mesh and bane */
+    int box;          /* 64 pixels; mesh: mesh size (the runner turns box=auto, 0 here, into
+                         4 restoring-beam widths when the header has a beam, else 64);
+                         bane: the box around each node (auto: 6 steps) */
+    int step;         /* bane: grid step in pixels (the runner turns step=auto, 0 here,
+                         into 4 beam widths when the header has a beam, else 16) */
     /* method=mesh only */
-    int box;          /* 64 pixels; mesh size (the runner turns box=auto, 0 here, into
-                         4 restoring-beam widths when the header has a beam, else 64) */
     int filter;       /* 3; median filter over filter x filter meshes (1: none) */
     int estimator;    /* SF_BKG_EST_SEXTRACTOR: 2.5 median - 1.5 mean, or the median
                          when |mean - median| / sigma >= 0.3 (SExtractor, SEP) */

@@ -116,7 +116,7 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
     int mesh = 0;
     for (int i = 0; i < pl->nsteps; i++)
         if (!strcmp(pl->steps[i].def->name, "background") &&
-            ((const sf_bkg_params *)pl->steps[i].params)->method == SF_BKG_MESH)
+            ((const sf_bkg_params *)pl->steps[i].params)->method != SF_BKG_GLOBAL)
             mesh = 1;
     if ((gives & SF_DATA_BKG) && ((o->keep & SF_KEEP_BKG) || mesh)) {
         if ((st = g ? devbuf_image(g, SF_GBUF_BKG, nx, ny, &s->bkgmap)

@@ -13,9 +13,10 @@
 
 /* ---- background ---------------------------------------------------------- */
 static const sf_param_spec bkg_params[] = {
-    {"method", SF_PT_CHOICE, "global", 0, 0, "global|mesh", "",
+    {"method", SF_PT_CHOICE, "global", 0, 0, "global|mesh|bane", "",
      "global: one level and sigma by kappa-sigma clipping around the median; mesh: local "
-     "maps from a grid of meshes (SExtractor/SEP)",
+     "maps from a grid of meshes (SExtractor/SEP); bane: local maps from clipped boxes "
+     "around a grid of nodes, bilinear between them (BANE/Aegean)",
      offsetof(sf_bkg_params, method)},
     {"kappa", SF_PT_REAL, "3", 0.1, 100, NULL, "sigma",
      "clip pixels further than kappa*sigma from the median", offsetof(sf_bkg_params, kappa)},
@@ -23,8 +24,13 @@ static const sf_param_spec bkg_params[] = {
      "most clipping iterations (stops earlier when nothing is clipped)",
      offsetof(sf_bkg_params, maxiter)},
     {"box", SF_PT_INT, "64", 1, 65536, "auto", "pixels",
-     "mesh: mesh size; auto: 4 beam widths when the header has a beam, else 64",
+     "mesh: mesh size; auto: 4 beam widths when the header has a beam, else 64; bane: the box "
+     "around each node; auto: 6 steps",
      offsetof(sf_bkg_params, box)},
+    {"step", SF_PT_INT, "auto", 1, 65536, "auto", "pixels",
+     "bane: grid step; auto: 4 beam widths (sqrt(BMAJ BMIN)) rounded up when the header has a "
+     "beam, else 16",
+     offsetof(sf_bkg_params, step)},
     {"filter", SF_PT_INT, "3", 1, 31, NULL, "meshes",
      "mesh: median filter over filter x filter meshes (odd; 1: none)",
      offsetof(sf_bkg_params, filter)},
@@ -45,6 +51,12 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_image *b = s->bkgmap.data ? &s->bkgmap : NULL, *r = s->rmsmap.data ? &s->rmsmap : NULL;
     sf_bkg_params q = *p;
     sf_status st;
+    if (q.method == SF_BKG_BANE && q.step == 0) { /* step=auto: BANE's 4 beam widths, else 16 */
+        double b = s->beam_min_pix > 0 ? sqrt(s->beam_pix * s->beam_min_pix) : s->beam_pix;
+        q.step = b > 0 ? (int)ceil(4.0 * b - 1e-9) : 16;
+    }
+    if (q.method == SF_BKG_BANE && q.box == 0) /* box=auto: BANE's 6 steps */
+        q.box = 6 * q.step;
     if (q.method == SF_BKG_MESH && q.box == 0) /* box=auto: 4 beam widths, else 64 */
         q.box = s->beam_pix > 0 ? (int)lround(4.0 * s->beam_pix) : 64;
     if (q.box < 1)
@@ -53,8 +65,8 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
              : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
     if (st == SF_OK) {
         s->have |= SF_DATA_BKG;
-        s->have_maps = q.method == SF_BKG_MESH;
-        s->box = q.method == SF_BKG_MESH ? q.box : 0;
+        s->have_maps = q.method != SF_BKG_GLOBAL;
+        s->box = q.method != SF_BKG_GLOBAL ? q.box : 0;
     }
     return st;
 }
@@ -64,6 +76,8 @@ static sf_status bkg_check(const void *pp)
     sf_bkg_params q = *(const sf_bkg_params *)pp;
     if (q.box == 0) /* auto: resolved at run time */
         q.box = 64;
+    if (q.step == 0)
+        q.step = 16;
     return sf_bkg_check_params(&q);
 }
 static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); }

@@ -18,10 +18,14 @@ nsigma 3.5 and 4 (flood 3), where there are enough false detections to count:
    summed over two seeds, at each nsigma (the estimate is unbiased).
 2. Skies with 1000 sources: the negative count against the true false
    detections (positive detections with no true source within a beam FWHM of
-   their centroid or peak). Reported, and asserted within a factor 2: the
-   sources bias the mesh background high by a few per cent of the filtered
-   noise, which moves counts this far down the Gaussian tail (measured:
-   negatives exceed the true false detections by ~30-50%).
+   their centroid or peak). Reported, and asserted between 0.5 and 2.5
+   times: the sources bias the background high by a few per cent of the
+   filtered noise, which moves counts this far down the Gaussian tail in
+   opposite directions for the two signs. The estimate errs on the side of
+   more false detections. radio.pipe's BANE background (a median of a
+   lightly clipped box of 6 x 4 beams, which keeps some source emission)
+   is biased more than the SExtractor mesh it replaced: negatives exceed the
+   true false detections by 1.8-2.2 times (1.3-1.5 with the mesh).
 3. The catalogue convention: in a sign=both catalogue the positive rows are
    exactly the sign=positive catalogue, the negative rows have sign -1,
    negative id and parent, negative flux_sum, peak and snr; the segmentation
@@ -33,11 +37,13 @@ nsigma 3.5 and 4 (flood 3), where there are enough false detections to count:
    little).
 4. The --json counts equal the counts made from the catalogue.
 
-Measured (skyfind 0.1.0, CPU, November 2026; seeds 1 and 2):
-   noise only, nsigma 3.5: 894 positive (all false), 823 negative
-   noise only, nsigma 4:   183 positive, 182 negative
-   1000 sources, nsigma 3.5: 620 true false detections, 795 negative
-   1000 sources, nsigma 4:   123 true false detections, 178 negative
+Measured (skyfind 0.1.0, CPU, November 2026; seeds 1 and 2; radio.pipe
+with background method=bane):
+   noise only, nsigma 3.5: 640 positive (all false), 636 negative
+   noise only, nsigma 4:   119 positive, 127 negative
+   1000 sources, nsigma 3.5: 341 true false detections, 619 negative
+   1000 sources, nsigma 4:   57 true false detections, 123 negative
+(with the mesh background of before: 894/823, 183/182, 620/795, 123/178)
 """
 import json
 import math
@@ -133,8 +139,8 @@ def main():
                           f"noise only, nsigma {ns}: {nneg} negative vs {nfalse} false detections "
                           f"(more than 3 Poisson sigma apart)")
                 else:
-                    check(0.5 <= ratio <= 2.0, f"{nsrc} sources, nsigma {ns}: {nneg} negative vs "
-                          f"{nfalse} true false detections (ratio {ratio:.2f} outside 0.5-2)")
+                    check(0.5 <= ratio <= 2.5, f"{nsrc} sources, nsigma {ns}: {nneg} negative vs "
+                          f"{nfalse} true false detections (ratio {ratio:.2f} outside 0.5-2.5)")
 
         # 3. the catalogue convention, on the first sky with sources
         path = os.path.join(tmp, "sky1000_1.fits")

@@ -1,0 +1,325 @@
+/* Stage `background`, method=bane, CPU twin: BANE's sigma-clipped statistics
+ * in a box around every node of a grid, filled, then bilinear maps. The
+ * rules, and why the GPU version (gpu/background_bane.cu) gets the same
+ * bits, are in src/calc/background_bane.h. Nodes run in parallel (OpenMP);
+ * each is computed alone, so the maps do not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "skyfind/background.h"
+#include "background_bane.h"
+#include "select.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sums over the pixels of buf[0..n) kept by (lo, hi): SIMD lanes, each sum
+ * exact (background_bane.h), so their order does not matter. */
+static sf_bane_sums bane_sums(const float *buf, size_t n, double lo, double hi,
+                              const sf_bane_scale *k)
+{
+    double c = 0, s1 = 0, s2 = 0;
+    const double c1 = k->c1, c2 = k->c2;
+#pragma omp simd reduction(+ : c, s1, s2)
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)buf[i];
+        int in = d > lo && d < hi; /* buf holds finite pixels only */
+        double t1 = SF_BANE_RINT(d * c1), t2 = SF_BANE_RINT((d * d) * c2);
+        s1 += in ? t1 : 0.0;
+        s2 += in ? t2 : 0.0;
+        c += in ? 1.0 : 0.0;
+    }
+    {
+        sf_bane_sums t = {c, s1, s2};
+        return t;
+    }
+}
+
+/* sf_median_f32 of v[0..n) (reordered), faster for large n: the values are
+ * counted into BANE_BINS bins of equal width between their extremes (a
+ * monotone map, so the bins are in value order), the bins holding the middle
+ * ranks found from the counts, and only their values ordered exactly. The
+ * same value as sf_median_f32 (and the GPU's radix select). hist: BANE_BINS
+ * counters of scratch. */
+#define BANE_BINS 4096
+static float bane_median(float *v, size_t n, unsigned *hist)
+{
+    float vmin = v[0], vmax = v[0];
+    size_t k = n / 2, km = n % 2 ? k : k - 1, below = 0, m = 0;
+    unsigned blo = 0, bhi = 0;
+    double scale;
+    if (n < 64)
+        return sf_median_f32(v, n);
+    for (size_t i = 1; i < n; i++) {
+        vmin = v[i] < vmin ? v[i] : vmin;
+        vmax = v[i] > vmax ? v[i] : vmax;
+    }
+    if (!(vmax > vmin))
+        return vmin;
+    scale = (BANE_BINS - 1) / ((double)vmax - (double)vmin);
+    memset(hist, 0, BANE_BINS * sizeof *hist);
+    for (size_t i = 0; i < n; i++)
+        hist[(unsigned)(((double)v[i] - (double)vmin) * scale)]++;
+    /* the bins of ranks km and k */
+    {
+        size_t c = 0;
+        unsigned b = 0;
+        while (c + hist[b] <= km)
+            c += hist[b++];
+        blo = b;
+        below = c;
+        while (c + hist[b] <= k)
+            c += hist[b++];
+        bhi = b;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned b = (unsigned)(((double)v[i] - (double)vmin) * scale);
+        if (b >= blo && b <= bhi)
+            v[m++] = v[i];
+    }
+    /* v[0..m) holds ranks below .. below+m-1, km and k among them */
+    {
+        float hi_ = sf_select_kth(v, m, k - below), lo_ = hi_;
+        if (km != k) {
+            lo_ = v[0];
+            for (size_t i = 1; i < k - below; i++)
+                lo_ = v[i] > lo_ ? v[i] : lo_;
+        }
+        if (km == k)
+            return hi_;
+        {
+            volatile float s = lo_ + hi_; /* as sf_median_f32 */
+            return s / 2.0f;
+        }
+    }
+}
+
+/* One node: level and rms, NaN when its box has no finite pixel; returns
+ * the clipping passes taken. buf holds box*box floats of scratch; cm the
+ * grid of cell maxima (ccx columns). */
+static int bane_node(const sf_image *img, const sf_bkg_params *p, const float *cm, int ccx,
+                     int px, int py, float *buf, unsigned *hist, float *level, float *rms)
+{
+    int x0, x1, y0, y1, it = 0;
+    size_t n = 0, nk;
+    long long area;
+    double lo = -INFINITY, hi = INFINITY, mean, sigma;
+    sf_bane_scale k;
+    sf_bane_sums t = {0, 0, 0};
+    sf_bane_box(px, p->box, img->nx, &x0, &x1);
+    sf_bane_box(py, p->box, img->ny, &y0, &y1);
+    if (x1 <= x0 || y1 <= y0) {
+        *level = *rms = NAN;
+        return 0;
+    }
+    area = (long long)(x1 - x0) * (y1 - y0);
+    k = sf_bane_scale_for(sf_bane_cells_max(cm, ccx, p->step, x0, x1, y0, y1), area);
+    for (int y = y0; y < y1; y++) {
+        const float *row = img->data + (size_t)y * img->stride;
+        for (int x = x0; x < x1; x++)
+            if (isfinite(row[x])) {
+                buf[n++] = row[x];
+                sf_bane_add(&t, row[x], &k);
+            }
+    }
+    if (!n) {
+        *level = *rms = NAN;
+        return 0;
+    }
+    sf_bane_mean_sigma(t, &k, &mean, &sigma);
+    while (it < SF_BANE_PASSES) {
+        double l = lo, h = hi, s0 = sigma;
+        sf_bane_scale kk;
+        sf_bane_sums u;
+        sf_bane_bounds(mean, sigma, p->kappa, &l, &h);
+        kk = sf_bane_scale_for(sf_bane_bound_max(l, h), area);
+        u = bane_sums(buf, n, l, h, &kk);
+        if (u.n == 0)
+            break;
+        it++;
+        lo = l;
+        hi = h;
+        sf_bane_mean_sigma(u, &kk, &mean, &sigma);
+        if (sf_bane_settled(s0, sigma))
+            break;
+    }
+    /* the kept pixels, compacted, for their exact median */
+    nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (sf_bane_kept(buf[i], lo, hi))
+            buf[nk++] = buf[i];
+    *level = bane_median(buf, nk, hist);
+    *rms = (float)sigma;
+    return it;
+}
+
+/* The grid of cell maxima: the largest finite |v| of each step x step cell
+ * (aligned at 0), -1 for a cell without a finite pixel. */
+static void bane_cells(const sf_image *img, int step, float *cm, int ccx, int ccy)
+{
+#pragma omp parallel for schedule(static)
+    for (int cy = 0; cy < ccy; cy++) {
+        for (int cx = 0; cx < ccx; cx++)
+            cm[(size_t)cy * ccx + cx] = -1.0f;
+        for (int y = cy * step; y < (cy + 1) * step && y < img->ny; y++) {
+            const float *row = img->data + (size_t)y * img->stride;
+            for (int x = 0; x < img->nx; x++) {
+                float a = fabsf(row[x]);
+                float *c = &cm[(size_t)cy * ccx + x / step];
+                if (isfinite(a) && a > *c)
+                    *c = a;
+            }
+        }
+    }
+}
+
+/* Pixels of the largest box. */
+static size_t bane_per(const sf_bkg_params *p, int nx, int ny)
+{
+    return (size_t)(p->box < nx ? p->box : nx) * (size_t)(p->box < ny ? p->box : ny);
+}
+
+sf_status sf_bane_no_node(const sf_bkg_params *p, int nx, int ny)
+{
+    return sf_fail(SF_ERR_EMPTY,
+                   "background bane: no %dx%d box around the nodes (step %d) of the %dx%d image "
+                   "holds a finite pixel",
+                   p->box, p->box, p->step, nx, ny);
+}
+
+void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfinite, int niter,
+                        sf_bkg_stats *st)
+{
+    float *sorted = malloc((size_t)nb * sizeof(float));
+    double sum = 0;
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < nb; i++)
+        sum += fb[i];
+    st->mean = sum / nb;
+    if (sorted) {
+        memcpy(sorted, fb, (size_t)nb * sizeof(float));
+        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+        st->median = sf_bkg_median(sorted, nb);
+        memcpy(sorted, fs, (size_t)nb * sizeof(float));
+        qsort(sorted, (size_t)nb, sizeof(float), cmp_float);
+        st->sigma = sf_bkg_median(sorted, nb);
+        free(sorted);
+    } else { /* no memory for the summary: the maps are still right */
+        st->median = st->sigma = NAN;
+    }
+    st->nvalid = st->nused = nfinite;
+    st->niter = niter;
+    st->converged = 1;
+}
+
+sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms)
+{
+    sf_status s = sf_bkg_check_params(p);
+    const int nx = img->nx, ny = img->ny, step = p->step;
+    int ncx, ncy, nb, nvalid = 0, niter = 0;
+    float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *sorted = NULL, *cm = NULL;
+    int ccx, ccy;
+    long long nfinite = 0;
+    int nt = 1;
+    if (s)
+        return s;
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
+    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    ncx = sf_bane_nnodes(nx, step);
+    ncy = sf_bane_nnodes(ny, step);
+    nb = ncx * ncy;
+#ifdef _OPENMP
+    nt = omp_get_max_threads();
+#endif
+    nb_b = malloc((size_t)nb * sizeof(float));
+    nb_s = malloc((size_t)nb * sizeof(float));
+    fb = malloc((size_t)nb * sizeof(float));
+    fs = malloc((size_t)nb * sizeof(float));
+    sorted = malloc((size_t)nb * sizeof(float));
+    buf = malloc((size_t)nt * bane_per(p, nx, ny) * sizeof(float));
+    ccx = (nx + step - 1) / step;
+    ccy = (ny + step - 1) / step;
+    cm = malloc((size_t)ccx * ccy * sizeof(float));
+    if (!nb_b || !nb_s || !fb || !fs || !sorted || !buf || !cm) {
+        s = sf_fail(SF_ERR_NOMEM, "background bane: work space for %d nodes", nb);
+        goto fail;
+    }
+    {
+        size_t per = bane_per(p, nx, ny);
+        unsigned *hist = malloc((size_t)nt * BANE_BINS * sizeof *hist);
+        if (!hist) {
+            s = sf_fail(SF_ERR_NOMEM, "background bane: histograms");
+            goto fail;
+        }
+        int *iters = (int *)sorted; /* reused: same size */
+        bane_cells(img, step, cm, ccx, ccy);
+#pragma omp parallel for schedule(dynamic, 8)
+        for (int i = 0; i < nb; i++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            iters[i] = bane_node(img, p, cm, ccx, sf_bane_node_pos(i % ncx, ncx, nx, step),
+                                 sf_bane_node_pos(i / ncx, ncy, ny, step), buf + (size_t)tid * per,
+                                 hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
+        }
+        for (int i = 0; i < nb; i++) {
+            if (iters[i] > niter)
+                niter = iters[i];
+            nvalid += !isnan(nb_b[i]);
+        }
+        free(hist);
+    }
+#pragma omp parallel for reduction(+ : nfinite) schedule(static)
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++)
+            nfinite += isfinite(img->data[(size_t)y * img->stride + x]) != 0;
+    if (!nvalid) {
+        s = nfinite ? sf_bane_no_node(p, nx, ny)
+                    : sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
+        goto fail;
+    }
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int i = 0; i < nb; i++) {
+        fb[i] = nb_b[i];
+        fs[i] = nb_s[i];
+        if (isnan(nb_b[i]))
+            sf_bkg_fill_one(nb_b, nb_s, ncx, ncy, i % ncx, i / ncx, &fb[i], &fs[i]);
+    }
+#pragma omp parallel for schedule(static)
+    for (int y = 0; y < ny; y++) {
+        const float *in = img->data + (size_t)y * img->stride;
+        float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
+        int ky, kx;
+        double ty, tx;
+        sf_bane_axis(y, ny, step, ncy, &ky, &ty);
+        for (int x = 0; x < nx; x++) {
+            sf_bane_axis(x, nx, step, ncx, &kx, &tx);
+            if (isnan(in[x])) {
+                ob[x] = os[x] = NAN;
+                continue;
+            }
+            ob[x] = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
+            os[x] = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
+        }
+    }
+    sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);
+fail:
+    free(nb_b);
+    free(nb_s);
+    free(fb);
+    free(fs);
+    free(buf);
+    free(sorted);
+    free(cm);
+    return s;
+}

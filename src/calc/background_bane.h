@@ -1,0 +1,225 @@
+/* Stage `background`, method=bane: the grid, the per-node clipping rule and
+ * the bilinear maps, shared by the CPU twin (cpu/background_bane.c) and the
+ * GPU version (gpu/background_bane.cu). Plain C usable from C11 and CUDA
+ * (__host__ __device__), so both backends compute the same nodes from the
+ * same operations.
+ *
+ * The estimator is BANE's (AegeanTools) as BANE 1.x ran it when Aegean's
+ * reference catalogue of Parkes 1904-66 was made (the catalogue's local_rms
+ * agrees with it to 1-2%; BANE 2's clip-to-convergence gives 0.87 of it):
+ * - grid nodes every `step` pixels along each axis, at 0, step, 2 step, ...
+ *   and one more at the image's far edge (x = nx, one past the last pixel);
+ * - each node's box is box x box pixels centred on it, [p - box/2,
+ *   p - box/2 + box), clipped to the image (BANE also leaves out the image's
+ *   last row and column; we do not);
+ * - over the box's finite pixels: mean and standard deviation (ddof 0), then
+ *   at most SF_BANE_PASSES passes keeping mean - kappa sigma < v < mean +
+ *   kappa sigma of the pixels kept so far, with mean and sigma recomputed
+ *   after each; a pass that would keep nothing is not taken; the loop stops
+ *   when sigma changed by less than SF_BANE_TOL relative (2 |s0 - s| / (s0 +
+ *   s)); the node's level is the median of the kept pixels (numpy's, the
+ *   float32 mean of the two middle values for an even count) and its rms
+ *   their standard deviation;
+ * - a node with no finite pixel takes the average of its nearest valid
+ *   nodes (sf_bkg_fill_one, as the mesh method fills bad meshes; BANE's
+ *   Delaunay interpolation skips such nodes);
+ * - the maps are the bilinear interpolation of the nodes (BANE's
+ *   RegularGridInterpolator), NaN where the image is NaN.
+ *
+ * Both backends agree bit for bit: the sums of v and v*v are integers (see
+ * "Exact sums" below), so their order does not matter; the median is an
+ * exact order statistic; and products are not contracted into FMAs
+ * (SF_BKG_DMUL). */
+#ifndef SKYFIND_CALC_BACKGROUND_BANE_H
+#define SKYFIND_CALC_BACKGROUND_BANE_H
+
+#include <math.h>
+#include "background_mesh.h"
+
+#define SF_BANE_PASSES 3    /* BANE 1.x sigmaclip(reps=3) */
+#define SF_BANE_TOL 0.2     /* ... stopping when sigma changes by less than 20% */
+/* step=auto and box=auto (src/core/stages.c resolves them): BANE's
+ * get_step_size, 4 beam widths (sqrt(BMAJ BMIN) in pixels) rounded up, or
+ * 16 without a beam; the box 6 steps ("so we have ~30 beams"). */
+#define SF_BANE_STEP_NOBEAM 16
+
+/* Nodes along an axis of n pixels: 0, step, ..., and n. */
+SF_BKG_HD static inline int sf_bane_nnodes(int n, int step)
+{
+    return (n - 1) / step + 2;
+}
+
+SF_BKG_HD static inline int sf_bane_node_pos(int i, int nn, int n, int step)
+{
+    return i < nn - 1 ? i * step : n;
+}
+
+/* The box of a node at p along an axis of n pixels: [*a, *b). */
+SF_BKG_HD static inline void sf_bane_box(int p, int box, int n, int *a, int *b)
+{
+    long long lo = (long long)p - box / 2, hi = lo + box;
+    *a = lo < 0 ? 0 : (int)lo;
+    *b = hi > n ? n : (int)hi;
+}
+
+/* Exact sums. Each pass sums the kept pixels' v and v*v as integers held in
+ * doubles, on a power-of-two scale set by the largest |v| the pass can meet,
+ * M, and by the box's pixel count: with frexp(M) = f 2^E and 2^b > the box's
+ * pixels, a term v 2^e1 or v^2 2^e2 (e1 = 52 - b - E, e2 = 52 - b - 2E) is
+ * below 2^(52-b), is rounded to an integer ((t + 1.5 2^52) - 1.5 2^52:
+ * round to nearest even, the same on both backends and in SIMD lanes), and
+ * any sum of 2^b of them is an integer below 2^52, exact in a double: the
+ * same bits in any order. The products are exact too (a float times a
+ * power of two; a float squared in double). A term's rounding is at most
+ * M 2^-(53-b) (v) and M^2 2^-(53-b) (v*v): relative 4e-12 of M for a box of
+ * 10^4 pixels. M is the largest |v| of the grid cells (step x step, aligned
+ * at 0) that the box touches for the first pass, then max(|lo|, |hi|) of the
+ * pass's bounds. */
+#define SF_BANE_RND 6755399441055744.0 /* 1.5 * 2^52 */
+#ifdef __CUDA_ARCH__
+#define SF_BANE_RINT(x) __dsub_rn(__dadd_rn((x), SF_BANE_RND), SF_BANE_RND)
+#else
+#define SF_BANE_RINT(x) (((x) + SF_BANE_RND) - SF_BANE_RND)
+#endif
+
+typedef struct {
+    double n, s1, s2;
+} sf_bane_sums;
+
+typedef struct {
+    double c1, c2; /* 2^e1, 2^e2 */
+    int e1, e2;
+} sf_bane_scale;
+
+SF_BKG_HD static inline sf_bane_scale sf_bane_scale_for(double M, long long area)
+{
+    sf_bane_scale k;
+    int E = 0, b = 1;
+    while (b < 40 && (1LL << b) <= area)
+        b++;
+    if (M > 0 && isfinite(M))
+        (void)frexp(M, &E);
+    k.e1 = M > 0 ? 52 - b - E : 0;
+    k.e2 = M > 0 ? 52 - b - 2 * E : 0;
+    k.c1 = ldexp(1.0, k.e1);
+    k.c2 = ldexp(1.0, k.e2);
+    return k;
+}
+
+SF_BKG_HD static inline void sf_bane_add(sf_bane_sums *t, float v, const sf_bane_scale *k)
+{
+    double d = (double)v;
+    t->s1 += SF_BANE_RINT(SF_BKG_DMUL(d, k->c1));
+    t->s2 += SF_BANE_RINT(SF_BKG_DMUL(SF_BKG_DMUL(d, d), k->c2));
+    t->n += 1.0;
+}
+
+/* Mean and sigma (ddof 0) of the pixels from their sums. */
+SF_BKG_HD static inline void sf_bane_mean_sigma(sf_bane_sums t, const sf_bane_scale *k,
+                                                double *mean, double *sigma)
+{
+    double m = ldexp(t.s1, -k->e1) / t.n;
+    double var = ldexp(t.s2, -k->e2) / t.n - SF_BKG_DMUL(m, m);
+    *mean = m;
+    *sigma = var > 0.0 ? sqrt(var) : 0.0;
+}
+
+/* The largest |v| of the cells a box [x0, x1) x [y0, y1) touches, from the
+ * grid of cell maxima cm (ccx columns; -1: no finite pixel). */
+SF_BKG_HD static inline float sf_bane_cells_max(const float *cm, int ccx, int step, int x0, int x1,
+                                                int y0, int y1)
+{
+    float m = -1.0f;
+    for (int cy = y0 / step; cy <= (y1 - 1) / step; cy++)
+        for (int cx = x0 / step; cx <= (x1 - 1) / step; cx++) {
+            float c = cm[(size_t)cy * ccx + cx];
+            m = c > m ? c : m;
+        }
+    return m;
+}
+
+/* The scale of a clipping pass: its bounds bound |v|. */
+SF_BKG_HD static inline double sf_bane_bound_max(double lo, double hi)
+{
+    double a = fabs(lo), b = fabs(hi);
+    return a > b ? a : b;
+}
+
+/* The next pass's bounds, intersected with those of the pixels kept so far
+ * (BANE clips the clipped array again). */
+SF_BKG_HD static inline void sf_bane_bounds(double mean, double sigma, double kappa, double *lo,
+                                            double *hi)
+{
+    double l = mean - SF_BKG_DMUL(kappa, sigma), h = mean + SF_BKG_DMUL(kappa, sigma);
+    if (l > *lo)
+        *lo = l;
+    if (h < *hi)
+        *hi = h;
+}
+
+SF_BKG_HD static inline int sf_bane_kept(float v, double lo, double hi)
+{
+    return isfinite(v) && (double)v > lo && (double)v < hi;
+}
+
+/* BANE's stopping rule after a pass took sigma from s0 to s. */
+SF_BKG_HD static inline int sf_bane_settled(double s0, double s)
+{
+    return s0 + s > 0.0 && 2.0 * fabs(s0 - s) / (s0 + s) < SF_BANE_TOL;
+}
+
+/* Bilinear position of pixel p between nodes: node k and k+1 (k <= nn-2)
+ * and the fraction t in [0, 1). */
+SF_BKG_HD static inline void sf_bane_axis(int p, int n, int step, int nn, int *k, double *t)
+{
+    int kk = p / step, a, b;
+    if (kk > nn - 2)
+        kk = nn - 2;
+    a = sf_bane_node_pos(kk, nn, n, step);
+    b = sf_bane_node_pos(kk + 1, nn, n, step);
+    *k = kk;
+    *t = (double)(p - a) / (double)(b - a);
+}
+
+SF_BKG_HD static inline double sf_bane_lerp(double a, double b, double t)
+{
+    return a + SF_BKG_DMUL(b - a, t);
+}
+
+/* The map value at a pixel from the four nodes around it. */
+SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, int ky, double tx,
+                                               double ty)
+{
+    size_t i = (size_t)ky * ncx + kx;
+    double top = sf_bane_lerp(v[i], v[i + 1], tx), bot = sf_bane_lerp(v[i + ncx], v[i + ncx + 1], tx);
+    return (float)sf_bane_lerp(top, bot, ty);
+}
+
+/* Bytes of device scratch the GPU version needs (step 0: auto, counted as
+ * 4, the least a beam of a pixel or more gives; scratch grows on demand). */
+static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step)
+{
+    size_t nb;
+    if (nx < 1 || ny < 1)
+        return 0;
+    if (step < 1)
+        step = 4;
+    nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
+    return 4096 + 6 * ((nb * 4 + 255) / 256 * 256); /* 5 node grids, the cell maxima */
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The run summary from the filled node grids (fb, fs: nb values each), as
+ * both backends report it: median and mean of the levels, median rms. */
+void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfinite, int niter,
+                        sf_bkg_stats *st);
+/* The error when the image has finite pixels but no node's box holds one. */
+sf_status sf_bane_no_node(const sf_bkg_params *p, int nx, int ny);
+sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,319 @@
+/* Check suite for `background` method=bane: the CPU twin on images with a
+ * known answer (white noise, a plane, NaN blocks, a box without finite
+ * pixels, parameter errors, thread independence), and the GPU version
+ * against the CPU twin, bit for bit, on awkward sizes, steps and boxes and
+ * on real images. The agreement with BANE's own maps and Aegean's local_rms
+ * is tests/py/test_background_ref.py's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "sftest.h"
+#include "skyfind/background.h"
+#include "skyfind/fits.h"
+
+static sf_bkg_params bane_params(int step, int box)
+{
+    sf_bkg_params p;
+    sf_bkg_params_default(&p);
+    p.method = SF_BKG_BANE;
+    p.step = step;
+    p.box = box;
+    return p;
+}
+
+static void maps_alloc(sf_image *b, sf_image *r, int nx, int ny)
+{
+    ck_assert_int_eq(sf_image_alloc(b, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(r, nx, ny, SF_HOST, NULL), SF_OK);
+}
+
+static void free3(sf_image *a, sf_image *b, sf_image *c)
+{
+    sf_image_free(a, NULL);
+    sf_image_free(b, NULL);
+    sf_image_free(c, NULL);
+}
+
+/* White noise of sigma 1 on a level of 5: every node's level within a few
+ * standard errors of 5 and its rms within 3% of 1 (a 3-sigma clip of a
+ * Gaussian keeps 99.7%: its std is 0.986). */
+START_TEST(test_noise)
+{
+    int n = sftest_quick() ? 200 : 600;
+    sf_image im, b, r;
+    sf_bkg_stats st;
+    sf_bkg_params p = bane_params(20, 120);
+    double maxdb = 0, maxdr = 0;
+    sftest_noise_image(&im, n, n, 7, 0, 0.0);
+    for (size_t i = 0; i < sf_npix(n, n); i++)
+        im.data[i] += 5.0f;
+    maps_alloc(&b, &r, n, n);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+    for (size_t i = 0; i < sf_npix(n, n); i++) {
+        maxdb = fmax(maxdb, fabs(b.data[i] - 5.0));
+        maxdr = fmax(maxdr, fabs(r.data[i] - 0.986));
+    }
+    ck_assert_msg(maxdb < 0.1, "level off by up to %g", maxdb);
+    ck_assert_msg(maxdr < 0.03, "rms off by up to %g", maxdr);
+    ck_assert_msg(fabs(st.median - 5) < 0.02 && fabs(st.sigma - 0.986) < 0.01 && st.niter >= 1 &&
+                      st.niter <= 3 && st.nvalid == (long long)sf_npix(n, n),
+                  "stats %g %g %d %lld", st.median, st.sigma, st.niter, st.nvalid);
+    free3(&im, &b, &r);
+}
+END_TEST
+
+/* A plane a + bx + cy: a box's median is the plane at its centre when the box
+ * is whole and symmetric, and the bilinear maps reproduce a plane between
+ * nodes; its rms is the spread of the plane over the box. Nodes at the far
+ * edge (x = nx) sit one past the last pixel, as BANE's. */
+START_TEST(test_plane)
+{
+    const int nx = 203, ny = 151, step = 10, box = 21; /* odd box: centred exactly */
+    sf_image im, b, r;
+    sf_bkg_stats st;
+    sf_bkg_params p = bane_params(step, box);
+    sf_image_alloc(&im, nx, ny, SF_HOST, NULL);
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++)
+            im.data[(size_t)y * nx + x] = (float)(100.0 + 0.5 * x - 0.25 * y);
+    maps_alloc(&b, &r, nx, ny);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+    /* pixels whose four nodes all have whole boxes */
+    for (int y = 10; y <= 139; y++)
+        for (int x = 10; x <= 189; x++) {
+            double want = 100.0 + 0.5 * x - 0.25 * y;
+            ck_assert_msg(fabs(b.data[(size_t)y * nx + x] - want) < 1e-3,
+                          "level at (%d,%d) %.6f, plane %.6f", x, y, b.data[(size_t)y * nx + x],
+                          want);
+        }
+    free3(&im, &b, &r);
+}
+END_TEST
+
+/* NaN pixels give NaN in both maps, finite pixels finite values; a node
+ * whose box is all NaN takes its nearest valid nodes' values; an all-NaN
+ * image is an error naming the cause, and so is one whose finite pixels no
+ * box reaches (step 10, box 1: only the node pixels are read). */
+START_TEST(test_nan)
+{
+    const int n = 160;
+    sf_image im, b, r;
+    sf_bkg_stats st;
+    sf_bkg_params p = bane_params(16, 32);
+    sftest_noise_image(&im, n, n, 3, 0, 0.0);
+    for (int y = 0; y < 60; y++) /* a blank corner larger than a box */
+        for (int x = 0; x < 60; x++)
+            im.data[(size_t)y * n + x] = NAN;
+    im.data[(size_t)100 * n + 77] = NAN;
+    maps_alloc(&b, &r, n, n);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+    for (size_t i = 0; i < sf_npix(n, n); i++) {
+        ck_assert(isnan(im.data[i]) == isnan(b.data[i]));
+        ck_assert(isnan(im.data[i]) == isnan(r.data[i]));
+        if (!isnan(b.data[i]))
+            ck_assert(isfinite(b.data[i]) && r.data[i] > 0.5 && r.data[i] < 2.0);
+    }
+    for (size_t i = 0; i < sf_npix(n, n); i++)
+        im.data[i] = NAN;
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_EMPTY);
+    ck_assert(strstr(sf_errdetail(), "no finite pixels"));
+    im.data[(size_t)5 * n + 5] = 1.0f;
+    p = bane_params(10, 1);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_EMPTY);
+    ck_assert_msg(strstr(sf_errdetail(), "no 1x1 box"), "%s", sf_errdetail());
+    free3(&im, &b, &r);
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    sf_bkg_params p = bane_params(0, 64);
+    ck_assert_int_eq(sf_bkg_check_params(&p), SF_ERR_PARAM);
+    p = bane_params(16, 0);
+    ck_assert_int_eq(sf_bkg_check_params(&p), SF_ERR_PARAM);
+    p = bane_params(16, 96);
+    ck_assert_int_eq(sf_bkg_check_params(&p), SF_OK);
+    p.kappa = 0;
+    ck_assert_int_eq(sf_bkg_check_params(&p), SF_ERR_PARAM);
+}
+END_TEST
+
+START_TEST(test_threads)
+{
+#ifdef _OPENMP
+    sf_image im, b1, r1, b2, r2;
+    sf_bkg_stats s1, s2;
+    sf_bkg_params p = bane_params(13, 70);
+    int nt = omp_get_max_threads();
+    sftest_noise_image(&im, 333, 277, 5, 40, 0.05);
+    maps_alloc(&b1, &r1, 333, 277);
+    maps_alloc(&b2, &r2, 333, 277);
+    omp_set_num_threads(1);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &s1, &b1, &r1), SF_OK);
+    omp_set_num_threads(nt > 1 ? nt : 3);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &s2, &b2, &r2), SF_OK);
+    omp_set_num_threads(nt);
+    ck_assert(memcmp(b1.data, b2.data, sf_npix(333, 277) * 4) == 0);
+    ck_assert(memcmp(r1.data, r2.data, sf_npix(333, 277) * 4) == 0);
+    ck_assert(s1.median == s2.median && s1.sigma == s2.sigma && s1.niter == s2.niter);
+    free3(&im, &b1, &r1);
+    sf_image_free(&b2, NULL);
+    sf_image_free(&r2, NULL);
+#endif
+}
+END_TEST
+
+/* ---- GPU against the CPU twin: the same bits ---------------------------- */
+
+static int same_bits(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
+}
+
+static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *what)
+{
+    sf_gpu *g = sftest_gpu();
+    int nx = im->nx, ny = im->ny;
+    size_t n = sf_npix(nx, ny), bad = 0;
+    sf_image d = {0}, db = {0}, dr = {0}, cb, cr, hb, hr;
+    sf_bkg_stats cs, gs;
+    sf_status sc, sg;
+    maps_alloc(&cb, &cr, nx, ny);
+    maps_alloc(&hb, &hr, nx, ny);
+    ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&db, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&dr, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_upload(g, im, &d), SF_OK);
+    sftest_poison(g, db.data, n * sizeof(float));
+    sftest_poison(g, dr.data, n * sizeof(float));
+    sc = sf_background_cpu(im, p, &cs, &cb, &cr);
+    sg = sf_background_gpu(g, &d, p, &gs, &db, &dr);
+    ck_assert_msg(sc == sg, "%s: gpu status %d, cpu %d (%s)", what, sg, sc, sf_errdetail());
+    if (sc == SF_OK) {
+        ck_assert_int_eq(sf_image_download(g, &db, &hb), SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &dr, &hr), SF_OK);
+        for (size_t i = 0; i < n; i++)
+            if (!same_bits(hb.data[i], cb.data[i]) || !same_bits(hr.data[i], cr.data[i])) {
+                if (bad++ < 5)
+                    fprintf(stderr, "%s: pixel (%zu,%zu): gpu %.9g %.9g cpu %.9g %.9g\n", what,
+                            i % nx, i / nx, hb.data[i], hr.data[i], cb.data[i], cr.data[i]);
+            }
+        ck_assert_msg(bad == 0, "%s: %zu of %zu pixels differ", what, bad, n);
+        ck_assert_msg(gs.median == cs.median && gs.sigma == cs.sigma && gs.mean == cs.mean &&
+                          gs.nvalid == cs.nvalid && gs.niter == cs.niter,
+                      "%s: stats gpu %.9g %.9g %.9g %lld %d cpu %.9g %.9g %.9g %lld %d", what,
+                      gs.median, gs.sigma, gs.mean, gs.nvalid, gs.niter, cs.median, cs.sigma,
+                      cs.mean, cs.nvalid, cs.niter);
+    }
+    sf_image_free(&d, g);
+    sf_image_free(&db, g);
+    sf_image_free(&dr, g);
+    sf_image_free(&cb, NULL);
+    sf_image_free(&cr, NULL);
+    sf_image_free(&hb, NULL);
+    sf_image_free(&hr, NULL);
+}
+
+START_TEST(test_gpu_random)
+{
+    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}};
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        if (sftest_quick() && sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 300 * 300)
+            continue;
+        for (int nan = 0; nan < 2; nan++)
+            for (int s = 0; s < 4; s++) {
+                sf_image im;
+                sf_bkg_params p = bane_params(steps[s][0], steps[s][1]);
+                char what[96];
+                p.kappa = s == 1 ? 2.5 : 3.0;
+                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 10 * k + s, k,
+                                   nan * 0.2);
+                snprintf(what, sizeof what, "%dx%d step %d box %d nan=%d", im.nx, im.ny, p.step,
+                         p.box, nan);
+                gpu_vs_cpu(&im, &p, what);
+                sf_image_free(&im, NULL);
+            }
+    }
+}
+END_TEST
+
+START_TEST(test_gpu_special)
+{
+    int n = sftest_quick() ? 200 : 1100;
+    sf_image im;
+    sf_bkg_params p = bane_params(15, 90);
+    sftest_rng r = {5};
+    sftest_noise_image(&im, n, n - 37, 21, 50, 0.3); /* NaN blocks, an optical level */
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+        im.data[i] = 3700.0f + 20.0f * im.data[i];
+    gpu_vs_cpu(&im, &p, "NaN blocks + offset");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) /* integer ties: even-count medians */
+        im.data[i] = (float)(int)(20 * sftest_uniform(&r)) - 7;
+    gpu_vs_cpu(&im, &p, "ties");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) /* constant: rms 0 */
+        im.data[i] = -1.25f;
+    gpu_vs_cpu(&im, &p, "constant");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) /* near the float limit */
+        im.data[i] = (float)(3e38 * (sftest_uniform(&r) - 0.5));
+    gpu_vs_cpu(&im, &p, "float limit");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++) /* tiny values */
+        im.data[i] = (float)(1e-30 * sftest_normal(&r));
+    gpu_vs_cpu(&im, &p, "1e-30");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+        im.data[i] = NAN;
+    gpu_vs_cpu(&im, &p, "all-nan");
+    im.data[7] = 2.0f;
+    p = bane_params(10, 1);
+    gpu_vs_cpu(&im, &p, "no box reaches the finite pixel");
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
+START_TEST(test_gpu_real)
+{
+    static const char *files[] = {
+        "radio_parkes_1904-66_SIN.fits", "optical_eso_ntt_emmi_256x256_int16_bscale.fits",
+        "radio_vla_nvas_W51_22GHz_114x124x1x1.fits", "radio_parkes_1904-66_SIN_galactic.fits",
+        "quirk_2mass_20x21_int16_bscale.fits", "radio_atca_scorpio_s17_1000x1000.fits",
+        "radio_amila_GRB120422A_512x512x1x1.fits", "sim_aegean_synthetic_512x256.fits", NULL};
+    if (!sftest_have_data()) {
+        printf("SKIP: no test data (SKYFIND_TEST_DATA)\n");
+        return;
+    }
+    for (int i = 0; files[i] && (!sftest_quick() || i < 3); i++) {
+        sf_image im = {0};
+        sf_fits_info info;
+        sf_bkg_params p = bane_params(14, 84); /* Parkes's step=auto */
+        ck_assert_msg(sf_fits_read(sftest_data(files[i]), -1, NULL, &im, &info) == SF_OK, "%s: %s",
+                      files[i], sf_errdetail());
+        gpu_vs_cpu(&im, &p, files[i]);
+        p = bane_params(16, 96); /* step=auto without a beam */
+        gpu_vs_cpu(&im, &p, files[i]);
+        sf_image_free(&im, NULL);
+        sf_fits_info_free(&info);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("background_bane");
+    TCase *cpu = tcase_create("cpu"), *gpu = tcase_create("gpu");
+    tcase_set_timeout(cpu, 300);
+    tcase_set_timeout(gpu, 600);
+    tcase_add_test(cpu, test_noise);
+    tcase_add_test(cpu, test_plane);
+    tcase_add_test(cpu, test_nan);
+    tcase_add_test(cpu, test_params);
+    tcase_add_test(cpu, test_threads);
+    suite_add_tcase(s, cpu);
+    tcase_add_test(gpu, test_gpu_random);
+    tcase_add_test(gpu, test_gpu_special);
+    tcase_add_test(gpu, test_gpu_real);
+    TCase *gc[] = {gpu};
+    return sftest_main(s, gc, 1);
+}
