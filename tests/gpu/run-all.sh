@@ -30,7 +30,9 @@ MODE=${2:-full}
 # multigpu (a machine of 2+ GPUs): tests/gpu/multi-gpu.sh, 1 GPU against all;
 # deblend: the suites, the sanitizer on the deblend, measure, segment and
 # threshold cases (SAN_SUITES), compare, and every stage of the sextractor
-# and radio pipelines timed (bench_pipeline)
+# and radio pipelines timed (bench_pipeline); bane: the background suites,
+# the sanitizer on the bane cases and a whole radio run, compare, and every
+# stage of radio.pipe (background method=bane) timed on both backends
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare faults python bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare faults python" ;;
@@ -54,7 +56,10 @@ case $MODE in
     deblend) SECTIONS="suites sanitizer compare deblendbench"
              SAN_SUITES=${SAN_SUITES:-deblend measure segment threshold} ;;
     deblendbench) SECTIONS="deblendbench" ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, checks, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench or quick" >&2; exit 2 ;;
+    bane) SECTIONS="suites sanitizer compare banebench"
+          SUITES=${SUITES:-background_bane background background_mesh}
+          SAN_SUITES=${SAN_SUITES:-background_bane} SAN_RUNS=${SAN_RUNS-radio} ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, checks, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench, bane or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -212,6 +217,16 @@ PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests
     --build "$BIN" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 3 --peer-repeat 3 --peer-budget 20 \
     --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
 sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
+fi
+if want banebench; then
+say "benchmark: every stage of radio.pipe (background method=bane), GPU and CPU twin on all cores"
+"$BIN/tests/bench/bench_pipeline" -p radio --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
+    --cpu-max 4096 --backend both --workdir "$W" | tee "$OUTDIR/bench_bane.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+for n in $sizes; do # one process per image: CUDA's start (~0.2-0.3 s) included
+    TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
+    time "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
+done
 fi
 if want deblendbench; then
 say "benchmark: every stage of the sextractor pipeline (deblending) and the radio pipeline, GPU and CPU twin"
