@@ -1,15 +1,15 @@
 // Stage `background`, method=bane, GPU version (twin: cpu/background_bane.c;
 // the rules and why both backends get the same bits: src/calc/background_bane.h).
 // 1. bane_scan: the image's finite pixels (for the run summary).
-// 2. bane_nodes, one block of 32 x 8 threads per node: each pass reads the
-//    node's box straight from the image (rows coalesced; neighbouring boxes
-//    overlap, so most reads hit L1/L2) and sums the kept pixels' v and v*v
+// 2. bane_nodes, one block of 32 x 8 threads per node: the node's box is
+//    read from the image once into shared memory (boxes up to BN_STAGE_MAX
+//    pixels; larger ones are read from the image on every pass), each pass sums the kept pixels' v and v*v
 //    as exact integers in doubles (warp shuffles, then the 8 warps; the
 //    first pass's scale from bane_cellmax's grid of cell maxima), and every
-//    thread derives the same mean, sigma and bounds. The
-//    median of the kept pixels is a radix select on their order-preserving
-//    keys (4 passes of 8 bits, a 256-bin shared histogram), plus one max
-//    pass for the lower middle of an even count.
+//    thread derives the same mean, sigma and bounds. The median of the kept
+//    pixels: their extremes, a 2048-bin histogram between them, the few
+//    values of the bins holding the middle ranks ranked exactly (a radix
+//    select on the float keys when those are many: equal values).
 // 3. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
 // 4. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
 // The filled grids come back to the host for the run summary (the twin's
@@ -78,17 +78,18 @@ __global__ void bane_cellmax(const float *img, size_t stride, int nx, int ny, in
     cm[c] = m;
 }
 
-// The block's sums of v and v*v over the box pixels kept by (lo, hi);
-// every thread returns the same totals.
-__device__ sf_bane_sums bane_pass(const float *img, size_t stride, int x0, int x1, int y0, int y1,
-                                  double lo, double hi, sf_bane_scale k, sf_bane_sums *sh)
+// The block's sums of v and v*v over the box pixels kept by (lo, hi), the
+// box w x h at src with row pitch `pitch` (shared memory when it was staged
+// there, else the image); every thread returns the same totals.
+__device__ sf_bane_sums bane_pass(const float *src, size_t pitch, int w, int h, double lo,
+                                  double hi, sf_bane_scale k, sf_bane_sums *sh)
 {
     const int tid = threadIdx.y * BN_TX + threadIdx.x;
     sf_bane_sums t = {0.0, 0.0, 0.0};
-    for (int y = y0 + threadIdx.y; y < y1; y += BN_TY) {
-        const float *row = img + (size_t)y * stride;
-        for (int x = x0 + threadIdx.x; x < x1; x += BN_TX) {
-            float v = __ldg(row + x);
+    for (int y = threadIdx.y; y < h; y += BN_TY) {
+        const float *row = src + (size_t)y * pitch;
+        for (int x = threadIdx.x; x < w; x += BN_TX) {
+            float v = row[x];
             if (sf_bane_kept(v, lo, hi))
                 sf_bane_add(&t, v, &k);
         }
@@ -103,18 +104,22 @@ __device__ sf_bane_sums bane_pass(const float *img, size_t stride, int x0, int x
         sh[tid >> 5] = t;
     __syncthreads();
     t = sh[0];
-    for (int w = 1; w < BN_WARPS; w++) {
-        t.n += sh[w].n;
-        t.s1 += sh[w].s1;
-        t.s2 += sh[w].s2;
+    for (int w8 = 1; w8 < BN_WARPS; w8++) {
+        t.n += sh[w8].n;
+        t.s1 += sh[w8].s1;
+        t.s2 += sh[w8].s2;
     }
     return t;
 }
 
+#define BN_BINS 2048 // median histogram (BN_BINS / 256 bins a thread in the scan)
+#define BN_CAND 1024 // most values of the middle bins ordered exactly
+#define BN_STAGE_MAX 16384 // boxes of up to this many pixels are staged in shared memory
+
 struct bane_args {
     const float *img, *cm;
     size_t stride;
-    int nx, ny, step, box, ncx, ncy, ccx;
+    int nx, ny, step, box, ncx, ncy, ccx, stage;
     double kappa;
     float *rawb, *raws;
     int *iters;
@@ -122,9 +127,12 @@ struct bane_args {
 
 __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
 {
+    extern __shared__ float box_s[]; // the staged box (BN_STAGE_MAX floats when staged)
     __shared__ sf_bane_sums sh[BN_WARPS];
-    __shared__ unsigned hist[256];
-    __shared__ unsigned sel[3]; // prefix, rank left, lower-middle key
+    __shared__ unsigned hist[BN_BINS];
+    __shared__ float cand[BN_CAND];
+    __shared__ unsigned sel[4];
+    __shared__ float mm[2 * BN_WARPS];
     const int node = blockIdx.x, tid = threadIdx.y * BN_TX + threadIdx.x;
     const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
               py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
@@ -132,10 +140,21 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     double lo = -INFINITY, hi = INFINITY, mean, sigma;
     sf_bane_box(px, a.box, a.nx, &x0, &x1);
     sf_bane_box(py, a.box, a.ny, &y0, &y1);
-    const long long area = (long long)(x1 - x0) * (y1 - y0);
+    const int w = x1 > x0 ? x1 - x0 : 0, h = y1 > y0 ? y1 - y0 : 0;
+    const long long area = (long long)w * h;
+    const float *src = a.img + (size_t)(h ? y0 : 0) * a.stride + (w ? x0 : 0);
+    size_t pitch = a.stride;
+    if (a.stage && area <= BN_STAGE_MAX) { // every later pass reads shared memory
+        for (int y = threadIdx.y; y < h; y += BN_TY)
+            for (int x = threadIdx.x; x < w; x += BN_TX)
+                box_s[y * w + x] = __ldg(src + (size_t)y * a.stride + x);
+        src = box_s;
+        pitch = w;
+        __syncthreads();
+    }
     const sf_bane_scale k0 =
         sf_bane_scale_for(area ? sf_bane_cells_max(a.cm, a.ccx, a.step, x0, x1, y0, y1) : 0.0, area);
-    sf_bane_sums t = bane_pass(a.img, a.stride, x0, x1, y0, y1, lo, hi, k0, sh);
+    sf_bane_sums t = bane_pass(src, pitch, w, h, lo, hi, k0, sh);
     if (t.n == 0) {
         if (tid == 0) {
             a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
@@ -145,82 +164,182 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     }
     sf_bane_mean_sigma(t, &k0, &mean, &sigma);
     while (it < SF_BANE_PASSES) {
-        double l = lo, h = hi, s0 = sigma;
-        sf_bane_bounds(mean, sigma, a.kappa, &l, &h);
-        const sf_bane_scale kk = sf_bane_scale_for(sf_bane_bound_max(l, h), area);
-        sf_bane_sums u = bane_pass(a.img, a.stride, x0, x1, y0, y1, l, h, kk, sh);
+        double l = lo, hh = hi, s0 = sigma;
+        sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
+        const sf_bane_scale kk = sf_bane_scale_for(sf_bane_bound_max(l, hh), area);
+        sf_bane_sums u = bane_pass(src, pitch, w, h, l, hh, kk, sh);
         if (u.n == 0)
             break;
         it++;
         lo = l;
-        hi = h;
+        hi = hh;
         t = u;
         sf_bane_mean_sigma(t, &kk, &mean, &sigma);
         if (sf_bane_settled(s0, sigma))
             break;
     }
-    // the median of the t.n kept pixels: the key of rank k = n/2, then for an
-    // even count the largest key below it when rank k-1 is not also that key
-    const unsigned long long nk = (unsigned long long)t.n, k = nk / 2;
-    if (tid == 0) {
-        sel[0] = 0;
-        sel[1] = (unsigned)k;
+    // The median of the nk kept pixels: ranks km and k (equal for an odd
+    // count). Their extremes, a histogram of BN_BINS equal bins between
+    // them (in value order), the bins holding the two ranks, and the values
+    // of those bins (few) ranked exactly; a radix select on the float keys
+    // when those are more than BN_CAND (many equal values).
+    const unsigned nk = (unsigned)t.n, k = nk / 2, km = nk & 1 ? k : k - 1;
+    float vmin = INFINITY, vmax = -INFINITY;
+    for (int y = threadIdx.y; y < h; y += BN_TY)
+        for (int x = threadIdx.x; x < w; x += BN_TX) {
+            float v = src[(size_t)y * pitch + x];
+            if (sf_bane_kept(v, lo, hi)) {
+                vmin = fminf(vmin, v);
+                vmax = fmaxf(vmax, v);
+            }
+        }
+    for (int o = 16; o; o >>= 1) {
+        vmin = fminf(vmin, __shfl_xor_sync(0xffffffffu, vmin, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
     }
-    unsigned mask = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += BN_TX * BN_TY)
-            hist[i] = 0;
+    if ((tid & 31) == 0) {
+        mm[tid >> 5] = vmin;
+        mm[BN_WARPS + (tid >> 5)] = vmax;
+    }
+    for (int i = tid; i < BN_BINS; i += BN_TX * BN_TY)
+        hist[i] = 0;
+    __syncthreads();
+    for (int i = 1; i < BN_WARPS; i++) {
+        vmin = fminf(vmin, mm[i]);
+        vmax = fmaxf(vmax, mm[BN_WARPS + i]);
+    }
+    vmin = fminf(vmin, mm[0]);
+    vmax = fmaxf(vmax, mm[BN_WARPS]);
+    float lomid, himid;
+    if (!(vmax > vmin)) {
+        lomid = himid = vmin;
+    } else {
+        const double scale = (BN_BINS - 1) / ((double)vmax - (double)vmin);
+        for (int y = threadIdx.y; y < h; y += BN_TY)
+            for (int x = threadIdx.x; x < w; x += BN_TX) {
+                float v = src[(size_t)y * pitch + x];
+                if (sf_bane_kept(v, lo, hi))
+                    atomicAdd(&hist[(unsigned)(((double)v - (double)vmin) * scale)], 1u);
+            }
         __syncthreads();
-        const unsigned prefix = sel[0];
-        for (int y = y0 + threadIdx.y; y < y1; y += BN_TY) {
-            const float *row = a.img + (size_t)y * a.stride;
-            for (int x = x0 + threadIdx.x; x < x1; x += BN_TX) {
-                float v = __ldg(row + x);
+        // the bins of ranks km and k: 8 bins a thread, then thread 0 walks
+        {
+            unsigned c = 0;
+            for (int i = 0; i < BN_BINS / 256; i++)
+                c += hist[tid * (BN_BINS / 256) + i];
+            __syncthreads();
+            if (tid == 0) {
+                sel[0] = sel[1] = sel[2] = sel[3] = 0;
+            }
+            // per-thread totals through the candidate array's words
+            ((unsigned *)cand)[tid] = c;
+            __syncthreads();
+            if (tid == 0) {
+                unsigned acc = 0, b = 0, tt = 0;
+                while (acc + ((unsigned *)cand)[tt] <= km)
+                    acc += ((unsigned *)cand)[tt++];
+                b = tt * (BN_BINS / 256);
+                while (acc + hist[b] <= km)
+                    acc += hist[b++];
+                sel[0] = b;   // bin of rank km
+                sel[1] = acc; // ranks below that bin
+                while (acc + hist[b] <= k)
+                    acc += hist[b++];
+                sel[2] = b;   // bin of rank k
+            }
+            __syncthreads();
+        }
+        const unsigned blo = sel[0], below = sel[1], bhi = sel[2];
+        for (int y = threadIdx.y; y < h; y += BN_TY)
+            for (int x = threadIdx.x; x < w; x += BN_TX) {
+                float v = src[(size_t)y * pitch + x];
                 if (sf_bane_kept(v, lo, hi)) {
-                    unsigned key = sf_fkey(v);
-                    if ((key & mask) == prefix)
-                        atomicAdd(&hist[(key >> shift) & 255u], 1u);
+                    unsigned b = (unsigned)(((double)v - (double)vmin) * scale);
+                    if (b >= blo && b <= bhi) {
+                        unsigned j = atomicAdd(&sel[3], 1u);
+                        if (j < BN_CAND)
+                            cand[j] = v;
+                    }
                 }
             }
-        }
         __syncthreads();
-        if (tid == 0) {
-            unsigned r = sel[1], d = 0;
-            while (hist[d] <= r) {
-                r -= hist[d];
-                d++;
+        const unsigned m = sel[3];
+        if (m <= BN_CAND) {
+            // rank of each candidate among them (ties broken by slot)
+            __shared__ float mid[2];
+            for (unsigned j = tid; j < m; j += BN_TX * BN_TY) {
+                const float cj = cand[j];
+                unsigned r = 0;
+                for (unsigned i = 0; i < m; i++)
+                    r += cand[i] < cj || (cand[i] == cj && i < j);
+                if (r == km - below)
+                    mid[0] = cj;
+                if (r == k - below)
+                    mid[1] = cj;
             }
-            sel[0] = prefix | (d << shift);
-            sel[1] = r; // rank among the keys equal so far
-        }
-        mask |= 255u << shift;
-        __syncthreads();
-    }
-    const unsigned K = sel[0];
-    float himid = sf_fkey_value(K), lomid = himid;
-    if ((nk & 1) == 0 && sel[1] == 0) { // rank k-1 holds a smaller key
-        if (tid == 0)
-            sel[2] = 0;
-        __syncthreads();
-        unsigned best = 0;
-        for (int y = y0 + threadIdx.y; y < y1; y += BN_TY) {
-            const float *row = a.img + (size_t)y * a.stride;
-            for (int x = x0 + threadIdx.x; x < x1; x += BN_TX) {
-                float v = __ldg(row + x);
-                if (sf_bane_kept(v, lo, hi)) {
-                    unsigned key = sf_fkey(v);
-                    if (key < K && key > best)
-                        best = key;
+            __syncthreads();
+            lomid = mid[0];
+            himid = mid[1];
+        } else {
+            // radix select of rank k on the keys, then rank km
+            if (tid == 0) {
+                sel[0] = 0;
+                sel[1] = k;
+            }
+            unsigned mask = 0;
+            for (int shift = 24; shift >= 0; shift -= 8) {
+                for (int i = tid; i < 256; i += BN_TX * BN_TY)
+                    hist[i] = 0;
+                __syncthreads();
+                const unsigned prefix = sel[0];
+                for (int y = threadIdx.y; y < h; y += BN_TY)
+                    for (int x = threadIdx.x; x < w; x += BN_TX) {
+                        float v = src[(size_t)y * pitch + x];
+                        if (sf_bane_kept(v, lo, hi)) {
+                            unsigned key = sf_fkey(v);
+                            if ((key & mask) == prefix)
+                                atomicAdd(&hist[(key >> shift) & 255u], 1u);
+                        }
+                    }
+                __syncthreads();
+                if (tid == 0) {
+                    unsigned r = sel[1], d = 0;
+                    while (hist[d] <= r) {
+                        r -= hist[d];
+                        d++;
+                    }
+                    sel[0] = prefix | (d << shift);
+                    sel[1] = r; // rank among the keys equal so far
                 }
+                mask |= 255u << shift;
+                __syncthreads();
+            }
+            const unsigned K = sel[0];
+            himid = lomid = sf_fkey_value(K);
+            if (km != k && sel[1] == 0) { // rank km holds a smaller key
+                __syncthreads();
+                if (tid == 0)
+                    sel[2] = 0;
+                __syncthreads();
+                unsigned best = 0;
+                for (int y = threadIdx.y; y < h; y += BN_TY)
+                    for (int x = threadIdx.x; x < w; x += BN_TX) {
+                        float v = src[(size_t)y * pitch + x];
+                        if (sf_bane_kept(v, lo, hi)) {
+                            unsigned key = sf_fkey(v);
+                            if (key < K && key > best)
+                                best = key;
+                        }
+                    }
+                atomicMax(&sel[2], best);
+                __syncthreads();
+                lomid = sf_fkey_value(sel[2]);
             }
         }
-        atomicMax(&sel[2], best);
-        __syncthreads();
-        lomid = sf_fkey_value(sel[2]);
     }
     if (tid == 0) {
         // sf_median_f32: the middle value, or the float32 mean of the two
-        a.rawb[node] = (nk & 1) ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
+        a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
         a.raws[node] = (float)sigma;
         a.iters[node] = it;
     }
@@ -302,9 +421,16 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         img->data, img->stride, nx, ny, step, ccx, ccy, cm);
     SF_LAUNCHED();
     {
+        // boxes of up to BN_STAGE_MAX pixels are read from the image once
+        const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
+        const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
+        const size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
         const bane_args a = {img->data, cm, img->stride, nx, ny, step, p->box, ncx, ncy, ccx,
-                             p->kappa, rawb, raws, iters};
-        bane_nodes<<<nb, dim3(BN_TX, BN_TY), 0, g->stream>>>(a);
+                             stage, p->kappa, rawb, raws, iters};
+        if (dyn > 48 * 1024)
+            SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)dyn));
+        bane_nodes<<<nb, dim3(BN_TX, BN_TY), dyn, g->stream>>>(a);
         SF_LAUNCHED();
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
