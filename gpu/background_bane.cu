@@ -427,7 +427,9 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         const size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
         const bane_args a = {img->data, cm, img->stride, nx, ny, step, p->box, ncx, ncy, ccx,
                              stage, p->kappa, rawb, raws, iters};
-        if (dyn > 48 * 1024)
+        // the static arrays (12.6 KB) and the box may pass the 48 KB a block
+        // gets without asking
+        if (dyn)
             SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)dyn));
         bane_nodes<<<nb, dim3(BN_TX, BN_TY), dyn, g->stream>>>(a);
