@@ -9,6 +9,8 @@
 #include "skyfind/background.h"
 #include "background_bane.h"
 #include "select.h"
+#include "fixsum.h" /* sf_fkey: order-preserving float keys */
+#include <stdint.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -173,6 +175,223 @@ static void bane_cells(const sf_image *img, int step, float *cm, int ccx, int cc
     }
 }
 
+/* ---- the cell path (background_bane.h) ---------------------------------- */
+typedef struct {
+    float *v;        /* every cell's finite values, sorted, cell after cell */
+    double *a1, *a2; /* their running sums outward from each cell's middle */
+    long long *off;  /* cell c's values at v[off[c] .. off[c+1]) */
+    int ccx, ccy;
+} bane_cellset;
+
+/* Sort n floats by sf_fkey order (insertion below 16, else quicksort). */
+static void key_sort(uint32_t *k, int n)
+{
+    while (n > 16) {
+        uint32_t a = k[0], b = k[n / 2], c = k[n - 1], piv;
+        int i = 0, j = n - 1;
+        piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        while (i <= j) {
+            while (k[i] < piv)
+                i++;
+            while (k[j] > piv)
+                j--;
+            if (i <= j) {
+                uint32_t t = k[i];
+                k[i++] = k[j];
+                k[j--] = t;
+            }
+        }
+        /* recurse on the smaller part, loop on the larger */
+        if (j + 1 < n - i) {
+            key_sort(k, j + 1);
+            k += i;
+            n -= i;
+        } else {
+            key_sort(k + i, n - i);
+            n = j + 1;
+        }
+    }
+    for (int i = 1; i < n; i++) {
+        uint32_t t = k[i];
+        int j = i - 1;
+        while (j >= 0 && k[j] > t) {
+            k[j + 1] = k[j];
+            j--;
+        }
+        k[j + 1] = t;
+    }
+}
+
+static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c)
+{
+    const int nx = img->nx, ny = img->ny;
+    const size_t nc = (size_t)c->ccx * c->ccy;
+    long long tot = 0;
+    c->off = malloc((nc + 1) * sizeof *c->off);
+    if (!c->off)
+        return sf_fail(SF_ERR_NOMEM, "background bane: %zu cells", nc);
+#pragma omp parallel for schedule(static)
+    for (int cy = 0; cy < c->ccy; cy++)
+        for (int cx = 0; cx < c->ccx; cx++) {
+            long long m = 0;
+            for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
+                for (int x = cx * step; x < (cx + 1) * step && x < nx; x++)
+                    m += isfinite(img->data[(size_t)y * img->stride + x]) != 0;
+            c->off[(size_t)cy * c->ccx + cx] = m;
+        }
+    for (size_t i = 0; i < nc; i++) {
+        long long m = c->off[i];
+        c->off[i] = tot;
+        tot += m;
+    }
+    c->off[nc] = tot;
+    c->v = malloc((size_t)(tot ? tot : 1) * sizeof *c->v);
+    c->a1 = malloc((size_t)(tot ? tot : 1) * sizeof *c->a1);
+    c->a2 = malloc((size_t)(tot ? tot : 1) * sizeof *c->a2);
+    if (!c->v || !c->a1 || !c->a2)
+        return sf_fail(SF_ERR_NOMEM, "background bane: sorted cells of %lld pixels", tot);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int cy = 0; cy < c->ccy; cy++)
+        for (int cx = 0; cx < c->ccx; cx++) {
+            const size_t ci = (size_t)cy * c->ccx + cx;
+            float *v = c->v + c->off[ci];
+            uint32_t *k = (uint32_t *)v;
+            int m = 0, n = (int)(c->off[ci + 1] - c->off[ci]);
+            for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
+                for (int x = cx * step; x < (cx + 1) * step && x < nx; x++) {
+                    float f = img->data[(size_t)y * img->stride + x];
+                    if (isfinite(f))
+                        k[m++] = sf_fkey(f);
+                }
+            key_sort(k, n);
+            for (int i = 0; i < n; i++)
+                v[i] = sf_fkey_value(k[i]);
+            sf_bane_running(v, n, c->a1 + c->off[ci], c->a2 + c->off[ci]);
+        }
+    return SF_OK;
+}
+
+static void bane_cells_free(bane_cellset *c)
+{
+    free(c->v);
+    free(c->a1);
+    free(c->a2);
+    free(c->off);
+}
+
+/* One cell-aligned node (see bane_node for the rule); ab: 2 ints a cell of
+ * scratch, buf: candidates for the median. */
+static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0, int x1, int y0,
+                           int y1, int *ab, float *buf, float *level, float *rms)
+{
+    const int step = p->step, cx0 = x0 / step, cx1 = (x1 - 1) / step, cy0 = y0 / step,
+              cy1 = (y1 - 1) / step, ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
+    double n = 0, s1 = 0, s2 = 0, lo = -INFINITY, hi = INFINITY, mean, sigma;
+    int it = 0, i;
+    size_t nk, k, km, below, m;
+    /* pass 1: every finite pixel */
+    i = 0;
+    for (int cy = cy0; cy <= cy1; cy++)
+        for (int cx = cx0; cx <= cx1; cx++, i++) {
+            const size_t ci = (size_t)cy * c->ccx + cx;
+            const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
+            ab[2 * i] = 0;
+            ab[2 * i + 1] = cnt;
+            n += cnt;
+            s1 += sf_bane_range(c->a1 + c->off[ci], cnt, 0, cnt);
+            s2 += sf_bane_range(c->a2 + c->off[ci], cnt, 0, cnt);
+        }
+    if (n == 0) {
+        *level = *rms = NAN;
+        return 0;
+    }
+    sf_bane_mean_sigma_d(n, s1, s2, &mean, &sigma);
+    while (it < SF_BANE_PASSES) {
+        double l = lo, h = hi, s0 = sigma, un = 0, u1 = 0, u2 = 0;
+        sf_bane_bounds(mean, sigma, p->kappa, &l, &h);
+        i = 0;
+        for (int cy = cy0; cy <= cy1; cy++)
+            for (int cx = cx0; cx <= cx1; cx++, i++) {
+                const size_t ci = (size_t)cy * c->ccx + cx;
+                const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
+                const float *v = c->v + c->off[ci];
+                int a = sf_bane_upper(v, cnt, l), b = sf_bane_lower(v, cnt, h);
+                if (b < a)
+                    b = a;
+                ab[2 * (ncl + i)] = a;
+                ab[2 * (ncl + i) + 1] = b;
+                un += b - a;
+                u1 += sf_bane_range(c->a1 + c->off[ci], cnt, a, b);
+                u2 += sf_bane_range(c->a2 + c->off[ci], cnt, a, b);
+            }
+        if (un == 0)
+            break;
+        it++;
+        lo = l;
+        hi = h;
+        n = un;
+        memcpy(ab, ab + 2 * ncl, (size_t)ncl * 2 * sizeof *ab);
+        sf_bane_mean_sigma_d(un, u1, u2, &mean, &sigma);
+        if (sf_bane_settled(s0, sigma))
+            break;
+    }
+    /* the median of the kept values (ranges ab): the values in a window
+     * around the mean that holds ranks km and k, ordered exactly; the window
+     * widens until it does (at last: everything) */
+    nk = (size_t)n;
+    k = nk / 2;
+    km = nk & 1 ? k : k - 1;
+    for (int tries = 0;; tries++) {
+        double w = tries < 5 ? sigma / 32.0 * (double)(1 << (3 * tries)) : INFINITY;
+        double vlo = tries < 5 ? mean - w : -INFINITY, vhi = tries < 5 ? mean + w : INFINITY;
+        size_t nb_ = 0, nu = 0;
+        if (tries < 5 && !(w > 0))
+            continue;
+        i = 0;
+        for (int cy = cy0; cy <= cy1; cy++)
+            for (int cx = cx0; cx <= cx1; cx++, i++) {
+                const size_t ci = (size_t)cy * c->ccx + cx;
+                const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
+                const float *v = c->v + c->off[ci];
+                int a = ab[2 * i], b = ab[2 * i + 1];
+                int la = sf_bane_lower(v, cnt, vlo), ub = sf_bane_upper(v, cnt, vhi);
+                la = la < a ? a : (la > b ? b : la);
+                ub = ub < a ? a : (ub > b ? b : ub);
+                nb_ += (size_t)(la - a);
+                nu += (size_t)(ub - a);
+                ab[2 * (ncl + i)] = la;
+                ab[2 * (ncl + i) + 1] = ub;
+            }
+        if (!(nb_ <= km && k < nu))
+            continue;
+        below = nb_;
+        m = 0;
+        i = 0;
+        for (int cy = cy0; cy <= cy1; cy++)
+            for (int cx = cx0; cx <= cx1; cx++, i++) {
+                const float *v = c->v + c->off[(size_t)cy * c->ccx + cx];
+                for (int j = ab[2 * (ncl + i)]; j < ab[2 * (ncl + i) + 1]; j++)
+                    buf[m++] = v[j];
+            }
+        break;
+    }
+    {
+        float hi_ = sf_select_kth(buf, m, k - below), lo_ = hi_;
+        if (km != k) {
+            lo_ = buf[0];
+            for (size_t j = 1; j < k - below; j++)
+                lo_ = buf[j] > lo_ ? buf[j] : lo_;
+            {
+                volatile float t = lo_ + hi_; /* as sf_median_f32 */
+                hi_ = t / 2.0f;
+            }
+        }
+        *level = hi_;
+    }
+    *rms = (float)sigma;
+    return it;
+}
+
 /* Pixels of the largest box. */
 static size_t bane_per(const sf_bkg_params *p, int nx, int ny)
 {
@@ -267,17 +486,39 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             goto fail;
         }
         int *iters = (int *)sorted; /* reused: same size */
+        const int use_cells = p->box % (2 * step) == 0;
+        const int per_ab = 4 * (p->box / step) * (p->box / step) + 4;
+        bane_cellset cl = {NULL, NULL, NULL, NULL, ccx, ccy};
+        int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);
+        if (!abuf || (use_cells && (s = bane_cells_build(img, step, &cl)) != SF_OK)) {
+            if (!abuf)
+                s = sf_fail(SF_ERR_NOMEM, "background bane: cell ranges");
+            free(abuf);
+            free(hist);
+            bane_cells_free(&cl);
+            goto fail;
+        }
         bane_cells(img, step, cm, ccx, ccy);
 #pragma omp parallel for schedule(dynamic, 8)
         for (int i = 0; i < nb; i++) {
-            int tid = 0;
+            int tid = 0, px = sf_bane_node_pos(i % ncx, ncx, nx, step),
+                py = sf_bane_node_pos(i / ncx, ncy, ny, step);
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            iters[i] = bane_node(img, p, cm, ccx, sf_bane_node_pos(i % ncx, ncx, nx, step),
-                                 sf_bane_node_pos(i / ncx, ncy, ny, step), buf + (size_t)tid * per,
-                                 hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
+            if (use_cells && sf_bane_aligned(px, py, step, p->box)) {
+                int x0, x1, y0, y1;
+                sf_bane_box(px, p->box, nx, &x0, &x1);
+                sf_bane_box(py, p->box, ny, &y0, &y1);
+                iters[i] = bane_node_cells(&cl, p, x0, x1, y0, y1, abuf + (size_t)tid * per_ab,
+                                           buf + (size_t)tid * per, &nb_b[i], &nb_s[i]);
+            } else {
+                iters[i] = bane_node(img, p, cm, ccx, px, py, buf + (size_t)tid * per,
+                                     hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
+            }
         }
+        free(abuf);
+        bane_cells_free(&cl);
         for (int i = 0; i < nb; i++) {
             if (iters[i] > niter)
                 niter = iters[i];

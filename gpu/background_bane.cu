@@ -381,7 +381,7 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
 
 extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
 {
-    return p ? sf_bane_scratch_bytes(nx, ny, p->step) : 0;
+    return p ? sf_bane_scratch_bytes(nx, ny, p->step, p->box) : 0;
 }
 
 extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
@@ -404,7 +404,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
     if (img->loc != SF_DEVICE || bkg->loc != SF_DEVICE || rms->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs device image and maps");
-    SF_TRY(sf_gpu_scratch(g, sf_bane_scratch_bytes(nx, ny, step), &base));
+    SF_TRY(sf_gpu_scratch(g, sf_bane_scratch_bytes(nx, ny, step, p->box), &base));
     q = (char *)base;
     dscan = (bane_scan_out *)q;
     q += 4096;

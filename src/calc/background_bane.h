@@ -195,17 +195,121 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
     return (float)sf_bane_lerp(top, bot, ty);
 }
 
-/* Bytes of device scratch the GPU version needs (step 0: auto, counted as
- * 4, the least a beam of a pixel or more gives; scratch grows on demand). */
-static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step)
+/* ---- the cell path --------------------------------------------------------
+ * When box is a multiple of 2 step, the box of a node at a multiple of step
+ * is a union of whole grid cells (step x step pixels aligned at 0; the far
+ * cells narrower). Such nodes do not read pixels: each cell's finite values
+ * are sorted once (by sf_fkey order) with running sums outward from the
+ * cell's middle index m = c/2 (a1[i] = s[m] + ... + s[i] for i >= m, a1[i]
+ * = s[i] + ... + s[m-1] for i < m; a2 the same of s*s), so the kept values
+ * of a cell (lo < v < hi) are an index range [a, b) found by two binary
+ * searches, and their sums come from at most two running sums that never
+ * reach past the range's far end (an outlier at a cell's end does not
+ * enter the sums of ranges without it). A node sums its cells in raster
+ * order; both backends run these same double operations in that order, so
+ * their bits agree. Nodes whose box is not cell-aligned (the far-edge nodes
+ * when the image side is not a multiple of step; every node when box is
+ * not a multiple of 2 step) read their pixels as above. The two ways sum
+ * in different orders: they differ in the last bits, not in what they
+ * compute. */
+SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
 {
-    size_t nb;
+    return box % (2 * step) == 0 && px % step == 0 && py % step == 0;
+}
+
+/* First index of s[0..c) with s > l, and first with s >= h. */
+SF_BKG_HD static inline int sf_bane_upper(const float *s, int c, double l)
+{
+    int a = 0, b = c;
+    while (a < b) {
+        int m = a + (b - a) / 2;
+        if ((double)s[m] > l)
+            b = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
+{
+    int a = 0, b = c;
+    while (a < b) {
+        int m = a + (b - a) / 2;
+        if ((double)s[m] >= h)
+            b = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+/* Sum of r[a..b) of a cell of c values from its running sums r (a1 or a2). */
+SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int b)
+{
+    const int m = c / 2;
+    if (a >= b)
+        return 0.0;
+    if (a >= m)
+        return a > m ? r[b - 1] - r[a - 1] : r[b - 1];
+    if (b <= m)
+        return b < m ? r[a] - r[b] : r[a];
+    return r[a] + r[b - 1];
+}
+
+/* A cell's running sums (s sorted, c values). */
+SF_BKG_HD static inline void sf_bane_running(const float *s, int c, double *a1, double *a2)
+{
+    const int m = c / 2;
+    double u1 = 0.0, u2 = 0.0;
+    for (int i = m; i < c; i++) {
+        double d = (double)s[i];
+        u1 = u1 + d;
+        u2 = u2 + SF_BKG_DMUL(d, d);
+        a1[i] = u1;
+        a2[i] = u2;
+    }
+    u1 = u2 = 0.0;
+    for (int i = m - 1; i >= 0; i--) {
+        double d = (double)s[i];
+        u1 = u1 + d;
+        u2 = u2 + SF_BKG_DMUL(d, d);
+        a1[i] = u1;
+        a2[i] = u2;
+    }
+}
+
+/* Mean and sigma (ddof 0) from plain double sums (the cell path). */
+SF_BKG_HD static inline void sf_bane_mean_sigma_d(double n, double s1, double s2, double *mean,
+                                                  double *sigma)
+{
+    double m = s1 / n, var = s2 / n - SF_BKG_DMUL(m, m);
+    *mean = m;
+    *sigma = var > 0.0 ? sqrt(var) : 0.0;
+}
+
+/* Bytes of device scratch the GPU version needs (step 0: auto, counted as
+ * 4, the least a beam of a pixel or more gives, with the cell path's arrays;
+ * scratch grows on demand): the node grids and cell maxima, and for the
+ * cell path each cell's count and offset and every finite pixel's value and
+ * two running sums. */
+#define SF_BANE_ALIGN(b) (((b) + 255) / 256 * 256)
+static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
+{
+    size_t nb, nc, np = (size_t)nx * (size_t)ny, bytes;
     if (nx < 1 || ny < 1)
         return 0;
-    if (step < 1)
+    if (step < 1) {
         step = 4;
+        box = 0;
+    }
     nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
-    return 4096 + 6 * ((nb * 4 + 255) / 256 * 256); /* 5 node grids, the cell maxima */
+    nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
+    bytes = 4096 + 6 * SF_BANE_ALIGN(nb * 4);
+    if (box % (2 * step) == 0)
+        bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(np * 4) +
+                 2 * SF_BANE_ALIGN(np * 8);
+    return bytes;
 }
 
 #ifdef __cplusplus
