@@ -486,7 +486,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             goto fail;
         }
         int *iters = (int *)sorted; /* reused: same size */
-        const int use_cells = p->box % (2 * step) == 0;
+        const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 4 * (p->box / step) * (p->box / step) + 4;
         bane_cellset cl = {NULL, NULL, NULL, NULL, ccx, ccy};
         int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);

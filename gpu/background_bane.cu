@@ -118,72 +118,57 @@ __device__ sf_bane_sums bane_pass(const float *src, size_t pitch, int w, int h, 
 
 struct bane_args {
     const float *img, *cm;
+    const float *vals;       // cell path: sorted finite values, cell after cell
+    const double *a1, *a2;   // their running sums
+    const long long *off;    // cell c's values at vals[off[c] .. off[c+1])
     size_t stride;
-    int nx, ny, step, box, ncx, ncy, ccx, stage;
+    int nx, ny, step, box, ncx, ncy, ccx, stage, cells;
     double kappa;
     float *rawb, *raws;
     int *iters;
 };
 
-__global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
+// Shared arrays of the median.
+struct bane_med_shared {
+    unsigned hist[BN_BINS];
+    float cand[BN_CAND];
+    unsigned sel[4];
+    float mm[2 * BN_WARPS];
+    float mid[2];
+};
+
+// The ranks km and k (km = k - 1 for an even count) of m candidates in
+// cand, ties in slot order, into mid[0] and mid[1].
+__device__ void bane_rank(const float *cand, unsigned m, unsigned rkm, unsigned rk, float *mid)
 {
-    extern __shared__ float box_s[]; // the staged box (BN_STAGE_MAX floats when staged)
-    __shared__ sf_bane_sums sh[BN_WARPS];
-    __shared__ unsigned hist[BN_BINS];
-    __shared__ float cand[BN_CAND];
-    __shared__ unsigned sel[4];
-    __shared__ float mm[2 * BN_WARPS];
-    const int node = blockIdx.x, tid = threadIdx.y * BN_TX + threadIdx.x;
-    const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
-              py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
-    int x0, x1, y0, y1, it = 0;
-    double lo = -INFINITY, hi = INFINITY, mean, sigma;
-    sf_bane_box(px, a.box, a.nx, &x0, &x1);
-    sf_bane_box(py, a.box, a.ny, &y0, &y1);
-    const int w = x1 > x0 ? x1 - x0 : 0, h = y1 > y0 ? y1 - y0 : 0;
-    const long long area = (long long)w * h;
-    const float *src = a.img + (size_t)(h ? y0 : 0) * a.stride + (w ? x0 : 0);
-    size_t pitch = a.stride;
-    if (a.stage && area <= BN_STAGE_MAX) { // every later pass reads shared memory
-        for (int y = threadIdx.y; y < h; y += BN_TY)
-            for (int x = threadIdx.x; x < w; x += BN_TX)
-                box_s[y * w + x] = __ldg(src + (size_t)y * a.stride + x);
-        src = box_s;
-        pitch = w;
-        __syncthreads();
+    const int tid = threadIdx.y * BN_TX + threadIdx.x;
+    for (unsigned j = tid; j < m; j += BN_TX * BN_TY) {
+        const float cj = cand[j];
+        unsigned r = 0;
+        for (unsigned i = 0; i < m; i++)
+            r += cand[i] < cj || (cand[i] == cj && i < j);
+        if (r == rkm)
+            mid[0] = cj;
+        if (r == rk)
+            mid[1] = cj;
     }
-    const sf_bane_scale k0 =
-        sf_bane_scale_for(area ? sf_bane_cells_max(a.cm, a.ccx, a.step, x0, x1, y0, y1) : 0.0, area);
-    sf_bane_sums t = bane_pass(src, pitch, w, h, lo, hi, k0, sh);
-    if (t.n == 0) {
-        if (tid == 0) {
-            a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
-            a.iters[node] = 0;
-        }
-        return;
-    }
-    sf_bane_mean_sigma(t, &k0, &mean, &sigma);
-    while (it < SF_BANE_PASSES) {
-        double l = lo, hh = hi, s0 = sigma;
-        sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
-        const sf_bane_scale kk = sf_bane_scale_for(sf_bane_bound_max(l, hh), area);
-        sf_bane_sums u = bane_pass(src, pitch, w, h, l, hh, kk, sh);
-        if (u.n == 0)
-            break;
-        it++;
-        lo = l;
-        hi = hh;
-        t = u;
-        sf_bane_mean_sigma(t, &kk, &mean, &sigma);
-        if (sf_bane_settled(s0, sigma))
-            break;
-    }
-    // The median of the nk kept pixels: ranks km and k (equal for an odd
-    // count). Their extremes, a histogram of BN_BINS equal bins between
-    // them (in value order), the bins holding the two ranks, and the values
-    // of those bins (few) ranked exactly; a radix select on the float keys
-    // when those are more than BN_CAND (many equal values).
-    const unsigned nk = (unsigned)t.n, k = nk / 2, km = nk & 1 ? k : k - 1;
+    __syncthreads();
+}
+
+// The median of the nk kept pixels of a box (src, pitch, w x h; kept: lo <
+// v < hi): ranks km and k (equal for an odd count) into lomid, himid.
+// Their extremes, a histogram of BN_BINS equal bins between them (in value
+// order), the bins holding the two ranks, and the values of those bins
+// (few) ranked exactly; a radix select on the float keys when those are
+// more than BN_CAND (many equal values).
+__device__ void bane_median_box(const float *src, size_t pitch, int w, int h, double lo, double hi,
+                                unsigned nk, bane_med_shared &S, float &lomid, float &himid)
+{
+    const int tid = threadIdx.y * BN_TX + threadIdx.x;
+    unsigned *hist = S.hist, *sel = S.sel;
+    float *cand = S.cand, *mm = S.mm, *mid = S.mid;
+    const unsigned k = nk / 2, km = nk & 1 ? k : k - 1;
+    __syncthreads(); // the shared arrays are free
     float vmin = INFINITY, vmax = -INFINITY;
     for (int y = threadIdx.y; y < h; y += BN_TY)
         for (int x = threadIdx.x; x < w; x += BN_TX) {
@@ -210,7 +195,6 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     }
     vmin = fminf(vmin, mm[0]);
     vmax = fmaxf(vmax, mm[BN_WARPS]);
-    float lomid, himid;
     if (!(vmax > vmin)) {
         lomid = himid = vmin;
     } else {
@@ -266,7 +250,6 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
         const unsigned m = sel[3];
         if (m <= BN_CAND) {
             // rank of each candidate among them (ties broken by slot)
-            __shared__ float mid[2];
             for (unsigned j = tid; j < m; j += BN_TX * BN_TY) {
                 const float cj = cand[j];
                 unsigned r = 0;
@@ -337,11 +320,300 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
             }
         }
     }
+}
+
+__global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
+{
+    extern __shared__ double dyn_s[]; // the staged box, or the cell path's per-cell arrays
+    float *box_s = (float *)dyn_s;
+    __shared__ sf_bane_sums sh[BN_WARPS];
+    __shared__ bane_med_shared S;
+    __shared__ double tot[3];
+    __shared__ int flag[4];
+    const int node = blockIdx.x, tid = threadIdx.y * BN_TX + threadIdx.x;
+    const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
+              py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
+    int x0, x1, y0, y1, it = 0;
+    double lo = -INFINITY, hi = INFINITY, mean, sigma, n;
+    sf_bane_box(px, a.box, a.nx, &x0, &x1);
+    sf_bane_box(py, a.box, a.ny, &y0, &y1);
+    const int w = x1 > x0 ? x1 - x0 : 0, h = y1 > y0 ? y1 - y0 : 0;
+    const long long area = (long long)w * h;
+    const float *src = a.img + (size_t)(h ? y0 : 0) * a.stride + (w ? x0 : 0);
+    size_t pitch = a.stride;
+    const bool cells = a.cells && sf_bane_aligned(px, py, a.step, a.box);
+    // the cell path's arrays: running-sum parts, kept ranges, window ranges
+    const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = w ? (x1 - 1) / a.step - cx0 + 1 : 0,
+              ncl = cells ? ncw * ((y1 - 1) / a.step - cy0 + 1) : 0;
+    double *r1 = dyn_s, *r2 = dyn_s + ncl;
+    int *ca = (int *)(dyn_s + 2 * ncl), *cb = ca + ncl, *ta = cb + ncl, *tb = ta + ncl,
+        *coff = tb + ncl;
+    if (cells) {
+        // pass 1, then the clipping passes: each thread its cells' ranges and
+        // range sums, thread 0 adds them in raster order (as the twin)
+        for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
+            double l = lo, hh = hi, s0 = 0;
+            if (pass) {
+                s0 = sigma;
+                sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
+            }
+            for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
+                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const long long o = a.off[ci];
+                const int cnt = (int)(a.off[ci + 1] - o);
+                int ia = pass ? sf_bane_upper(a.vals + o, cnt, l) : 0,
+                    ib = pass ? sf_bane_lower(a.vals + o, cnt, hh) : cnt;
+                if (ib < ia)
+                    ib = ia;
+                ta[i] = ia;
+                tb[i] = ib;
+                r1[i] = sf_bane_range(a.a1 + o, cnt, ia, ib);
+                r2[i] = sf_bane_range(a.a2 + o, cnt, ia, ib);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                double un = 0, u1 = 0, u2 = 0;
+                for (int i = 0; i < ncl; i++) {
+                    un += tb[i] - ta[i];
+                    u1 += r1[i];
+                    u2 += r2[i];
+                }
+                tot[0] = un;
+                tot[1] = u1;
+                tot[2] = u2;
+            }
+            __syncthreads();
+            if (tot[0] == 0) {
+                if (!pass) {
+                    if (tid == 0) {
+                        a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
+                        a.iters[node] = 0;
+                    }
+                    return;
+                }
+                break;
+            }
+            for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
+                ca[i] = ta[i];
+                cb[i] = tb[i];
+            }
+            if (pass)
+                it++;
+            lo = l;
+            hi = hh;
+            n = tot[0];
+            sf_bane_mean_sigma_d(tot[0], tot[1], tot[2], &mean, &sigma);
+            __syncthreads(); // tot and the ranges are read before they change
+            if (pass && sf_bane_settled(s0, sigma))
+                break;
+        }
+    } else {
+        if (a.stage && area <= BN_STAGE_MAX) { // every later pass reads shared memory
+            for (int y = threadIdx.y; y < h; y += BN_TY)
+                for (int x = threadIdx.x; x < w; x += BN_TX)
+                    box_s[y * w + x] = __ldg(src + (size_t)y * a.stride + x);
+            src = box_s;
+            pitch = w;
+            __syncthreads();
+        }
+        const sf_bane_scale k0 = sf_bane_scale_for(
+            area ? sf_bane_cells_max(a.cm, a.ccx, a.step, x0, x1, y0, y1) : 0.0, area);
+        sf_bane_sums t = bane_pass(src, pitch, w, h, lo, hi, k0, sh);
+        if (t.n == 0) {
+            if (tid == 0) {
+                a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
+                a.iters[node] = 0;
+            }
+            return;
+        }
+        sf_bane_mean_sigma(t, &k0, &mean, &sigma);
+        while (it < SF_BANE_PASSES) {
+            double l = lo, hh = hi, s0 = sigma;
+            sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
+            const sf_bane_scale kk = sf_bane_scale_for(sf_bane_bound_max(l, hh), area);
+            sf_bane_sums u = bane_pass(src, pitch, w, h, l, hh, kk, sh);
+            if (u.n == 0)
+                break;
+            it++;
+            lo = l;
+            hi = hh;
+            t = u;
+            sf_bane_mean_sigma(t, &kk, &mean, &sigma);
+            if (sf_bane_settled(s0, sigma))
+                break;
+        }
+        n = t.n;
+    }
+    const unsigned nk = (unsigned)n, k = nk / 2, km = nk & 1 ? k : k - 1;
+    float lomid = 0.0f, himid = 0.0f;
+    bool done = false;
+    if (cells) {
+        // a window around the mean holding ranks km and k: its values (in
+        // each cell a sub-range of the kept range) gathered and ranked
+        for (int tries = 0; tries < 5 && !done; tries++) {
+            const double wd = sigma / 32.0 * (double)(1 << (3 * tries));
+            if (!(wd > 0))
+                break;
+            const double vlo = mean - wd, vhi = mean + wd;
+            for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
+                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const long long o = a.off[ci];
+                const int cnt = (int)(a.off[ci + 1] - o);
+                int la = sf_bane_lower(a.vals + o, cnt, vlo), ub = sf_bane_upper(a.vals + o, cnt, vhi);
+                la = la < ca[i] ? ca[i] : (la > cb[i] ? cb[i] : la);
+                ub = ub < ca[i] ? ca[i] : (ub > cb[i] ? cb[i] : ub);
+                ta[i] = la;
+                tb[i] = ub;
+            }
+            __syncthreads();
+            if (tid == 0) {
+                unsigned below = 0, upto = 0, m = 0;
+                for (int i = 0; i < ncl; i++) {
+                    below += ta[i] - ca[i];
+                    upto += tb[i] - ca[i];
+                    coff[i] = m;
+                    m += tb[i] - ta[i];
+                }
+                flag[0] = below <= km && k < upto; // the window holds both ranks
+                flag[1] = (int)below;
+                flag[2] = (int)m;
+            }
+            __syncthreads();
+            if (flag[0]) {
+                if (flag[2] > BN_CAND)
+                    break; // many equal values: the box path below
+                for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
+                    const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                    const float *v = a.vals + a.off[ci];
+                    for (int j = ta[i]; j < tb[i]; j++)
+                        S.cand[coff[i] + j - ta[i]] = v[j];
+                }
+                __syncthreads();
+                bane_rank(S.cand, (unsigned)flag[2], km - (unsigned)flag[1], k - (unsigned)flag[1],
+                          S.mid);
+                lomid = S.mid[0];
+                himid = S.mid[1];
+                done = true;
+            }
+            __syncthreads(); // flag, ta, tb are read before the next try
+        }
+    }
+    if (!done)
+        bane_median_box(src, pitch, w, h, lo, hi, nk, S, lomid, himid);
     if (tid == 0) {
         // sf_median_f32: the middle value, or the float32 mean of the two
         a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
         a.raws[node] = (float)sigma;
         a.iters[node] = it;
+    }
+}
+
+// The cell path's arrays (background_bane.h). 1. finite pixels a cell.
+__global__ void bane_cellcount(const float *img, size_t stride, int nx, int ny, int step, int ccx,
+                               int ccy, long long *cnt)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ccx * ccy)
+        return;
+    const int cx = c % ccx, cy = c / ccx;
+    long long m = 0;
+    for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
+        for (int x = cx * step; x < (cx + 1) * step && x < nx; x++)
+            m += isfinite(img[(size_t)y * stride + x]) != 0;
+    cnt[c] = m;
+}
+
+// 2. Exclusive prefix sum of the counts into off[0..n] (one block: a
+// thread's chunk, the chunk totals scanned by thread 0, then the chunks).
+__global__ void bane_cellscan(const long long *cnt, long long *off, int n)
+{
+    __shared__ long long part[1024];
+    const int t = threadIdx.x, chunk = (n + 1023) / 1024, b = t * chunk,
+              e = b + chunk < n ? b + chunk : n;
+    long long s = 0;
+    for (int i = b; i < e; i++)
+        s += cnt[i];
+    part[t] = s;
+    __syncthreads();
+    if (t == 0) {
+        long long acc = 0;
+        for (int i = 0; i < 1024; i++) {
+            long long v = part[i];
+            part[i] = acc;
+            acc += v;
+        }
+        off[n] = acc;
+    }
+    __syncthreads();
+    s = part[t];
+    for (int i = b; i < e; i++) {
+        off[i] = s;
+        s += cnt[i];
+    }
+}
+
+// 3. Each cell's finite values sorted (bitonic, on sf_fkey keys in shared
+// memory: P, a power of two of at least step^2) and their running sums
+// (thread 0 upward from the middle, thread 1 downward: sf_bane_running's
+// operations in its order).
+__global__ void bane_cellsort(const float *img, size_t stride, int nx, int ny, int step, int ccx,
+                              const long long *off, int P, float *vals, double *a1, double *a2)
+{
+    extern __shared__ unsigned keys[];
+    __shared__ int cntk;
+    const int c = blockIdx.x, cx = c % ccx, cy = c / ccx, tid = threadIdx.x;
+    const long long o = off[c];
+    const int n = (int)(off[c + 1] - o);
+    if (tid == 0)
+        cntk = 0;
+    for (int i = tid; i < P; i += blockDim.x)
+        keys[i] = 0xffffffffu;
+    __syncthreads();
+    for (int i = tid; i < step * step; i += blockDim.x) {
+        const int x = cx * step + i % step, y = cy * step + i / step;
+        if (x < nx && y < ny) {
+            float f = img[(size_t)y * stride + x];
+            if (isfinite(f))
+                keys[atomicAdd(&cntk, 1)] = sf_fkey(f);
+        }
+    }
+    __syncthreads();
+    for (int k = 2; k <= P; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < P; i += blockDim.x) {
+                const int ixj = i ^ j;
+                if (ixj > i) {
+                    const unsigned u = keys[i], v = keys[ixj];
+                    if ((u > v) == ((i & k) == 0)) {
+                        keys[i] = v;
+                        keys[ixj] = u;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    for (int i = tid; i < n; i += blockDim.x)
+        vals[o + i] = sf_fkey_value(keys[i]);
+    __syncthreads();
+    const int m = n / 2;
+    if (tid == 0) {
+        double u1 = 0.0, u2 = 0.0;
+        for (int i = m; i < n; i++) {
+            double d = (double)sf_fkey_value(keys[i]);
+            u1 = u1 + d;
+            u2 = u2 + __dmul_rn(d, d);
+            a1[o + i] = u1;
+            a2[o + i] = u2;
+        }
+    } else if (tid == 1) {
+        double u1 = 0.0, u2 = 0.0;
+        for (int i = m - 1; i >= 0; i--) {
+            double d = (double)sf_fkey_value(keys[i]);
+            u1 = u1 + d;
+            u2 = u2 + __dmul_rn(d, d);
+            a1[o + i] = u1;
+            a2[o + i] = u2;
+        }
     }
 }
 
@@ -397,8 +669,11 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     void *base = NULL;
     char *q;
     bane_scan_out *dscan;
-    float *rawb, *raws, *fb, *fs, *cm;
+    float *rawb, *raws, *fb, *fs, *cm, *cvals = NULL;
+    double *ca1 = NULL, *ca2 = NULL;
+    long long *coff = NULL, *ccnt = NULL;
     int *iters;
+    const int use_cells = sf_bane_use_cells(step, p->box);
     const int ccx = (nx + step - 1) / step, ccy = (ny + step - 1) / step;
     if (!bkg || !rms)
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
@@ -414,19 +689,53 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     fs = (float *)(q + 3 * fbytes);
     iters = (int *)(q + 4 * fbytes);
     cm = (float *)(q + 5 * fbytes);
+    q += 6 * fbytes;
+    if (use_cells) { // the layout of sf_bane_scratch_bytes
+        const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny;
+        coff = (long long *)q;
+        q += SF_BANE_ALIGN((nc + 1) * 8);
+        ccnt = (long long *)q; // (nc + 1) * 8 bytes fit in the nc*4 + np*4 that follow
+        q += SF_BANE_ALIGN(nc * 4);
+        cvals = (float *)q;
+        q += SF_BANE_ALIGN(np * 4);
+        ca1 = (double *)q;
+        q += SF_BANE_ALIGN(np * 8);
+        ca2 = (double *)q;
+    }
     SF_CUDA(cudaMemsetAsync(dscan, 0, sizeof *dscan, g->stream));
     bane_scan<<<2 * g->sm_count, 256, 0, g->stream>>>(img->data, img->stride, nx, ny, dscan);
     SF_LAUNCHED();
     bane_cellmax<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
         img->data, img->stride, nx, ny, step, ccx, ccy, cm);
     SF_LAUNCHED();
+    if (use_cells) {
+        int P = 1;
+        while (P < step * step)
+            P <<= 1;
+        bane_cellcount<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
+            img->data, img->stride, nx, ny, step, ccx, ccy, ccnt);
+        SF_LAUNCHED();
+        bane_cellscan<<<1, 1024, 0, g->stream>>>(ccnt, coff, ccx * ccy);
+        SF_LAUNCHED();
+        if (P * 4 > 48 * 1024)
+            SF_CUDA(cudaFuncSetAttribute(bane_cellsort, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         P * 4));
+        bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
+            img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, ca1, ca2);
+        SF_LAUNCHED();
+    }
     {
         // boxes of up to BN_STAGE_MAX pixels are read from the image once
         const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
         const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
-        const size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
-        const bane_args a = {img->data, cm, img->stride, nx, ny, step, p->box, ncx, ncy, ccx,
-                             stage, p->kappa, rawb, raws, iters};
+        size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
+        if (use_cells) { // per cell: two doubles and five ints
+            const size_t cl = (size_t)(p->box / step) * (p->box / step) * 28 + 64;
+            dyn = dyn > cl ? dyn : cl;
+        }
+        const bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
+                             step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
+                             raws,      iters};
         // the static arrays (12.6 KB) and the box may pass the 48 KB a block
         // gets without asking
         if (dyn)

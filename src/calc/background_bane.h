@@ -211,10 +211,16 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
  * when the image side is not a multiple of step; every node when box is
  * not a multiple of 2 step) read their pixels as above. The two ways sum
  * in different orders: they differ in the last bits, not in what they
- * compute. */
+ * compute. Steps above SF_BANE_CELL_STEP_MAX read pixels everywhere. */
+#define SF_BANE_CELL_STEP_MAX 90 /* cells of up to 8100 pixels (the GPU sorts one in shared memory) */
+SF_BKG_HD static inline int sf_bane_use_cells(int step, int box)
+{
+    return step <= SF_BANE_CELL_STEP_MAX && box % (2 * step) == 0;
+}
+
 SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
 {
-    return box % (2 * step) == 0 && px % step == 0 && py % step == 0;
+    return sf_bane_use_cells(step, box) && px % step == 0 && py % step == 0;
 }
 
 /* First index of s[0..c) with s > l, and first with s >= h. */
@@ -306,7 +312,7 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
     nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
     bytes = 4096 + 6 * SF_BANE_ALIGN(nb * 4);
-    if (box % (2 * step) == 0)
+    if (sf_bane_use_cells(step, box))
         bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(np * 4) +
                  2 * SF_BANE_ALIGN(np * 8);
     return bytes;
