@@ -729,8 +729,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
         const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
         size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
-        if (use_cells) { // per cell: two doubles and five ints
-            const size_t cl = (size_t)(p->box / step) * (p->box / step) * 28 + 64;
+        if (use_cells) { // per cell: two doubles and five ints (bane_nodes' layout)
+            const size_t cl = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
             dyn = dyn > cl ? dyn : cl;
         }
         const bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,

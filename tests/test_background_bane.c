@@ -220,12 +220,14 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
 
 START_TEST(test_gpu_random)
 {
-    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}};
+    /* cell path with a staged box, pixel path, box 1, pixel path unstaged,
+     * cell path unstaged (180^2 pixels) */
+    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}, {30, 180}};
     for (int k = 0; sftest_sizes[k][0]; k++) {
         if (sftest_quick() && sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 300 * 300)
             continue;
         for (int nan = 0; nan < 2; nan++)
-            for (int s = 0; s < 4; s++) {
+            for (int s = 0; s < 5; s++) {
                 sf_image im;
                 sf_bkg_params p = bane_params(steps[s][0], steps[s][1]);
                 char what[96];
@@ -292,6 +294,8 @@ START_TEST(test_gpu_real)
                       files[i], sf_errdetail());
         gpu_vs_cpu(&im, &p, files[i]);
         p = bane_params(16, 96); /* step=auto without a beam */
+        gpu_vs_cpu(&im, &p, files[i]);
+        p = bane_params(30, 180); /* AMI-LA's step=auto: cells, the box not staged */
         gpu_vs_cpu(&im, &p, files[i]);
         sf_image_free(&im, NULL);
         sf_fits_info_free(&info);
