@@ -42,12 +42,9 @@ __global__ void bane_scan(const float *img, size_t stride, int nx, int ny, bane_
 {
     __shared__ unsigned long long scnt[BN_WARPS];
     unsigned long long c = 0;
-    const size_t n = (size_t)nx * ny;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = img[(i / nx) * stride + i % nx];
-        c += isfinite(v) != 0;
-    }
+    for (int y = blockIdx.x; y < ny; y += gridDim.x) // a block a row at a time
+        for (int x = threadIdx.x; x < nx; x += blockDim.x)
+            c += isfinite(img[(size_t)y * stride + x]) != 0;
     for (int o = 16; o; o >>= 1)
         c += __shfl_xor_sync(0xffffffffu, c, o);
     if ((threadIdx.x & 31) == 0)
@@ -126,6 +123,7 @@ struct bane_args {
     double kappa;
     float *rawb, *raws;
     int *iters;
+    int mode; // 0: every node; 1: the cell-aligned nodes; 2: the others (last column, last row)
 };
 
 // Shared arrays of the median.
@@ -330,7 +328,12 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     __shared__ bane_med_shared S;
     __shared__ double tot[3];
     __shared__ int flag[4];
-    const int node = blockIdx.x, tid = threadIdx.y * BN_TX + threadIdx.x;
+    const int tid = threadIdx.y * BN_TX + threadIdx.x;
+    int node = blockIdx.x;
+    if (a.mode == 2) { // the last column's nodes (when nx % step), then the last row's
+        const int col = a.nx % a.step != 0 ? a.ncy : 0;
+        node = node < col ? node * a.ncx + a.ncx - 1 : (a.ncy - 1) * a.ncx + (node - col);
+    }
     const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
               py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
     int x0, x1, y0, y1, it = 0;
@@ -342,6 +345,8 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     const float *src = a.img + (size_t)(h ? y0 : 0) * a.stride + (w ? x0 : 0);
     size_t pitch = a.stride;
     const bool cells = a.cells && sf_bane_aligned(px, py, a.step, a.box);
+    if (a.mode == 1 && !cells)
+        return; // left to the mode 2 launch
     // the cell path's arrays: running-sum parts, kept ranges, window ranges
     const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = w ? (x1 - 1) / a.step - cx0 + 1 : 0,
               ncl = cells ? ncw * ((y1 - 1) / a.step - cy0 + 1) : 0;
@@ -728,21 +733,29 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         // boxes of up to BN_STAGE_MAX pixels are read from the image once
         const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
         const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
-        size_t dyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
-        if (use_cells) { // per cell: two doubles and five ints (bane_nodes' layout)
-            const size_t cl = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
-            dyn = dyn > cl ? dyn : cl;
-        }
-        const bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
-                             step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
-                             raws,      iters};
-        // the static arrays (12.6 KB) and the box may pass the 48 KB a block
-        // gets without asking
+        // Two launches on the cell path: the aligned nodes with only their
+        // small per-cell arrays in shared memory (many blocks an SM), then
+        // the few others (last column, last row) with their staged boxes.
+        const size_t sdyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
+        const size_t cdyn = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
+        const int ne = use_cells ? (nx % step ? ncy : 0) + (ny % step ? ncx - (nx % step ? 1 : 0) : 0)
+                                 : 0;
+        bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
+                       step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
+                       raws,      iters,       use_cells ? 1 : 0};
+        const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
+        // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
+        // block gets without asking
         if (dyn)
             SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)dyn));
-        bane_nodes<<<nb, dim3(BN_TX, BN_TY), dyn, g->stream>>>(a);
+        bane_nodes<<<nb, dim3(BN_TX, BN_TY), use_cells ? cdyn : sdyn, g->stream>>>(a);
         SF_LAUNCHED();
+        if (ne) {
+            a.mode = 2;
+            bane_nodes<<<ne, dim3(BN_TX, BN_TY), sdyn, g->stream>>>(a);
+            SF_LAUNCHED();
+        }
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
     SF_LAUNCHED();
