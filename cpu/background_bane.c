@@ -1,8 +1,16 @@
 /* Stage `background`, method=bane, CPU twin: BANE's sigma-clipped statistics
  * in a box around every node of a grid, filled, then bilinear maps. The
  * rules, and why the GPU version (gpu/background_bane.cu) gets the same
- * bits, are in src/calc/background_bane.h. Nodes run in parallel (OpenMP);
- * each is computed alone, so the maps do not depend on the thread count. */
+ * bits, are in src/calc/background_bane.h. Map of this file:
+ * - bane_median: the exact median of a node's kept pixels (histogram, then
+ *   only the middle bins ordered);
+ * - bane_node: a node that reads its box (exact integer sums in doubles);
+ * - the cell path (bane_cellset, key_sort, bane_cells_build,
+ *   bane_node_cells): cell-aligned nodes from sorted cells and running sums;
+ * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
+ *   stage (cells, nodes in parallel, fill, maps).
+ * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
+ * depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

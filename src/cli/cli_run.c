@@ -356,7 +356,7 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
     for (int i = 0; i < r->nstages; i++) {
         fprintf(stderr, "  %-11s %9.3f ms  ", r->stage[i], r->stage_ms[i]);
         if (!strcmp(r->stage[i], "background") && r->box)
-            fprintf(stderr, "mesh %d px: median level %.6g, median rms %.6g", r->box,
+            fprintf(stderr, "maps, box %d px: median level %.6g, median rms %.6g", r->box,
                     r->bkg.median, r->bkg.sigma);
         else if (!strcmp(r->stage[i], "background"))
             fprintf(stderr, "median %.6g, sigma %.6g (%d iterations%s)", r->bkg.median,

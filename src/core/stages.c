@@ -515,7 +515,7 @@ static sf_status meas_gpu(sf_state *s, const void *p) { return meas_run(s, p, 1)
 #define NP(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const sf_stage_def stages[] = {
-    {"background", "sky level and noise: clipped global statistics, or local maps from a mesh grid", bkg_params,
+    {"background", "sky level and noise: clipped global statistics, or local maps (SExtractor mesh, BANE)", bkg_params,
      NP(bkg_params), sizeof(sf_bkg_params), SF_DATA_IMAGE, SF_DATA_BKG, bkg_cpu, bkg_gpu,
      bkg_check},
     {"convolve", "filter the image for detection (the restoring beam: the matched filter)",

@@ -152,7 +152,7 @@ static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catal
         fprintf(f, " %s=%s", c[k].name, c[k].ucd);
     fputc('\n', f);
     if (m->have_bkg && m->box)
-        fprintf(f, "# background: mesh %d px, median level %.9g, median rms %.9g %s\n", m->box,
+        fprintf(f, "# background: local maps, box %d px, median level %.9g, median rms %.9g %s\n", m->box,
                 m->bkg.median, m->bkg.sigma, u);
     else if (m->have_bkg)
         fprintf(f, "# background: clipped median %.9g, sigma %.9g %s (%d iterations%s)\n",
