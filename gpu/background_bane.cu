@@ -111,7 +111,6 @@ __device__ sf_bane_sums bane_pass(const float *src, size_t pitch, int w, int h, 
 
 #define BN_BINS 2048 // median histogram (BN_BINS / 256 bins a thread in the scan)
 #define BN_CAND 1024 // most values of the middle bins ordered exactly
-#define BN_FEW 32     // the cell path narrows its window of candidates to about this many
 #define BN_STAGE_MAX 16384 // boxes of up to this many pixels are staged in shared memory
 
 struct bane_args {
@@ -486,59 +485,6 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
             }
             __syncthreads();
             if (flag[0]) {
-                // narrow the window by bisection on the value, from the
-                // counts alone, until it holds few candidates (ranking m
-                // candidates costs m^2) or a cut would separate the ranks
-                double blo = vlo, bhi = vhi;
-                for (int bis = 0; bis < 24 && flag[2] > BN_FEW; bis++) {
-                    const double mid = 0.5 * (blo + bhi);
-                    for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
-                        const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                        const long long o = a.off[ci];
-                        int lm = sf_bane_lower(a.vals + o, (int)(a.off[ci + 1] - o), mid);
-                        coff[i] = lm < ta[i] ? ta[i] : (lm > tb[i] ? tb[i] : lm);
-                    }
-                    __syncthreads();
-                    if (tid == 0) {
-                        unsigned nm = (unsigned)flag[1]; // kept values below mid
-                        for (int i = 0; i < ncl; i++)
-                            nm += coff[i] - ta[i];
-                        // 1: both ranks below mid; 2: both at or above; 0: split
-                        flag[3] = nm > k ? 1 : nm <= km ? 2 : 0;
-                        if (flag[3] == 2)
-                            flag[1] = (int)nm;
-                    }
-                    __syncthreads();
-                    const int d = flag[3];
-                    if (!d)
-                        break;
-                    for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
-                        if (d == 1)
-                            tb[i] = coff[i];
-                        else
-                            ta[i] = coff[i];
-                    }
-                    if (d == 1)
-                        bhi = mid;
-                    else
-                        blo = mid;
-                    __syncthreads();
-                    if (tid == 0) {
-                        unsigned m = 0;
-                        for (int i = 0; i < ncl; i++)
-                            m += tb[i] - ta[i];
-                        flag[2] = (int)m;
-                    }
-                    __syncthreads();
-                }
-                if (tid == 0) {
-                    unsigned m = 0;
-                    for (int i = 0; i < ncl; i++) {
-                        coff[i] = m;
-                        m += tb[i] - ta[i];
-                    }
-                }
-                __syncthreads();
                 if (flag[2] > BN_CAND)
                     break; // many equal values: the box path below
                 for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
