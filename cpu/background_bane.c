@@ -469,6 +469,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
     ncx = sf_bane_nnodes(nx, step);
     ncy = sf_bane_nnodes(ny, step);
+    if ((s = sf_bane_check_work(nx, ny, step, p->box)) != SF_OK)
+        return s;
     nb = ncx * ncy;
 #ifdef _OPENMP
     nt = omp_get_max_threads();

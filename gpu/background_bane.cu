@@ -666,7 +666,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
 {
     sf_status st = SF_OK;
     const int nx = img->nx, ny = img->ny, step = p->step;
-    const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step), nb = ncx * ncy;
+    const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step),
+              nb = (int)((long long)ncx * ncy); // checked below (sf_bane_check_work)
     const size_t fbytes = ((size_t)nb * 4 + 255) / 256 * 256;
     float *hb = NULL, *hs = NULL;
     int *hit = NULL, niter = 0;
@@ -682,6 +683,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     const int ccx = (nx + step - 1) / step, ccy = (ny + step - 1) / step;
     if (!bkg || !rms)
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
+    if ((st = sf_bane_check_work(nx, ny, step, p->box)) != SF_OK)
+        return st;
     if (img->loc != SF_DEVICE || bkg->loc != SF_DEVICE || rms->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs device image and maps");
     SF_TRY(sf_gpu_scratch(g, sf_bane_scratch_bytes(nx, ny, step, p->box), &base));

@@ -139,6 +139,22 @@ START_TEST(test_params)
     ck_assert_int_eq(sf_bkg_check_params(&p), SF_OK);
     p.kappa = 0;
     ck_assert_int_eq(sf_bkg_check_params(&p), SF_ERR_PARAM);
+    {
+        /* an absurd step and box: refused with the reason, not read for days */
+        sf_image im, b, r;
+        sf_bkg_stats st;
+        sftest_noise_image(&im, 2048, 2048, 1, 0, 0.0);
+        maps_alloc(&b, &r, 2048, 2048);
+        p = bane_params(1, 3000);
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_PARAM);
+        ck_assert_msg(strstr(sf_errdetail(), "step 1 and box 3000 would read"), "%s",
+                      sf_errdetail());
+        p = bane_params(1, 64); /* 64 steps a box: no cells; 1.7e10 reads a pass */
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_PARAM);
+        p = bane_params(2, 12); /* cells of 2 x 2, 6 a side: accepted */
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+        free3(&im, &b, &r);
+    }
 }
 END_TEST
 

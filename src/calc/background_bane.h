@@ -211,11 +211,14 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
  * when the image side is not a multiple of step; every node when box is
  * not a multiple of 2 step) read their pixels as above. The two ways sum
  * in different orders: they differ in the last bits, not in what they
- * compute. Steps above SF_BANE_CELL_STEP_MAX read pixels everywhere. */
+ * compute. Steps above SF_BANE_CELL_STEP_MAX, and boxes of more than
+ * SF_BANE_CELL_SPAN_MAX steps, read pixels everywhere. */
 #define SF_BANE_CELL_STEP_MAX 90 /* cells of up to 8100 pixels (the GPU sorts one in shared memory) */
+#define SF_BANE_CELL_SPAN_MAX 32 /* box / step: at most 32 x 32 cells a node (the GPU's shared arrays) */
 SF_BKG_HD static inline int sf_bane_use_cells(int step, int box)
 {
-    return step <= SF_BANE_CELL_STEP_MAX && box % (2 * step) == 0;
+    return step <= SF_BANE_CELL_STEP_MAX && box % (2 * step) == 0 &&
+           box / step <= SF_BANE_CELL_SPAN_MAX;
 }
 
 SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
@@ -292,6 +295,28 @@ SF_BKG_HD static inline void sf_bane_mean_sigma_d(double n, double s1, double s2
     double m = s1 / n, var = s2 / n - SF_BKG_DMUL(m, m);
     *mean = m;
     *sigma = var > 0.0 ? sqrt(var) : 0.0;
+}
+
+/* The work a step and box ask of an nx x ny image: 0 when it is sane, else
+ * SF_ERR_PARAM with a message naming the file's problem (both backends):
+ * at most 2^30 nodes, and at most 2^33 box-pixel reads a pass when the
+ * nodes read their boxes (without the cell path: say step 1 and box 10000
+ * on a 4096^2 image would read for days). */
+static inline sf_status sf_bane_check_work(int nx, int ny, int step, int box)
+{
+    const long long nodes = (long long)sf_bane_nnodes(nx, step) * sf_bane_nnodes(ny, step);
+    const double reads = (double)nodes * (double)(box < nx ? box : nx) * (double)(box < ny ? box : ny);
+    if (nodes > (1LL << 30))
+        return sf_fail(SF_ERR_PARAM,
+                       "background bane: step %d gives %lld nodes on a %dx%d image (at most 2^30)",
+                       step, nodes, nx, ny);
+    if (!sf_bane_use_cells(step, box) && reads > 8589934592.0 /* 2^33 */)
+        return sf_fail(SF_ERR_PARAM,
+                       "background bane: step %d and box %d would read %.3g pixels a pass on a "
+                       "%dx%d image; use a larger step, or a box that is a multiple of 2 steps "
+                       "(at most 32 steps)",
+                       step, box, reads, nx, ny);
+    return SF_OK;
 }
 
 /* Bytes of device scratch the GPU version needs (step 0: auto, counted as
