@@ -191,43 +191,43 @@ typedef struct {
     int ccx, ccy;
 } bane_cellset;
 
-/* Sort n floats by sf_fkey order (insertion below 16, else quicksort). */
-static void key_sort(uint32_t *k, int n)
+/* Sort n keys (sf_fkey order): insertion below 48, else an LSD radix sort
+ * of four 8-bit digits through tmp (n keys of scratch), skipping a digit
+ * that every key shares. The sorted keys are the same whichever way. */
+static void key_sort(uint32_t *k, uint32_t *tmp, int n)
 {
-    while (n > 16) {
-        uint32_t a = k[0], b = k[n / 2], c = k[n - 1], piv;
-        int i = 0, j = n - 1;
-        piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        while (i <= j) {
-            while (k[i] < piv)
-                i++;
-            while (k[j] > piv)
+    if (n < 48) {
+        for (int i = 1; i < n; i++) {
+            uint32_t t = k[i];
+            int j = i - 1;
+            while (j >= 0 && k[j] > t) {
+                k[j + 1] = k[j];
                 j--;
-            if (i <= j) {
-                uint32_t t = k[i];
-                k[i++] = k[j];
-                k[j--] = t;
             }
+            k[j + 1] = t;
         }
-        /* recurse on the smaller part, loop on the larger */
-        if (j + 1 < n - i) {
-            key_sort(k, j + 1);
-            k += i;
-            n -= i;
-        } else {
-            key_sort(k + i, n - i);
-            n = j + 1;
-        }
+        return;
     }
-    for (int i = 1; i < n; i++) {
-        uint32_t t = k[i];
-        int j = i - 1;
-        while (j >= 0 && k[j] > t) {
-            k[j + 1] = k[j];
-            j--;
+    uint32_t *src = k, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        unsigned cnt[256] = {0};
+        for (int i = 0; i < n; i++)
+            cnt[(src[i] >> shift) & 255u]++;
+        if (cnt[(src[0] >> shift) & 255u] == (unsigned)n)
+            continue; /* one digit value: the order stands */
+        for (unsigned d = 0, acc = 0; d < 256; d++) {
+            unsigned c = cnt[d];
+            cnt[d] = acc;
+            acc += c;
         }
-        k[j + 1] = t;
+        for (int i = 0; i < n; i++)
+            dst[cnt[(src[i] >> shift) & 255u]++] = src[i];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
     }
+    if (src != k)
+        memcpy(k, src, (size_t)n * sizeof *k);
 }
 
 static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c)
@@ -259,7 +259,8 @@ static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c
     if (!c->v || !c->a1 || !c->a2)
         return sf_fail(SF_ERR_NOMEM, "background bane: sorted cells of %lld pixels", tot);
 #pragma omp parallel for schedule(dynamic, 4)
-    for (int cy = 0; cy < c->ccy; cy++)
+    for (int cy = 0; cy < c->ccy; cy++) {
+        uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
         for (int cx = 0; cx < c->ccx; cx++) {
             const size_t ci = (size_t)cy * c->ccx + cx;
             float *v = c->v + c->off[ci];
@@ -271,11 +272,12 @@ static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c
                     if (isfinite(f))
                         k[m++] = sf_fkey(f);
                 }
-            key_sort(k, n);
+            key_sort(k, tmp, n);
             for (int i = 0; i < n; i++)
                 v[i] = sf_fkey_value(k[i]);
             sf_bane_running(v, n, c->a1 + c->off[ci], c->a2 + c->off[ci]);
         }
+    }
     return SF_OK;
 }
 
