@@ -163,19 +163,21 @@ START_TEST(test_threads)
 #ifdef _OPENMP
     sf_image im, b1, r1, b2, r2;
     sf_bkg_stats s1, s2;
-    sf_bkg_params p = bane_params(13, 70);
     int nt = omp_get_max_threads();
     sftest_noise_image(&im, 333, 277, 5, 40, 0.05);
     maps_alloc(&b1, &r1, 333, 277);
     maps_alloc(&b2, &r2, 333, 277);
-    omp_set_num_threads(1);
-    ck_assert_int_eq(sf_background_cpu(&im, &p, &s1, &b1, &r1), SF_OK);
-    omp_set_num_threads(nt > 1 ? nt : 3);
-    ck_assert_int_eq(sf_background_cpu(&im, &p, &s2, &b2, &r2), SF_OK);
-    omp_set_num_threads(nt);
-    ck_assert(memcmp(b1.data, b2.data, sf_npix(333, 277) * 4) == 0);
-    ck_assert(memcmp(r1.data, r2.data, sf_npix(333, 277) * 4) == 0);
-    ck_assert(s1.median == s2.median && s1.sigma == s2.sigma && s1.niter == s2.niter);
+    for (int c = 0; c < 2; c++) { /* pixel path (box 70), cell path (box 78) */
+        sf_bkg_params p = bane_params(13, c ? 78 : 70);
+        omp_set_num_threads(1);
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &s1, &b1, &r1), SF_OK);
+        omp_set_num_threads(nt > 1 ? nt : 3);
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &s2, &b2, &r2), SF_OK);
+        omp_set_num_threads(nt);
+        ck_assert(memcmp(b1.data, b2.data, sf_npix(333, 277) * 4) == 0);
+        ck_assert(memcmp(r1.data, r2.data, sf_npix(333, 277) * 4) == 0);
+        ck_assert(s1.median == s2.median && s1.sigma == s2.sigma && s1.niter == s2.niter);
+    }
     free3(&im, &b1, &r1);
     sf_image_free(&b2, NULL);
     sf_image_free(&r2, NULL);
