@@ -28,6 +28,21 @@ void sf_bkg_params_default(sf_bkg_params *p)
     p->min_valid = 0.5;
 }
 
+void sf_bkg_resolve_auto(sf_bkg_params *p, double bmaj_pix, double bmin_pix)
+{
+    if (p->method == SF_BKG_BANE) {
+        double b = bmin_pix > 0 ? sqrt(bmaj_pix * bmin_pix) : bmaj_pix;
+        if (p->step == 0)
+            p->step = b > 0 ? (int)ceil(SF_BANE_STEP_BEAMS * b - 1e-9) : SF_BANE_STEP_NOBEAM;
+        if (p->box == 0)
+            p->box = SF_BANE_BOX_STEPS * p->step;
+    } else if (p->box == 0) {
+        p->box = bmaj_pix > 0 ? (int)lround(4.0 * bmaj_pix) : 64;
+    }
+    if (p->box < 1)
+        p->box = 1;
+}
+
 sf_status sf_bkg_check_params(const sf_bkg_params *p)
 {
     if (p->method != SF_BKG_GLOBAL && p->method != SF_BKG_MESH && p->method != SF_BKG_BANE)

@@ -45,6 +45,18 @@ static sf_bane_sums bane_sums(const float *buf, size_t n, double lo, double hi,
     }
 }
 
+/* The median from m candidates v holding the middle rank(s): the one at
+ * rank r among them, or with two (an even count) the float32 mean of ranks
+ * r-1 and r, as sf_median_f32. */
+static float middle(float *v, size_t m, size_t r, int two)
+{
+    float lo, hi;
+    if (!two)
+        return sf_select_kth(v, m, r);
+    hi = sf_select_kth_prev(v, m, r, &lo);
+    return sf_mean2_f32(lo, hi);
+}
+
 /* sf_median_f32 of v[0..n) (reordered), faster for large n: the values are
  * counted into BANE_BINS bins of equal width between their extremes (a
  * monotone map, so the bins are in value order), the bins holding the middle
@@ -88,20 +100,7 @@ static float bane_median(float *v, size_t n, unsigned *hist)
             v[m++] = v[i];
     }
     /* v[0..m) holds ranks below .. below+m-1, km and k among them */
-    {
-        float hi_ = sf_select_kth(v, m, k - below), lo_ = hi_;
-        if (km != k) {
-            lo_ = v[0];
-            for (size_t i = 1; i < k - below; i++)
-                lo_ = v[i] > lo_ ? v[i] : lo_;
-        }
-        if (km == k)
-            return hi_;
-        {
-            volatile float s = lo_ + hi_; /* as sf_median_f32 */
-            return s / 2.0f;
-        }
-    }
+    return middle(v, m, k - below, km != k);
 }
 
 /* One node: level and rms, NaN when its box has no finite pixel; returns
@@ -164,10 +163,12 @@ static int bane_node(const sf_image *img, const sf_bkg_params *p, const float *c
 }
 
 /* The grid of cell maxima: the largest finite |v| of each step x step cell
- * (aligned at 0), -1 for a cell without a finite pixel. */
-static void bane_cells(const sf_image *img, int step, float *cm, int ccx, int ccy)
+ * (aligned at 0), -1 for a cell without a finite pixel. Returns the image's
+ * finite pixels (the run summary's count). */
+static long long bane_cells(const sf_image *img, int step, float *cm, int ccx, int ccy)
 {
-#pragma omp parallel for schedule(static)
+    long long nfinite = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nfinite)
     for (int cy = 0; cy < ccy; cy++) {
         for (int cx = 0; cx < ccx; cx++)
             cm[(size_t)cy * ccx + cx] = -1.0f;
@@ -176,11 +177,15 @@ static void bane_cells(const sf_image *img, int step, float *cm, int ccx, int cc
             for (int x = 0; x < img->nx; x++) {
                 float a = fabsf(row[x]);
                 float *c = &cm[(size_t)cy * ccx + x / step];
-                if (isfinite(a) && a > *c)
-                    *c = a;
+                if (isfinite(a)) {
+                    nfinite++;
+                    if (a > *c)
+                        *c = a;
+                }
             }
         }
     }
+    return nfinite;
 }
 
 /* ---- the cell path (background_bane.h) ---------------------------------- */
@@ -281,6 +286,16 @@ static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c
     return SF_OK;
 }
 
+/* Cell (cx, cy): its sorted values at *v, their running sums from offset
+ * *o; returns its count. */
+static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v, long long *o)
+{
+    const size_t ci = (size_t)cy * c->ccx + cx;
+    *o = c->off[ci];
+    *v = c->v + *o;
+    return (int)(c->off[ci + 1] - *o);
+}
+
 static void bane_cells_free(bane_cellset *c)
 {
     free(c->v);
@@ -303,13 +318,14 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     i = 0;
     for (int cy = cy0; cy <= cy1; cy++)
         for (int cx = cx0; cx <= cx1; cx++, i++) {
-            const size_t ci = (size_t)cy * c->ccx + cx;
-            const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
+            const float *v;
+            long long o;
+            const int cnt = cell_at(c, cx, cy, &v, &o);
             ab[2 * i] = 0;
             ab[2 * i + 1] = cnt;
             n += cnt;
-            s1 += sf_bane_range(c->a1 + c->off[ci], cnt, 0, cnt);
-            s2 += sf_bane_range(c->a2 + c->off[ci], cnt, 0, cnt);
+            s1 += sf_bane_range(c->a1 + o, cnt, 0, cnt);
+            s2 += sf_bane_range(c->a2 + o, cnt, 0, cnt);
         }
     if (n == 0) {
         *level = *rms = NAN;
@@ -322,17 +338,17 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
-                const size_t ci = (size_t)cy * c->ccx + cx;
-                const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
-                const float *v = c->v + c->off[ci];
+                const float *v;
+                long long o;
+                const int cnt = cell_at(c, cx, cy, &v, &o);
                 int a = sf_bane_upper(v, cnt, l), b = sf_bane_lower(v, cnt, h);
                 if (b < a)
                     b = a;
                 ab[2 * (ncl + i)] = a;
                 ab[2 * (ncl + i) + 1] = b;
                 un += b - a;
-                u1 += sf_bane_range(c->a1 + c->off[ci], cnt, a, b);
-                u2 += sf_bane_range(c->a2 + c->off[ci], cnt, a, b);
+                u1 += sf_bane_range(c->a1 + o, cnt, a, b);
+                u2 += sf_bane_range(c->a2 + o, cnt, a, b);
             }
         if (un == 0)
             break;
@@ -360,9 +376,9 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
-                const size_t ci = (size_t)cy * c->ccx + cx;
-                const int cnt = (int)(c->off[ci + 1] - c->off[ci]);
-                const float *v = c->v + c->off[ci];
+                const float *v;
+                long long o;
+                const int cnt = cell_at(c, cx, cy, &v, &o);
                 int a = ab[2 * i], b = ab[2 * i + 1];
                 int la = sf_bane_lower(v, cnt, vlo), ub = sf_bane_upper(v, cnt, vhi);
                 la = la < a ? a : (la > b ? b : la);
@@ -379,25 +395,15 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
-                const float *v = c->v + c->off[(size_t)cy * c->ccx + cx];
+                const float *v;
+                long long o;
+                (void)cell_at(c, cx, cy, &v, &o);
                 for (int j = ab[2 * (ncl + i)]; j < ab[2 * (ncl + i) + 1]; j++)
                     buf[m++] = v[j];
             }
         break;
     }
-    {
-        float hi_ = sf_select_kth(buf, m, k - below), lo_ = hi_;
-        if (km != k) {
-            lo_ = buf[0];
-            for (size_t j = 1; j < k - below; j++)
-                lo_ = buf[j] > lo_ ? buf[j] : lo_;
-            {
-                volatile float t = lo_ + hi_; /* as sf_median_f32 */
-                hi_ = t / 2.0f;
-            }
-        }
-        *level = hi_;
-    }
+    *level = middle(buf, m, k - below, km != k);
     *rms = (float)sigma;
     return it;
 }
@@ -421,12 +427,10 @@ sf_status sf_bane_no_node(const sf_bkg_params *p, int nx, int ny)
  * sort: an 8192^2 image has 233,000 nodes. */
 static float grid_median(float *v, int n)
 {
-    float hi = sf_select_kth(v, (size_t)n, (size_t)n / 2), lo;
+    float lo, hi;
     if (n & 1)
-        return hi;
-    lo = v[0];
-    for (int i = 1; i < n / 2; i++)
-        lo = v[i] > lo ? v[i] : lo;
+        return sf_select_kth(v, (size_t)n, (size_t)n / 2);
+    hi = sf_select_kth_prev(v, (size_t)n, (size_t)n / 2, &lo);
     return (float)((double)(lo + hi) / 2.0);
 }
 
@@ -510,7 +514,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             bane_cells_free(&cl);
             goto fail;
         }
-        bane_cells(img, step, cm, ccx, ccy);
+        nfinite = bane_cells(img, step, cm, ccx, ccy);
 #pragma omp parallel for schedule(dynamic, 8)
         for (int i = 0; i < nb; i++) {
             int tid = 0, px = sf_bane_node_pos(i % ncx, ncx, nx, step),
@@ -538,10 +542,6 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         }
         free(hist);
     }
-#pragma omp parallel for reduction(+ : nfinite) schedule(static)
-    for (int y = 0; y < ny; y++)
-        for (int x = 0; x < nx; x++)
-            nfinite += isfinite(img->data[(size_t)y * img->stride + x]) != 0;
     if (!nvalid) {
         s = nfinite ? sf_bane_no_node(p, nx, ny)
                     : sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");

@@ -57,6 +57,11 @@ typedef struct {
 } sf_bkg_mesh;
 
 void sf_bkg_params_default(sf_bkg_params *p);
+/* box=auto and step=auto (0 in p) for an image whose restoring beam is
+ * bmaj_pix x bmin_pix pixels (0: no beam). mesh: box 4 beam widths
+ * (BMAJ), else 64. bane: step 4 beam widths (sqrt(BMAJ BMIN)) rounded up,
+ * else 16 (BANE's get_step_size); box 6 steps. */
+void sf_bkg_resolve_auto(sf_bkg_params *p, double bmaj_pix, double bmin_pix);
 /* SF_ERR_PARAM with a detail when p is not usable (both backends call it). */
 sf_status sf_bkg_check_params(const sf_bkg_params *p);
 

@@ -38,10 +38,12 @@
 
 #define SF_BANE_PASSES 3    /* BANE 1.x sigmaclip(reps=3) */
 #define SF_BANE_TOL 0.2     /* ... stopping when sigma changes by less than 20% */
-/* step=auto and box=auto (src/core/stages.c resolves them): BANE's
- * get_step_size, 4 beam widths (sqrt(BMAJ BMIN) in pixels) rounded up, or
- * 16 without a beam; the box 6 steps ("so we have ~30 beams"). */
+/* step=auto and box=auto (sf_bkg_resolve_auto): BANE's get_step_size, 4
+ * beam widths (sqrt(BMAJ BMIN) in pixels) rounded up, or 16 without a beam;
+ * the box 6 steps ("so we have ~30 beams"). */
+#define SF_BANE_STEP_BEAMS 4.0
 #define SF_BANE_STEP_NOBEAM 16
+#define SF_BANE_BOX_STEPS 6
 
 /* Nodes along an axis of n pixels: 0, step, ..., and n. */
 SF_BKG_HD static inline int sf_bane_nnodes(int n, int step)

@@ -35,16 +35,21 @@ float sf_select_kth(float *a, size_t n, size_t k)
     return a[k];
 }
 
-float sf_median_f32(float *a, size_t n)
+float sf_select_kth_prev(float *a, size_t n, size_t k, float *prev)
 {
-    float hi = sf_select_kth(a, n, n / 2);
-    if (n % 2)
-        return hi;
-    /* the lower middle is the largest element before position n/2 */
-    float lo = a[0];
-    for (size_t i = 1; i < n / 2; i++)
+    float kth = sf_select_kth(a, n, k), lo = a[0];
+    for (size_t i = 1; i < k; i++)
         if (a[i] > lo)
             lo = a[i];
-    volatile float s = lo + hi; /* rounded to float, as np.mean of two float32 */
-    return s / 2.0f;
+    *prev = lo;
+    return kth;
+}
+
+float sf_median_f32(float *a, size_t n)
+{
+    float lo, hi;
+    if (n % 2)
+        return sf_select_kth(a, n, n / 2);
+    hi = sf_select_kth_prev(a, n, n / 2, &lo);
+    return sf_mean2_f32(lo, hi);
 }

@@ -51,16 +51,7 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_image *b = s->bkgmap.data ? &s->bkgmap : NULL, *r = s->rmsmap.data ? &s->rmsmap : NULL;
     sf_bkg_params q = *p;
     sf_status st;
-    if (q.method == SF_BKG_BANE && q.step == 0) { /* step=auto: BANE's 4 beam widths, else 16 */
-        double b = s->beam_min_pix > 0 ? sqrt(s->beam_pix * s->beam_min_pix) : s->beam_pix;
-        q.step = b > 0 ? (int)ceil(4.0 * b - 1e-9) : 16;
-    }
-    if (q.method == SF_BKG_BANE && q.box == 0) /* box=auto: BANE's 6 steps */
-        q.box = 6 * q.step;
-    if (q.method == SF_BKG_MESH && q.box == 0) /* box=auto: 4 beam widths, else 64 */
-        q.box = s->beam_pix > 0 ? (int)lround(4.0 * s->beam_pix) : 64;
-    if (q.box < 1)
-        q.box = 1;
+    sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
     st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
              : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
     if (st == SF_OK) {
@@ -74,10 +65,7 @@ static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); 
 static sf_status bkg_check(const void *pp)
 {
     sf_bkg_params q = *(const sf_bkg_params *)pp;
-    if (q.box == 0) /* auto: resolved at run time */
-        q.box = 64;
-    if (q.step == 0)
-        q.step = 16;
+    sf_bkg_resolve_auto(&q, 0, 0); /* auto: resolved at run time; checked without a beam */
     return sf_bkg_check_params(&q);
 }
 static sf_status bkg_gpu(sf_state *s, const void *p) { return bkg_run(s, p, 1); }
