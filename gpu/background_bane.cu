@@ -1,17 +1,27 @@
 // Stage `background`, method=bane, GPU version (twin: cpu/background_bane.c;
 // the rules and why both backends get the same bits: src/calc/background_bane.h).
+// Kernels in launch order (sf_background_bane_gpu, at the end, launches them):
 // 1. bane_scan: the image's finite pixels (for the run summary).
-// 2. bane_nodes, one block of 32 x 8 threads per node: the node's box is
-//    read from the image once into shared memory (boxes up to BN_STAGE_MAX
-//    pixels; larger ones are read from the image on every pass), each pass sums the kept pixels' v and v*v
-//    as exact integers in doubles (warp shuffles, then the 8 warps; the
-//    first pass's scale from bane_cellmax's grid of cell maxima), and every
-//    thread derives the same mean, sigma and bounds. The median of the kept
-//    pixels: their extremes, a 2048-bin histogram between them, the few
-//    values of the bins holding the middle ranks ranked exactly (a radix
-//    select on the float keys when those are many: equal values).
-// 3. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
-// 4. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
+// 2. bane_cellmax: the largest |v| of each step x step cell (the pixel
+//    path's first scale).
+// 3. The cell path's arrays (when sf_bane_use_cells): bane_cellcount,
+//    bane_cellscan (offsets), bane_cellsort (each cell sorted in shared
+//    memory, then its running sums).
+// 4. bane_nodes, one block of 32 x 8 threads per node, launched twice on the
+//    cell path (mode 1: the aligned nodes with small shared arrays; mode 2:
+//    the last column and row with staged boxes):
+//    - cell path: per-cell ranges by binary search, range sums added by
+//      thread 0 in the twin's raster order; the median from a window of
+//      candidates ranked exactly (bane_rank);
+//    - pixel path: the box staged in shared memory once (up to BN_STAGE_MAX
+//      pixels), each pass summing the kept pixels' v and v*v as exact
+//      integers in doubles (bane_pass), every thread deriving the same mean,
+//      sigma and bounds; the median by bane_median_box (extremes, a
+//      2048-bin histogram, the middle bins' values ranked; a radix select
+//      on the float keys when those are many equal values). The cell path
+//      falls back to it too.
+// 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
+// 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
 // The filled grids come back to the host for the run summary (the twin's
 // sf_bane_grid_stats).
 #include <math.h>
