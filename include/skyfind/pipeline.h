@@ -10,6 +10,7 @@
 #include "skyfind/background.h"
 #include "skyfind/measure.h"
 #include "skyfind/threshold.h"
+#include "skyfind/fit.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,7 +40,8 @@ enum {
     SF_DATA_MASK = 4,
     SF_DATA_LABELS = 8,
     SF_DATA_SOURCES = 16,
-    SF_DATA_FILTERED = 32  /* the convolved (detection) image */
+    SF_DATA_FILTERED = 32, /* the convolved (detection) image */
+    SF_DATA_COMPONENTS = 64 /* fitted Gaussian components */
 };
 
 typedef struct sf_state sf_state;
@@ -119,6 +121,9 @@ typedef struct {
     long long nmask;            /* pixels set in the mask */
     int nsources;               /* -1 when no measure stage ran */
     sf_source *sources;         /* host, nsources entries */
+    int ncomps;                 /* fitted Gaussian components; -1 when no fit stage ran */
+    sf_component *comps;        /* host, ncomps entries (sf_fit_finish done): islands in
+                                   order, negative ones (sign -1) after the positive */
     sf_mask mask;               /* copies, when kept: on the host, or on the device of
                                    maps_gpu (SF_KEEP_DEVICE) */
     sf_labels labels;

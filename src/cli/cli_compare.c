@@ -46,6 +46,9 @@ typedef struct {
     double lfilt;                /* filtered images: relative L2 difference */
     long long mask_marginal;     /* differing mask pixels within MARGIN_SIGMA of a threshold */
     int downstream_skipped;      /* masks differ (marginally): labels and catalogue not compared */
+    double dfit;                 /* fitted components: max relative diff, and where */
+    const char *dfit_col;
+    long long fit_int_diff;      /* island, component, status, iterations, flags mismatches */
 } cmp_result;
 
 /* The background level and sigma of pixel i of run c: its map values for
@@ -104,6 +107,37 @@ static void measure_more(const sf_source *a, const sf_source *b, cmp_result *m)
                    a->ymax != b->ymax || a->flags != b->flags || a->npeaks != b->npeaks ||
                    a->parent != b->parent || a->nchildren != b->nchildren || a->id != b->id ||
                    a->sign != b->sign;
+}
+
+/* Two fitted components: every real field (relative to its scale) and the
+ * integer ones. */
+static void fit_more(const sf_component *a, const sf_component *b, cmp_result *m)
+{
+    const struct { const char *name; double c, g, scale; } f[] = {
+        {"amp", a->amp, b->amp, fabs(a->amp)}, {"x0", a->x0, b->x0, fabs(a->maj)},
+        {"y0", a->y0, b->y0, fabs(a->maj)}, {"P", a->cP, b->cP, fabs(a->cP) + fabs(a->cQ)},
+        {"Q", a->cQ, b->cQ, fabs(a->cP) + fabs(a->cQ)}, {"R", a->cR, b->cR, fabs(a->cP) + fabs(a->cQ)},
+        {"flux", a->flux, b->flux, fabs(a->flux)}, {"maj", a->maj, b->maj, fabs(a->maj)},
+        {"min", a->min, b->min, fabs(a->min)}, {"pa", a->pa, b->pa, 90.0},
+        {"chi2", a->chi2, b->chi2, fabs(a->chi2)}, {"resid_rms", a->resid_rms, b->resid_rms, fabs(a->resid_rms)},
+        {"flux_err", a->flux_err, b->flux_err, fabs(a->flux_err)},
+        {"x_err", a->x_err, b->x_err, fabs(a->x_err)}, {"y_err", a->y_err, b->y_err, fabs(a->y_err)},
+        {"maj_err", a->maj_err, b->maj_err, fabs(a->maj_err)}, {"dmaj", a->dmaj, b->dmaj, fabs(a->maj)},
+        {"dmin", a->dmin, b->dmin, fabs(a->maj)}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        double d;
+        if ((isnan(f[k].c) && isnan(f[k].g)) || f[k].c == f[k].g)
+            continue;
+        d = fabs(f[k].g - f[k].c) / (f[k].scale > 1e-300 ? f[k].scale : 1e-300);
+        if (!(d <= m->dfit)) {
+            m->dfit = isfinite(d) ? d : INFINITY;
+            m->dfit_col = f[k].name;
+        }
+    }
+    m->fit_int_diff += a->island != b->island || a->component != b->component ||
+                       a->ncomp != b->ncomp || a->source != b->source || a->status != b->status ||
+                       a->niter != b->niter || a->flags != b->flags || a->npix != b->npix ||
+                       a->px != b->px || a->py != b->py || a->sign != b->sign;
 }
 
 static void compare_runs(const sf_run_result *c, const sf_run_result *g, const sf_thresh_params *tp,
@@ -212,6 +246,16 @@ static void compare_runs(const sf_run_result *c, const sf_run_result *g, const s
             m->peakpos_diff || m->dmore > tol || m->int_diff)
             m->ok = 0;
     }
+    if (c->ncomps >= 0) {
+        if (c->ncomps != g->ncomps) {
+            m->ok = 0;
+            return;
+        }
+        for (int i = 0; i < c->ncomps; i++)
+            fit_more(&c->comps[i], &g->comps[i], m);
+        if (m->dfit > (tol > 1e-4 ? tol : 1e-4) || m->fit_int_diff)
+            m->ok = 0;
+    }
 }
 
 static void compare_print(const char *file, const sf_run_result *c, const sf_run_result *g,
@@ -262,6 +306,13 @@ static void compare_print(const char *file, const sf_run_result *c, const sf_run
                "mismatches %lld  %s\n", m->dmore, m->dmore_col ? " in " : "",
                m->dmore_col ? m->dmore_col : "", m->int_diff,
                (m->dmore <= tol && !m->int_diff) ? "OK" : "DIFFER");
+    if (c->ncomps >= 0)
+        printf("  fit         %d/%d components; max rel diff %.3g%s%s; island/status/iterations/flags "
+               "mismatches %lld  %s\n", c->ncomps, g->ncomps, m->dfit, m->dfit_col ? " in " : "",
+               m->dfit_col ? m->dfit_col : "", m->fit_int_diff,
+               (c->ncomps == g->ncomps && m->dfit <= (tol > 1e-4 ? tol : 1e-4) && !m->fit_int_diff)
+                   ? (m->dfit == 0 ? "identical" : "OK")
+                   : "DIFFER");
     printf("  result: %s\n", m->ok ? "AGREE" : "DISAGREE");
 }
 
@@ -328,11 +379,13 @@ int cmd_compare(int argc, char **argv)
                 printf(",\"nx\":%d,\"ny\":%d,\"agree\":%s,\"median_diff_sigma\":%.3g,"
                        "\"sigma_rel\":%.3g,\"niter\":[%d,%d],\"mask_diff\":%lld,\"nlabels\":[%d,%d],\"nislands\":[%d,%d],\"nsplit\":[%d,%d],"
                        "\"mask_marginal\":%lld,\"filtered_rel_l2\":%.3g,\"filtered_diff_sigma\":%.3g,\"label_diff\":%lld,\"nsources\":[%d,%d],\"x_rel\":%.3g,\"y_rel\":%.3g,"
-                       "\"flux_rel\":%.3g,\"peak_rel\":%.3g,\"cpu_ms\":%.3f,\"gpu_device_ms\":%.4f}\n",
+                       "\"flux_rel\":%.3g,\"peak_rel\":%.3g,\"ncomps\":[%d,%d],\"fit_rel\":%.3g,\"fit_int_diff\":%lld,"
+                       "\"cpu_ms\":%.3f,\"gpu_device_ms\":%.4f}\n",
                        rc_cpu.nx, rc_cpu.ny, m.ok ? "true" : "false", m.dmed, m.dsig, m.niter_c,
                        m.niter_g, m.mask_diff, m.nlab_c, m.nlab_g, rc_cpu.nislands, rc_gpu.nislands,
                        rc_cpu.nsplit, rc_gpu.nsplit, m.mask_marginal, m.lfilt, m.dfilt, m.lab_diff, rc_cpu.nsources,
-                       rc_gpu.nsources, m.dx, m.dy, m.dflux, m.dpeak, rc_cpu.total_ms,
+                       rc_gpu.nsources, m.dx, m.dy, m.dflux, m.dpeak, rc_cpu.ncomps, rc_gpu.ncomps,
+                       m.dfit, m.fit_int_diff, rc_cpu.total_ms,
                        rc_gpu.stage_ms[0] + (rc_gpu.nstages > 1 ? rc_gpu.stage_ms[1] : 0) +
                            (rc_gpu.nstages > 2 ? rc_gpu.stage_ms[2] : 0) +
                            (rc_gpu.nstages > 3 ? rc_gpu.stage_ms[3] : 0));

@@ -8,6 +8,7 @@
 #include "skyfind/segment.h"
 #include "skyfind/deblend.h"
 #include "skyfind/measure.h"
+#include "skyfind/fit.h"
 #include "skyfind/convolve.h"
 #include "skyfind/decode.h"
 
@@ -93,6 +94,14 @@ sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels
                          int nlabels, const sf_measure_aux *aux, const sf_measure_params *p,
                          sf_source *out) { return NO_GPU; }
 size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels, const sf_measure_params *p) { return 0; }
+sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                     const sf_fit_in *in, const sf_fit_params *p, sf_component **comps,
+                     int *ncomps)
+{
+    *comps = NULL;
+    *ncomps = 0;
+    return NO_GPU;
+}
 sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                           int edge, int nan, sf_image *out) { return NO_GPU; }
 size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method) { return 0; }

@@ -22,6 +22,7 @@ static double now_ms(void)
 static void state_free(sf_state *s)
 {
     sf_state_drop_deblend(s); /* host memory on both backends */
+    sf_state_drop_fit(s);
     if (s->backend == SF_BACKEND_GPU) {
         memset(s, 0, sizeof *s);
         return;
@@ -58,6 +59,7 @@ SF_DEFINE_DEVBUF(sf_labels, devbuf_labels, int32_t)
 void sf_run_result_free(sf_run_result *r)
 {
     free(r->sources);
+    free(r->comps);
     sf_mask_free(&r->mask, r->maps_gpu);
     sf_labels_free(&r->labels, r->maps_gpu);
     sf_image_free(&r->bkgmap, r->maps_gpu);
@@ -171,6 +173,19 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
                 o->nchildren = isl >= 1 && isl <= s->db_nislands ? s->db_nchild[isl] : 0;
                 if (o->nchildren > 1)
                     o->flags |= SF_SRC_DEBLENDED;
+            }
+    }
+    /* the fitted components (host memory on both backends), handed over */
+    r->ncomps = (s->have & SF_DATA_COMPONENTS) ? s->ncomps : -1;
+    if (r->ncomps >= 0) {
+        r->comps = s->comps;
+        s->comps = NULL;
+        s->ncomps = 0;
+        if (s->db_nchild)
+            for (int i = 0; i < r->ncomps; i++) {
+                const int k = r->comps[i].island;
+                if (k >= 1 && k <= s->db_nislands && s->db_nchild[k] > 1)
+                    r->comps[i].flags |= SF_SRC_DEBLENDED;
             }
     }
     /* kept maps: host copies, or (SF_KEEP_DEVICE on the GPU) device copies */
@@ -287,8 +302,9 @@ static sf_status flip_state(sf_state *s, const sf_image *orig, sf_image *own)
 /* Forget a pass's detections before the next one. */
 static void drop_detections(sf_state *s)
 {
-    s->have &= ~(unsigned)(SF_DATA_MASK | SF_DATA_LABELS | SF_DATA_SOURCES);
+    s->have &= ~(unsigned)(SF_DATA_MASK | SF_DATA_LABELS | SF_DATA_SOURCES | SF_DATA_COMPONENTS);
     sf_state_drop_deblend(s);
+    sf_state_drop_fit(s);
     s->nlabels = s->nsources = 0;
 }
 
@@ -380,6 +396,15 @@ static sf_status merge_negative(sf_run_result *r, sf_run_result *n, int have_pos
         neg_flipf(&q->peak);
         neg_flipf(&q->bkg);
     }
+    for (int i = 0; i < n->ncomps; i++) {
+        sf_component *c = &n->comps[i];
+        c->sign = -1;
+        c->island = -c->island;
+        c->source = -c->source;
+        neg_flip(&c->peak);
+        neg_flip(&c->flux);
+        neg_flipf(&c->bkg);
+    }
     if (n->have_mask)
         for (size_t k = 0; k < sf_npix(n->nx, n->ny); k++)
             n->mask.data[k] = (uint8_t)(n->mask.data[k] << 2);
@@ -406,6 +431,14 @@ static sf_status merge_negative(sf_run_result *r, sf_run_result *n, int have_pos
         r->nsources += n->nsources;
     }
     r->nneg = n->nsources;
+    if (n->ncomps > 0) {
+        sf_component *all = realloc(r->comps, ((size_t)(r->ncomps > 0 ? r->ncomps : 0) + n->ncomps + 1) * sizeof *all);
+        if (!all)
+            return sf_fail(SF_ERR_NOMEM, "%d components", r->ncomps + n->ncomps);
+        memcpy(all + (r->ncomps > 0 ? r->ncomps : 0), n->comps, (size_t)n->ncomps * sizeof *all);
+        r->comps = all;
+        r->ncomps = (r->ncomps > 0 ? r->ncomps : 0) + n->ncomps;
+    }
     if (r->have_mask && n->have_mask)
         for (size_t k = 0; k < sf_npix(r->nx, r->ny); k++)
             r->mask.data[k] |= n->mask.data[k];
@@ -438,6 +471,7 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     memset(&s, 0, sizeof s);
     memset(r, 0, sizeof *r);
     r->nsources = -1;
+    r->ncomps = -1;
     r->nx = img->nx;
     r->ny = img->ny;
     if (img->loc != SF_HOST && !(gpu && img->loc == SF_DEVICE))

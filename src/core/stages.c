@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include "state.h"
+#include "skyfind/fit.h"
 #include "skyfind/convolve.h"
 #include "skyfind/deblend.h"
 #include "skyfind/gpu.h"
@@ -499,6 +500,67 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
 static sf_status meas_cpu(sf_state *s, const void *p) { return meas_run(s, p, 0); }
 static sf_status meas_gpu(sf_state *s, const void *p) { return meas_run(s, p, 1); }
 
+/* ---- fit ----------------------------------------------------------------- */
+static const sf_param_spec fit_params[] = {
+    {"components", SF_PT_CHOICE, "objects", 0, 0, "objects|maxima", "",
+     "what an island's components are: the deblend stage's objects (one per island without "
+     "one), or the island's local maxima (Aegean's summits)",
+     offsetof(sf_fit_params, components)},
+    {"peak_nsigma", SF_PT_REAL, "4", 0, 1e30, NULL, "sigma",
+     "components=maxima: a local maximum needs m >= peak_nsigma * rms",
+     offsetof(sf_fit_params, peak_nsigma)},
+    {"max_components", SF_PT_INT, "8", 1, SF_FIT_MAXCOMP, NULL, "",
+     "components fitted together in one island, the brightest (more are flagged 128)",
+     offsetof(sf_fit_params, max_components)},
+    {"max_iter", SF_PT_INT, "100", 1, 100000, NULL, "",
+     "Levenberg-Marquardt iterations per island", offsetof(sf_fit_params, max_iter)},
+    {"noise", SF_PT_CHOICE, "auto", 0, 0, "auto|beam|white", "",
+     "noise correlation for Condon's errors: the restoring beam, or independent pixels "
+     "(auto: the beam when the image has one)",
+     offsetof(sf_fit_params, noise)},
+};
+
+static sf_status fit_run(sf_state *s, const void *pp, int gpu)
+{
+    const sf_fit_params *p = pp;
+    sf_fit_in in;
+    sf_component *c = NULL;
+    int n = 0;
+    sf_status st;
+    if (!(s->have & SF_DATA_SOURCES))
+        return sf_fail(SF_ERR_PARAM, "fit needs a measure stage before it");
+    if (!(s->have & SF_DATA_BKG))
+        return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
+    if (s->comps)
+        return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
+    memset(&in, 0, sizeof in);
+    in.bkg = s->have_maps ? &s->bkgmap : NULL;
+    in.rms = s->have_maps ? &s->rmsmap : NULL;
+    in.level = (float)s->bkg.median;
+    in.sigma = (float)s->bkg.sigma;
+    in.subtract = 1;
+    in.sources = s->sources;
+    in.nobj = s->nlabels;
+    in.parent = s->db_parent;
+    in.nislands = s->db_parent ? s->db_nislands : s->nlabels;
+    if (s->beam_pix > 0) { /* the beam in pixels; its angle from +x (north up, east left) */
+        in.beam_maj = s->beam_pix;
+        in.beam_min = s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix;
+        in.beam_angle = 90.0 + s->beam_pa_deg;
+    }
+    st = gpu ? sf_fit_gpu(s->g, &s->img, &s->labels, &in, p, &c, &n)
+             : sf_fit_cpu(&s->img, &s->labels, &in, p, &c, &n);
+    if (st)
+        return st;
+    sf_fit_finish(c, n, &in, p);
+    s->comps = c;
+    s->ncomps = n;
+    s->have |= SF_DATA_COMPONENTS;
+    return SF_OK;
+}
+static sf_status fit_cpu(sf_state *s, const void *p) { return fit_run(s, p, 0); }
+static sf_status fit_gpu(sf_state *s, const void *p) { return fit_run(s, p, 1); }
+
 /* ---- the table ----------------------------------------------------------- */
 #define NP(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -522,6 +584,10 @@ static const sf_stage_def stages[] = {
     {"measure", "per source: flux, peak, centroid, moments and shape, box, noise, errors, flags",
      meas_params, NP(meas_params), sizeof(sf_measure_params), SF_DATA_IMAGE | SF_DATA_LABELS, SF_DATA_SOURCES, meas_cpu,
      meas_gpu, NULL},
+    {"fit", "elliptical Gaussian components fitted to every island (Levenberg-Marquardt, "
+     "Condon's errors, deconvolved sizes)", fit_params, NP(fit_params), sizeof(sf_fit_params),
+     SF_DATA_IMAGE | SF_DATA_BKG | SF_DATA_LABELS | SF_DATA_SOURCES, SF_DATA_COMPONENTS, fit_cpu,
+     fit_gpu, NULL},
 };
 
 int sf_stage_count(void) { return NP(stages); }

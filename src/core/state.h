@@ -37,6 +37,8 @@ struct sf_state {
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
     int db_host;            /* the GPU backend deblended on the host (no room on the GPU) */
+    sf_component *comps;    /* host, after a fit stage (sf_fit_finish done) */
+    int ncomps;
     int negated;            /* the negative pass: image, filtered image, background map
                                and level are inverted (src/core/run.c flip_state) */
 };
@@ -48,6 +50,14 @@ static inline void sf_state_drop_deblend(sf_state *s)
     free(s->db_nchild);
     s->db_parent = s->db_nchild = NULL;
     s->db_host = 0;
+}
+
+/* Forget a fit stage's components. */
+static inline void sf_state_drop_fit(sf_state *s)
+{
+    free(s->comps);
+    s->comps = NULL;
+    s->ncomps = 0;
 }
 
 #endif

@@ -126,6 +126,8 @@ static double stage_bytes(const sf_pipeline *pl, int step, size_t n, int *mesh_s
         return (*mesh_seen ? 13 : 5) * N;
     if (!strcmp(name, "segment"))
         return 5 * N;
+    if (!strcmp(name, "fit")) /* two passes over labels, image and maps (count, scatter) */
+        return (*mesh_seen ? 32 : 16) * N;
     return 8 * N; /* measure, convolve, unknown */
 }
 
@@ -214,7 +216,7 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
                       double bw, const char *workdir, sf_source **keep, int *nkeep)
 {
     const char *bk = g ? "gpu" : "cpu";
-    int ns = pl->nsteps, nsrc = -1;
+    int ns = pl->nsteps, nsrc = -1, ncomp = -1;
     size_t np = sf_npix(in->nx, in->ny);
     double *v = calloc((size_t)repeat * (size_t)(ns + 4), sizeof *v);
     double *stage = v, *sum = v + (size_t)repeat * ns, *pipe = sum + repeat,
@@ -261,6 +263,7 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
         }
         if (it == repeat - 1) {
             nsrc = r.nsources;
+            ncomp = r.ncomps;
             in->box[pi] = r.box;
             if (r.nsources >= 0)
                 snprintf(in->cat[pi][g != NULL], sizeof in->cat[pi][0], "%s", catpath);
@@ -301,6 +304,11 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
             snprintf(s->note, sizeof s->note, "mesh box %d px", in->box[pi]);
         else if (!strcmp(s->stage, "measure"))
             s->nsrc = nsrc;
+        else if (!strcmp(s->stage, "fit") && ncomp >= 0) {
+            s->nsrc = ncomp;
+            snprintf(s->note, sizeof s->note, "%d components, %.3g fits/s", ncomp,
+                     s->ms > 0 ? ncomp / (s->ms * 1e-3) : 0.0);
+        }
         print_row(s);
     }
     row *s = add_row(in->stem, in->nx, in->ny, pl->name, bk, "stages");

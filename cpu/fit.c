@@ -1,0 +1,621 @@
+/* Stage `fit`, CPU twin (the GPU version is gpu/fit.cu): Gaussian components
+ * fitted to every island by Levenberg-Marquardt (skyfind/fit.h), islands in
+ * parallel with OpenMP, each island's arithmetic in the one order both
+ * backends share (src/calc/fit_calc.h). Also the host-side finish (sizes,
+ * fluxes, Condon errors, deconvolution) and the model renderer both backends
+ * use. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "skyfind/fit.h"
+#include "fit_calc.h"
+#include "fit_host.h"
+
+void sf_fit_params_default(sf_fit_params *p)
+{
+    p->components = SF_FIT_OBJECTS;
+    p->peak_nsigma = 4.0;
+    p->max_components = 8;
+    p->max_iter = 100;
+    p->noise = SF_FIT_NOISE_AUTO;
+}
+
+/* ---- the parameter checks and the islands' pixels (host, both backends) -- */
+
+sf_status sf_fit_check(const sf_image *img, const sf_labels *labels, const sf_fit_in *in,
+                       const sf_fit_params *p)
+{
+    if (!img || !labels || !in || !p || !img->data || !labels->data)
+        return sf_fail(SF_ERR_PARAM, "fit: missing image or labels");
+    if (labels->nx != img->nx || labels->ny != img->ny)
+        return sf_fail(SF_ERR_PARAM, "fit: labels %dx%d for an image %dx%d", labels->nx,
+                       labels->ny, img->nx, img->ny);
+    if (p->max_components < 1 || p->max_components > SF_FIT_MAXCOMP)
+        return sf_fail(SF_ERR_PARAM, "fit: max_components %d is not in [1, %d]",
+                       p->max_components, SF_FIT_MAXCOMP);
+    if (p->max_iter < 1)
+        return sf_fail(SF_ERR_PARAM, "fit: max_iter %d must be at least 1", p->max_iter);
+    if (!(p->peak_nsigma >= 0) || !isfinite(p->peak_nsigma))
+        return sf_fail(SF_ERR_PARAM, "fit: peak_nsigma %g must be a number >= 0",
+                       p->peak_nsigma);
+    if (p->components != SF_FIT_OBJECTS && p->components != SF_FIT_MAXIMA)
+        return sf_fail(SF_ERR_PARAM, "fit: components must be objects or maxima");
+    if (in->nobj < 0 || in->nislands < 0 || (in->nobj > 0 && !in->sources))
+        return sf_fail(SF_ERR_PARAM, "fit: no source table");
+    if ((in->bkg && (in->bkg->nx != img->nx || in->bkg->ny != img->ny)) ||
+        (in->rms && (in->rms->nx != img->nx || in->rms->ny != img->ny)))
+        return sf_fail(SF_ERR_PARAM, "fit: background maps of another shape than the image");
+    if (in->parent)
+        for (int l = 1; l <= in->nobj; l++)
+            if (in->parent[l] < 1 || in->parent[l] > in->nislands)
+                return sf_fail(SF_ERR_INTERNAL, "fit: object %d has island %d of %d", l,
+                               in->parent[l], in->nislands);
+    return SF_OK;
+}
+
+sf_status sf_fit_island_map(const sf_fit_in *in, int **isl_of)
+{
+    int *m = malloc(((size_t)in->nobj + 1) * sizeof *m);
+    if (!m)
+        return sf_fail(SF_ERR_NOMEM, "fit: island table of %d objects", in->nobj);
+    m[0] = 0;
+    for (int l = 1; l <= in->nobj; l++)
+        m[l] = in->parent ? in->parent[l] : l;
+    *isl_of = m;
+    return SF_OK;
+}
+
+sf_status sf_fit_objects(const sf_fit_in *in, const int *isl_of, int **off, int **list)
+{
+    int *o = calloc((size_t)in->nislands + 2, sizeof *o), *l = NULL;
+    if (!o)
+        return sf_fail(SF_ERR_NOMEM, "fit: object lists of %d islands", in->nislands);
+    for (int k = 1; k <= in->nobj; k++)
+        o[isl_of[k] + 1]++;
+    for (int i = 0; i <= in->nislands; i++)
+        o[i + 1] += o[i];
+    l = malloc(((size_t)in->nobj + 1) * sizeof *l);
+    if (!l) {
+        free(o);
+        return sf_fail(SF_ERR_NOMEM, "fit: object lists of %d objects", in->nobj);
+    }
+    {
+        int *cur = calloc((size_t)in->nislands + 1, sizeof *cur);
+        if (!cur) {
+            free(o);
+            free(l);
+            return sf_fail(SF_ERR_NOMEM, "fit: object lists");
+        }
+        for (int k = 1; k <= in->nobj; k++) /* label order within an island */
+            l[o[isl_of[k]] + cur[isl_of[k]]++] = k;
+        free(cur);
+    }
+    *off = o;
+    *list = l;
+    return SF_OK;
+}
+
+void sf_fit_ms_in(const sf_fit_in *in, ms_in *mi)
+{
+    memset(mi, 0, sizeof *mi);
+    if (in->bkg) {
+        mi->bkg = in->bkg->data;
+        mi->bstride = in->bkg->stride;
+    }
+    if (in->rms) {
+        mi->rms = in->rms->data;
+        mi->rstride = in->rms->stride;
+    }
+    mi->subtract = in->subtract;
+    mi->level = in->subtract ? in->level : 0.0f;
+    mi->level_out = in->level;
+    mi->sigma = in->sigma;
+}
+
+void sf_fit_beam_cov(const sf_fit_in *in, sf_fit_cov2 *beam)
+{
+    memset(beam, 0, sizeof *beam);
+    if (in->beam_maj > 0 && isfinite(in->beam_maj)) {
+        const double mn = in->beam_min > 0 && isfinite(in->beam_min) ? in->beam_min : in->beam_maj;
+        const double a = isfinite(in->beam_angle) ? in->beam_angle * M_PI / 180.0 : 0.0;
+        sf_fit_cov(in->beam_maj, mn, cos(a), sin(a), &beam->xx, &beam->yy, &beam->xy);
+    }
+}
+
+/* ---- the fit of one island ---------------------------------------------- */
+
+typedef struct {
+    const sf_image *img;
+    const int32_t *lab;
+    size_t lstride;
+    ms_in mi;
+    const int *isl_of;
+    const sf_fit_in *in;
+    const sf_fit_params *p;
+    sf_fit_cov2 beam;
+} fit_ctx;
+
+/* Canonical sum of v[0..n-1]. */
+static double chunk_sum(const double *v, long long n)
+{
+    double acc = 0.0, t[SF_FIT_LANES];
+    for (long long c0 = 0; c0 < n; c0 += SF_FIT_LANES) {
+        for (int l = 0; l < SF_FIT_LANES; l++)
+            t[l] = c0 + l < n ? v[c0 + l] : 0.0;
+        acc = ms_add(acc, sf_fit_butterfly(t));
+    }
+    return acc;
+}
+
+typedef struct {
+    double *J;   /* n x (np + 1): derivatives, then the weighted residual */
+    double *v;   /* n */
+    double *jtj, *a; /* packed np x np */
+    double *g, *dl, *trial;
+} fit_work;
+
+/* chi^2 at par (residuals only). */
+static double chi2_at(const sf_fit_px *px, long long n, const double *par, int nc, double *v)
+{
+    for (long long i = 0; i < n; i++) {
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
+        v[i] = ms_mul(r, r);
+    }
+    return chunk_sum(v, n);
+}
+
+/* chi^2, JTJ and g = J^T r at par. */
+static double normal_eq(const sf_fit_px *px, long long n, const double *par, int nc,
+                        fit_work *w)
+{
+    const int np = SF_FIT_NP * nc, st = np + 1;
+    for (long long i = 0; i < n; i++) {
+        double *row = w->J + (size_t)i * st;
+        row[np] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, row);
+    }
+    for (int a = 0; a < np; a++) {
+        for (int b = 0; b <= a; b++) {
+            for (long long i = 0; i < n; i++)
+                w->v[i] = ms_mul(w->J[(size_t)i * st + a], w->J[(size_t)i * st + b]);
+            w->jtj[sf_fit_tri(a, b)] = chunk_sum(w->v, n);
+        }
+        for (long long i = 0; i < n; i++)
+            w->v[i] = ms_mul(w->J[(size_t)i * st + a], w->J[(size_t)i * st + np]);
+        w->g[a] = chunk_sum(w->v, n);
+    }
+    for (long long i = 0; i < n; i++)
+        w->v[i] = ms_mul(w->J[(size_t)i * st + np], w->J[(size_t)i * st + np]);
+    return chunk_sum(w->v, n);
+}
+
+/* Solve (JTJ + lambda D) dl = g: 0, or -1 when the matrix is not positive
+ * definite. */
+static int damped_solve(fit_work *w, int np, double lambda)
+{
+    double dmax = 0.0, dfloor;
+    for (int j = 0; j < np; j++)
+        if (w->jtj[sf_fit_tri(j, j)] > dmax)
+            dmax = w->jtj[sf_fit_tri(j, j)];
+    dfloor = sf_fit_dfloor(dmax);
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j <= i; j++)
+            w->a[sf_fit_tri(i, j)] = i == j ? sf_fit_damped(w->jtj[sf_fit_tri(i, i)], lambda, dfloor)
+                                            : w->jtj[sf_fit_tri(i, j)];
+    for (int j = 0; j < np; j++) {
+        double *A = w->a, d = A[sf_fit_tri(j, j)];
+        if (!(d > 0) || !(d < INFINITY))
+            return -1;
+        d = ms_sqrt(d);
+        A[sf_fit_tri(j, j)] = d;
+        for (int i = j + 1; i < np; i++)
+            A[sf_fit_tri(i, j)] = ms_div(A[sf_fit_tri(i, j)], d);
+        for (int k = j + 1; k < np; k++)
+            for (int i = k; i < np; i++)
+                A[sf_fit_tri(i, k)] =
+                    ms_sub(A[sf_fit_tri(i, k)], ms_mul(A[sf_fit_tri(i, j)], A[sf_fit_tri(k, j)]));
+    }
+    sf_fit_substitute(w->a, w->g, w->dl, np);
+    return 0;
+}
+
+/* The whole fit of one island: par (nc components, initial guesses) is
+ * fitted in place; the island's status, iterations and chi^2 returned. */
+static void fit_island(const sf_fit_px *px, long long n, double *par, int nc,
+                       const sf_fit_bounds *b, int max_iter, fit_work *w, sf_fit_lm *s)
+{
+    const int np = SF_FIT_NP * nc;
+    memset(s, 0, sizeof *s);
+    s->lambda = SF_FIT_LAMBDA0;
+    if (n < np || b->amax <= 0) {
+        s->status = SF_FIT_SKIPPED;
+        return;
+    }
+    s->chi2 = normal_eq(px, n, par, nc, w);
+    if (!(s->chi2 < INFINITY)) {
+        s->status = SF_FIT_FAILED;
+        return;
+    }
+    s->status = SF_FIT_MAXITER;
+    for (int it = 1; it <= max_iter; it++) {
+        int accepted = 0;
+        s->niter = it;
+        while (!accepted && !s->done) {
+            double ct = NAN;
+            if (damped_solve(w, np, s->lambda) == 0) {
+                for (int k = 0; k < np; k++)
+                    w->trial[k] = ms_add(par[k], w->dl[k]);
+                for (int c = 0; c < nc; c++)
+                    sf_fit_project(w->trial + SF_FIT_NP * c, b);
+                ct = chi2_at(px, n, w->trial, nc, w->v);
+            }
+            accepted = sf_fit_judge(s, ct);
+        }
+        if (accepted) {
+            memcpy(par, w->trial, (size_t)np * sizeof *par);
+            if (!s->done)
+                normal_eq(px, n, par, nc, w);
+        }
+        if (s->done) {
+            s->status = SF_FIT_OK;
+            break;
+        }
+    }
+}
+
+/* The island's final weighted chi^2 and sum of squared residuals. */
+static void final_sums(const sf_fit_px *px, long long n, const double *par, int nc, fit_work *w,
+                       double *chi2, double *rss)
+{
+    *chi2 = chi2_at(px, n, par, nc, w->v);
+    for (long long i = 0; i < n; i++) {
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL);
+        w->v[i] = ms_mul(r, r);
+    }
+    *rss = chunk_sum(w->v, n);
+}
+
+/* The seeds of island k's components, brightest first: its objects, or
+ * its local maxima (the brightest pixel when none qualifies). Returns the
+ * count (<= max_components); *more when the island had more. */
+static int island_seeds(const fit_ctx *x, int k, const sf_fit_px *px, long long n,
+                        const int *ooff, const int *olist, sf_fit_seed *seeds, int *more)
+{
+    const int K = x->p->max_components, nx = x->img->nx;
+    int nc = 0;
+    *more = 0;
+    if (x->p->components == SF_FIT_OBJECTS) {
+        for (int j = ooff[k]; j < ooff[k + 1]; j++)
+            sf_fit_seed_insert(seeds, &nc, K, x->in->sources[olist[j] - 1].peak, olist[j], more);
+        return nc;
+    }
+    for (long long i = 0; i < n; i++)
+        if (sf_fit_is_max(x->img->data, x->img->stride, x->lab, x->lstride, &x->mi, x->isl_of, nx,
+                          x->img->ny, px[i].x, px[i].y, k, px[i].m, x->p->peak_nsigma))
+            sf_fit_seed_insert(seeds, &nc, K, px[i].m, (long long)px[i].y * nx + px[i].x, more);
+    if (nc == 0 && n > 0) { /* the brightest pixel */
+        long long best = 0;
+        for (long long i = 1; i < n; i++)
+            if (sf_fit_before(px[i].m, i, px[best].m, best))
+                best = i;
+        seeds[0].m = px[best].m;
+        seeds[0].key = (long long)px[best].y * nx + px[best].x;
+        nc = 1;
+    }
+    return nc;
+}
+
+/* The island's box and largest m. */
+static void island_bounds(const sf_fit_px *px, long long n, const sf_fit_in *in,
+                          sf_fit_bounds *b)
+{
+    int x0 = n ? px[0].x : 0, x1 = x0, y0 = n ? px[0].y : 0, y1 = y0;
+    float mmax = n ? px[0].m : 0.0f;
+    for (long long i = 1; i < n; i++) {
+        x0 = px[i].x < x0 ? px[i].x : x0;
+        x1 = px[i].x > x1 ? px[i].x : x1;
+        y0 = px[i].y < y0 ? px[i].y : y0;
+        y1 = px[i].y > y1 ? px[i].y : y1;
+        mmax = px[i].m > mmax ? px[i].m : mmax;
+    }
+    sf_fit_bounds_box(b, x0, x1, y0, y1, mmax, in);
+}
+
+sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_in *in,
+                     const sf_fit_params *p, sf_component **comps, int *ncomps)
+{
+    sf_status st;
+    fit_ctx x;
+    int *isl_of = NULL, *ooff = NULL, *olist = NULL, *coff = NULL, failed = 0;
+    long long *poff = NULL;
+    sf_fit_px *px = NULL;
+    sf_component *out = NULL;
+    const int nx = img ? img->nx : 0, ny = img ? img->ny : 0;
+    *comps = NULL;
+    *ncomps = 0;
+    if ((st = sf_fit_check(img, labels, in, p)))
+        return st;
+    if ((st = sf_fit_island_map(in, &isl_of)))
+        return st;
+    memset(&x, 0, sizeof x);
+    x.img = img;
+    x.lab = labels->data;
+    x.lstride = labels->stride;
+    x.isl_of = isl_of;
+    x.in = in;
+    x.p = p;
+    sf_fit_ms_in(in, &x.mi);
+    sf_fit_beam_cov(in, &x.beam);
+    if (in->nislands == 0)
+        goto done;
+    /* the usable pixels of each island, in raster order */
+    poff = calloc((size_t)in->nislands + 2, sizeof *poff);
+    if (!poff) {
+        st = sf_fail(SF_ERR_NOMEM, "fit: pixel lists of %d islands", in->nislands);
+        goto done;
+    }
+    for (int y = 0; y < ny; y++)
+        for (int xx = 0; xx < nx; xx++) {
+            const int32_t l = labels->data[(size_t)y * labels->stride + xx];
+            float m, r;
+            if (l <= 0 || l > in->nobj)
+                continue;
+            if (sf_fit_usable(img->data[(size_t)y * img->stride + xx], &x.mi, xx, y, &m, &r))
+                poff[isl_of[l] + 1]++;
+        }
+    for (int i = 0; i <= in->nislands; i++)
+        poff[i + 1] += poff[i];
+    px = malloc(((size_t)poff[in->nislands + 1] + 1) * sizeof *px);
+    if (!px) {
+        st = sf_fail(SF_ERR_NOMEM, "fit: %lld island pixels", poff[in->nislands + 1]);
+        goto done;
+    }
+    {
+        long long *cur = calloc((size_t)in->nislands + 1, sizeof *cur);
+        if (!cur) {
+            st = sf_fail(SF_ERR_NOMEM, "fit: pixel lists");
+            goto done;
+        }
+        for (int y = 0; y < ny; y++)
+            for (int xx = 0; xx < nx; xx++) {
+                const int32_t l = labels->data[(size_t)y * labels->stride + xx];
+                float m, r;
+                if (l <= 0 || l > in->nobj)
+                    continue;
+                if (sf_fit_usable(img->data[(size_t)y * img->stride + xx], &x.mi, xx, y, &m, &r)) {
+                    const int k = isl_of[l];
+                    sf_fit_px_set(&px[poff[k] + cur[k]++], xx, y, m, r);
+                }
+            }
+        free(cur);
+    }
+    if (p->components == SF_FIT_OBJECTS && (st = sf_fit_objects(in, isl_of, &ooff, &olist)))
+        goto done;
+    /* the components of every island, then their offsets */
+    coff = calloc((size_t)in->nislands + 2, sizeof *coff);
+    {
+        sf_fit_seed *seeds = malloc((size_t)in->nislands * SF_FIT_MAXCOMP * sizeof *seeds);
+        int *more = calloc((size_t)in->nislands + 1, sizeof *more);
+        if (!coff || !seeds || !more) {
+            free(seeds);
+            free(more);
+            st = sf_fail(SF_ERR_NOMEM, "fit: components of %d islands", in->nislands);
+            goto done;
+        }
+#pragma omp parallel for schedule(dynamic, 16)
+        for (int k = 1; k <= in->nislands; k++) {
+            const long long n = poff[k + 1] - poff[k];
+            coff[k + 1] = island_seeds(&x, k, px + poff[k], n, ooff, olist,
+                                       seeds + (size_t)(k - 1) * SF_FIT_MAXCOMP, &more[k]);
+        }
+        for (int k = 1; k <= in->nislands; k++)
+            coff[k + 1] += coff[k];
+        out = calloc((size_t)coff[in->nislands + 1] + 1, sizeof *out);
+        if (!out) {
+            free(seeds);
+            free(more);
+            st = sf_fail(SF_ERR_NOMEM, "fit: %d components", coff[in->nislands + 1]);
+            goto done;
+        }
+#pragma omp parallel
+        {
+            fit_work w;
+            const size_t npmax = (size_t)SF_FIT_NP * p->max_components;
+            long long nmax = 0;
+            for (int k = 1; k <= in->nislands; k++)
+                if (poff[k + 1] - poff[k] > nmax)
+                    nmax = poff[k + 1] - poff[k];
+            w.J = malloc(((size_t)nmax + 1) * (npmax + 1) * sizeof(double));
+            w.v = malloc(((size_t)nmax + 1) * sizeof(double));
+            w.jtj = malloc(npmax * (npmax + 1) / 2 * sizeof(double));
+            w.a = malloc(npmax * (npmax + 1) / 2 * sizeof(double));
+            w.g = malloc(npmax * sizeof(double));
+            w.dl = malloc(npmax * sizeof(double));
+            w.trial = malloc(npmax * sizeof(double));
+            if (!w.J || !w.v || !w.jtj || !w.a || !w.g || !w.dl || !w.trial) {
+#pragma omp atomic write
+                failed = 1;
+            } else {
+#pragma omp for schedule(dynamic, 4)
+                for (int k = 1; k <= in->nislands; k++) {
+                    const long long n = poff[k + 1] - poff[k];
+                    const int nc = coff[k + 1] - coff[k];
+                    double par[SF_FIT_NP * SF_FIT_MAXCOMP];
+                    sf_fit_bounds b;
+                    sf_fit_lm s;
+                    double chi2, rss;
+                    if (nc == 0)
+                        continue;
+                    island_bounds(px + poff[k], n, in, &b);
+                    sf_fit_seed_guess(seeds + (size_t)(k - 1) * SF_FIT_MAXCOMP, nc, in->sources,
+                                      nx, p->components, &x.beam, &b, par);
+                    fit_island(px + poff[k], n, par, nc, &b, p->max_iter, &w, &s);
+                    final_sums(px + poff[k], n, par, nc, &w, &chi2, &rss);
+                    sf_fit_write(out + coff[k], k, nc, n, par, &b, &s, chi2, rss, more[k],
+                                 seeds + (size_t)(k - 1) * SF_FIT_MAXCOMP, in->sources,
+                                 labels->data, labels->stride, &x.mi, nx, p->components);
+                }
+            }
+            free(w.J);
+            free(w.v);
+            free(w.jtj);
+            free(w.a);
+            free(w.g);
+            free(w.dl);
+            free(w.trial);
+        }
+        free(seeds);
+        free(more);
+        if (failed) {
+            st = sf_fail(SF_ERR_NOMEM, "fit: work space of the largest island (%lld pixels)",
+                         poff[in->nislands + 1]);
+            goto done;
+        }
+    }
+    *ncomps = coff[in->nislands + 1];
+done:
+    if (st == SF_OK)
+        *comps = out ? out : calloc(1, sizeof *out);
+    else
+        free(out);
+    if (st == SF_OK && !*comps)
+        st = sf_fail(SF_ERR_NOMEM, "fit: components");
+    free(isl_of);
+    free(ooff);
+    free(olist);
+    free(coff);
+    free(poff);
+    free(px);
+    return st;
+}
+
+/* ---- derived values (host, both backends) -------------------------------- */
+
+/* Condon's rho^2 with exponents (aM, am); tn2 = theta_N^2 (0: white noise). */
+static double condon_rho2(double tM, double tm, double snr2, double tn2, double aM, double am)
+{
+    if (tn2 <= 0) /* independent pixels of side 1 */
+        return M_PI / (8.0 * M_LN2) * tM * tm * snr2;
+    return tM * tm / (4.0 * tn2) * pow(1.0 + tn2 / (tM * tM), aM) * pow(1.0 + tn2 / (tm * tm), am) *
+           snr2;
+}
+
+/* FWHM axes and angle (deg from +x, (-90, 90]) of the Gaussian (P, Q, R). */
+static void shape_of(double P, double Q, double R, double *maj, double *min, double *pa)
+{
+    double m, d, c2, s2, a;
+    sf_fit_eig(P, Q, R, &m, &d, &c2, &s2);
+    *maj = 1.0 / (sqrt(m - d) * SF_FIT_F2S);
+    *min = 1.0 / (sqrt(m + d) * SF_FIT_F2S);
+    a = d > 0 ? 0.5 * atan2(s2, c2) * 180.0 / M_PI + 90.0 : 0.0; /* the major axis */
+    while (a > 90.0)
+        a -= 180.0;
+    while (a <= -90.0)
+        a += 180.0;
+    *pa = a;
+}
+
+void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p)
+{
+    const int beam = in->beam_maj > 0 && isfinite(in->beam_maj);
+    const double bmin = beam && in->beam_min > 0 ? in->beam_min : in->beam_maj;
+    const int corr = beam && p->noise != SF_FIT_NOISE_WHITE;
+    const double tn2 = corr ? in->beam_maj * bmin : 0.0;
+    const double tn2s = corr ? tn2 : 2.0 * M_LN2 / M_PI; /* theta_N^2 in the flux error */
+    sf_fit_cov2 bc;
+    sf_fit_beam_cov(in, &bc);
+    for (int i = 0; i < n; i++) {
+        sf_component *o = &c[i];
+        double smaj, smin, cs, sn, snr2, r;
+        shape_of(o->cP, o->cQ, o->cR, &o->maj, &o->min, &o->pa);
+        smaj = o->maj * SF_FIT_F2S;
+        smin = o->min * SF_FIT_F2S;
+        o->x = o->x0;
+        o->y = o->y0;
+        o->peak = o->amp;
+        o->flux = 2.0 * M_PI * o->amp * smaj * smin;
+        o->resid_rms = o->npix > 0 ? sqrt(o->resid_ss / o->npix) : NAN;
+        o->x_err = o->y_err = o->peak_err = o->flux_err = NAN;
+        o->maj_err = o->min_err = o->pa_err = NAN;
+        o->dmaj = o->dmin = o->dpa = NAN;
+        cs = cos(o->pa * M_PI / 180.0);
+        sn = sin(o->pa * M_PI / 180.0);
+        snr2 = (o->amp / o->rms) * (o->amp / o->rms);
+        if ((o->status == SF_FIT_OK || o->status == SF_FIT_MAXITER) && o->rms > 0 &&
+            isfinite(o->rms) && o->amp > 0) {
+            const double rA = condon_rho2(o->maj, o->min, snr2, tn2, 1.5, 1.5);
+            const double rM = condon_rho2(o->maj, o->min, snr2, tn2, 2.5, 0.5);
+            const double rm = condon_rho2(o->maj, o->min, snr2, tn2, 0.5, 2.5);
+            const double eM = smaj * sqrt(2.0 / rM), em = smin * sqrt(2.0 / rm);
+            double muA2 = 2.0 / rA, muM2 = 2.0 / rM, mum2 = 2.0 / rm, epa;
+            o->peak_err = o->amp * sqrt(muA2);
+            o->maj_err = o->maj * sqrt(muM2);
+            o->min_err = o->min * sqrt(mum2);
+            epa = smaj > smin ? sqrt(2.0 / rm) * 2.0 * smaj * smin / (smaj * smaj - smin * smin) *
+                                    180.0 / M_PI
+                              : 90.0;
+            o->pa_err = epa < 90.0 ? epa : 90.0;
+            o->flux_err = o->flux * sqrt(muA2 + tn2s / (o->maj * o->min) * (muM2 + mum2));
+            o->x_err = sqrt(eM * eM * cs * cs + em * em * sn * sn);
+            o->y_err = sqrt(eM * eM * sn * sn + em * em * cs * cs);
+        }
+        if (beam) { /* the fitted FWHM matrix less the beam's */
+            double xx, yy, xy, P, Q, R, det, m, d, c2, s2, lbig, lsmall;
+            sf_fit_cov(o->maj, o->min, cs, sn, &xx, &yy, &xy);
+            xx -= bc.xx;
+            yy -= bc.yy;
+            xy -= bc.xy;
+            /* eigenvalues of the difference, through its inverse's helper */
+            det = xx * yy - xy * xy;
+            (void)det;
+            P = xx, Q = yy, R = xy;
+            sf_fit_eig(P, Q, R, &m, &d, &c2, &s2);
+            lbig = m + d;
+            lsmall = m - d;
+            o->dmaj = lbig > 0 ? sqrt(lbig) / SF_FIT_F2S : 0.0;
+            o->dmin = lsmall > 0 ? sqrt(lsmall) / SF_FIT_F2S : 0.0;
+            if (o->dmaj > 0) {
+                double a = d > 0 ? 0.5 * atan2(s2, c2) * 180.0 / M_PI : o->pa;
+                while (a > 90.0)
+                    a -= 180.0;
+                while (a <= -90.0)
+                    a += 180.0;
+                o->dpa = a;
+            }
+            if (!(lsmall > 0))
+                o->flags |= SF_COMP_UNRESOLVED;
+        }
+        (void)r;
+    }
+}
+
+void sf_fit_render(const sf_component *c, int n, float scale, sf_image *img)
+{
+    const double reach = sqrt(2.0 * log(1e7)); /* sigmas to 1e-7 of the peak */
+    for (int i = 0; i < n; i++) {
+        const sf_component *o = &c[i];
+        const double A = (double)scale * o->sign * o->amp;
+        double m, d, c2, s2, rad;
+        long x0, x1, y0, y1;
+        if (o->status == SF_FIT_SKIPPED || o->status == SF_FIT_FAILED || !isfinite(A) ||
+            !isfinite(o->x0) || !isfinite(o->y0))
+            continue;
+        sf_fit_eig(o->cP, o->cQ, o->cR, &m, &d, &c2, &s2);
+        if (!(m - d > 0))
+            continue;
+        rad = reach / sqrt(m - d);
+        x0 = (long)fmax(0.0, floor(o->x0 - rad));
+        x1 = (long)fmin(img->nx - 1.0, ceil(o->x0 + rad));
+        y0 = (long)fmax(0.0, floor(o->y0 - rad));
+        y1 = (long)fmin(img->ny - 1.0, ceil(o->y0 + rad));
+        for (long y = y0; y <= y1; y++) {
+            float *row = img->data + (size_t)y * img->stride;
+            const double dy = y - o->y0;
+            for (long x = x0; x <= x1; x++) {
+                const double dx = x - o->x0;
+                const double q = o->cP * dx * dx + 2.0 * o->cR * dx * dy + o->cQ * dy * dy;
+                row[x] = (float)(row[x] + A * exp(-0.5 * q));
+            }
+        }
+    }
+}

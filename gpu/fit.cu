@@ -1,0 +1,607 @@
+// Stage `fit`, GPU version (twin of cpu/fit.c): Gaussian components of every
+// island by Levenberg-Marquardt (skyfind/fit.h), one block per island, all
+// islands at once. Each island's sums are taken in the CPU twin's order (32
+// pixels of a chunk reduced by a shuffle-xor butterfly, chunks in raster
+// order; src/calc/fit_calc.h), so the components are the CPU's bit for bit.
+//
+// Kernels in launch order:
+//   fit_count    usable pixels of each island (atomics)
+//   fit_scatter  their linear indices into each island's segment (atomics);
+//                cub's segmented sort then puts each segment in raster order
+//   fit_seeds    per island: the pixels' m and weights, the box, the largest
+//                m, the bounds, and the component seeds (objects, or local
+//                maxima: a private top-K per thread merged by thread 0)
+//                and its work size (pixels x (6 components + 1)); two scans
+//                then place each island's components and Jacobian rows
+//   fit_lm       per island: the guesses, Levenberg-Marquardt (the pixel
+//                passes by all threads, each sum by one warp, the Cholesky
+//                steps column by column), the final sums and the components
+#include <stdint.h>
+#include <string.h>
+#include <cub/cub.cuh>
+#include "common.cuh"
+#include "skyfind/fit.h"
+#include "fit_calc.h"
+#include "fit_host.h"
+
+#define FIT_THREADS 128
+#define FIT_WARPS (FIT_THREADS / 32)
+
+// kernels
+
+static __global__ void fit_count(const float *__restrict__ img, size_t istride,
+                                 const int32_t *__restrict__ lab, size_t lstride, ms_in mi,
+                                 const int *__restrict__ isl_of, int nobj, int nx, int ny,
+                                 unsigned *__restrict__ cnt)
+{
+    const size_t n = (size_t)nx * ny;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(p % nx), y = (int)(p / nx);
+        const int32_t l = lab[(size_t)y * lstride + x];
+        float m, r;
+        if (l <= 0 || l > nobj)
+            continue;
+        if (sf_fit_usable(img[(size_t)y * istride + x], &mi, x, y, &m, &r))
+            atomicAdd(&cnt[isl_of[l] - 1], 1u);
+    }
+}
+
+static __global__ void fit_scatter(const float *__restrict__ img, size_t istride,
+                                   const int32_t *__restrict__ lab, size_t lstride, ms_in mi,
+                                   const int *__restrict__ isl_of, int nobj, int nx, int ny,
+                                   const unsigned *__restrict__ poff, unsigned *__restrict__ cur,
+                                   unsigned *__restrict__ keys)
+{
+    const size_t n = (size_t)nx * ny;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
+         p += (size_t)gridDim.x * blockDim.x) {
+        const int x = (int)(p % nx), y = (int)(p / nx);
+        const int32_t l = lab[(size_t)y * lstride + x];
+        float m, r;
+        if (l <= 0 || l > nobj)
+            continue;
+        if (sf_fit_usable(img[(size_t)y * istride + x], &mi, x, y, &m, &r)) {
+            const int k = isl_of[l] - 1;
+            keys[poff[k] + atomicAdd(&cur[k], 1u)] = (unsigned)p;
+        }
+    }
+}
+
+struct fit_args {
+    const float *img;
+    size_t istride;
+    const int32_t *lab;
+    size_t lstride;
+    ms_in mi;
+    const int *isl_of;
+    const int *ooff, *olist;  // objects of each island (components=objects)
+    const sf_source *src;
+    sf_fit_in in;              // beam and counts (pointers unused on the device)
+    int nx, ny, mode, K, max_iter;
+    double nsig;
+    sf_fit_cov2 beam;
+    const unsigned *poff;      // island pixels: [poff[k], poff[k+1])
+    const unsigned *keys;
+    sf_fit_px *px;
+    sf_fit_seed *seeds;        // SF_FIT_MAXCOMP per island
+    int *nc, *more;
+    sf_fit_bounds *bounds;
+    unsigned long long *jsz;   // per island: pixels x (6 nc + 1)
+    const unsigned *coff;      // components of island k from coff[k]
+    const unsigned long long *joff;
+    double *J;
+    sf_component *out;
+};
+
+// The pixels, box, bounds and seeds of island blockIdx.x.
+static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
+{
+    __shared__ int bx0[FIT_THREADS], bx1[FIT_THREADS], by0[FIT_THREADS], by1[FIT_THREADS];
+    __shared__ float bm[FIT_THREADS];
+    __shared__ long long bi[FIT_THREADS];
+    __shared__ sf_fit_seed cand[FIT_THREADS * SF_FIT_MAXCOMP];
+    __shared__ int ncand[FIT_THREADS], cmore[FIT_THREADS];
+    const int k = blockIdx.x, t = threadIdx.x;
+    const long long p0 = a.poff[k], n = (long long)a.poff[k + 1] - p0;
+    int x0 = INT_MAX, x1 = INT_MIN, y0 = INT_MAX, y1 = INT_MIN;
+    float mmax = -INFINITY, best = NAN;
+    long long bidx = -1;
+    sf_fit_seed mine[SF_FIT_MAXCOMP];
+    int nmine = 0, mmore = 0;
+    for (long long i = t; i < n; i += FIT_THREADS) {
+        const unsigned p = a.keys[p0 + i];
+        const int x = (int)(p % (unsigned)a.nx), y = (int)(p / (unsigned)a.nx);
+        float m, r;
+        sf_fit_usable(a.img[(size_t)y * a.istride + x], &a.mi, x, y, &m, &r);
+        sf_fit_px_set(&a.px[p0 + i], x, y, m, r);
+        x0 = min(x0, x);
+        x1 = max(x1, x);
+        y0 = min(y0, y);
+        y1 = max(y1, y);
+        mmax = fmaxf(mmax, m);
+        if (bidx < 0 || sf_fit_before(m, i, best, bidx)) {
+            best = m;
+            bidx = i;
+        }
+        if (a.mode == SF_FIT_MAXIMA &&
+            sf_fit_is_max(a.img, a.istride, a.lab, a.lstride, &a.mi, a.isl_of, a.nx, a.ny, x, y,
+                          k + 1, m, a.nsig))
+            sf_fit_seed_insert(mine, &nmine, a.K, m, (long long)y * a.nx + x, &mmore);
+    }
+    bx0[t] = x0;
+    bx1[t] = x1;
+    by0[t] = y0;
+    by1[t] = y1;
+    bm[t] = mmax;
+    bi[t] = bidx;
+    cand[t * SF_FIT_MAXCOMP].m = best; // the thread's brightest, for the fallback
+    ncand[t] = nmine;
+    cmore[t] = mmore;
+    __syncthreads();
+    if (t == 0) {
+        float fb = NAN;
+        long long fi = -1;
+        int nc = 0, more = 0;
+        sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP;
+        for (int u = 0; u < FIT_THREADS; u++) {
+            x0 = min(x0, bx0[u]);
+            x1 = max(x1, bx1[u]);
+            y0 = min(y0, by0[u]);
+            y1 = max(y1, by1[u]);
+            mmax = fmaxf(mmax, bm[u]);
+            if (bi[u] >= 0 && (fi < 0 || sf_fit_before(cand[u * SF_FIT_MAXCOMP].m, bi[u], fb, fi))) {
+                fb = cand[u * SF_FIT_MAXCOMP].m;
+                fi = bi[u];
+            }
+        }
+        if (n == 0)
+            x0 = x1 = y0 = y1 = 0, mmax = 0.0f;
+        sf_fit_bounds_box(&a.bounds[k], x0, x1, y0, y1, mmax, &a.in);
+        if (a.mode == SF_FIT_OBJECTS) {
+            for (int j = a.ooff[k + 1]; j < a.ooff[k + 2]; j++)
+                sf_fit_seed_insert(sd, &nc, a.K, a.src[a.olist[j] - 1].peak, a.olist[j], &more);
+        } else if (fi >= 0) {
+            // fallback first (a maximum of any thread replaces it below)
+            const sf_fit_px q = a.px[p0 + fi];
+            sd[0].m = q.m;
+            sd[0].key = (long long)q.y * a.nx + q.x;
+        }
+        a.nc[k] = nc;
+        a.more[k] = more;
+    }
+    __syncthreads();
+    if (a.mode == SF_FIT_MAXIMA) {
+        // each thread's list to shared memory, then thread 0 merges them
+        for (int j = 0; j < nmine; j++)
+            cand[t * SF_FIT_MAXCOMP + j] = mine[j];
+        __syncthreads();
+        if (t == 0) {
+            sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP, fb = sd[0];
+            int nc = 0, more = 0;
+            for (int u = 0; u < FIT_THREADS; u++) {
+                more |= cmore[u];
+                for (int j = 0; j < ncand[u]; j++)
+                    sf_fit_seed_insert(sd, &nc, a.K, cand[u * SF_FIT_MAXCOMP + j].m,
+                                       cand[u * SF_FIT_MAXCOMP + j].key, &more);
+            }
+            if (nc == 0 && n > 0) {
+                sd[0] = fb;
+                nc = 1;
+            }
+            a.nc[k] = nc;
+            a.more[k] = more;
+        }
+    }
+    if (t == 0)
+        a.jsz[k] = (unsigned long long)n * (unsigned long long)(SF_FIT_NP * a.nc[k] + 1);
+}
+
+// One canonical sum over the island's n pixels of f(i), by the calling warp
+// (every lane gets it).
+template <typename F>
+static __device__ __forceinline__ double warp_sum(long long n, F f)
+{
+    const int lane = threadIdx.x & 31;
+    double acc = 0.0;
+    for (long long c0 = 0; c0 < n; c0 += SF_FIT_LANES) {
+        double v = c0 + lane < n ? f(c0 + lane) : 0.0;
+        for (int off = SF_FIT_LANES / 2; off > 0; off >>= 1)
+            v = ms_add(v, __shfl_xor_sync(0xffffffffu, v, off));
+        acc = ms_add(acc, v);
+    }
+    return acc;
+}
+
+// The LM fit of island blockIdx.x.
+static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
+{
+    extern __shared__ double sh[];
+    __shared__ sf_fit_lm s;
+    __shared__ int accepted, solved;
+    __shared__ double red[2];
+    const int k = blockIdx.x, t = threadIdx.x, warp = t >> 5, lane = t & 31;
+    const int nc = a.nc[k], np = SF_FIT_NP * nc, st = np + 1, npmax = SF_FIT_NP * a.K;
+    const int T = npmax * (npmax + 1) / 2;
+    const long long p0 = a.poff[k], n = (long long)a.poff[k + 1] - p0;
+    const sf_fit_px *px = a.px + p0;
+    const sf_fit_bounds b = a.bounds[k];
+    const sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP;
+    double *par = sh, *trial = par + npmax, *g = trial + npmax, *dl = g + npmax, *jtj = dl + npmax,
+           *A = jtj + T;
+    double *J = a.J + a.joff[k];
+    const int ne = np * (np + 1) / 2 + np + 1; // JTJ, g, chi^2
+    if (nc == 0)
+        return;
+    if (t == 0) {
+        sf_fit_seed_guess(sd, nc, a.src, a.nx, a.mode, &a.beam, &b, par);
+        memset(&s, 0, sizeof s);
+        s.lambda = SF_FIT_LAMBDA0;
+        s.status = (n < np || b.amax <= 0) ? SF_FIT_SKIPPED : SF_FIT_MAXITER;
+    }
+    __syncthreads();
+    // the normal equations at par: rows of J, then each sum by one warp
+#define NORMAL_EQ()                                                                          \
+    do {                                                                                     \
+        for (long long i = t; i < n; i += FIT_THREADS) {                                     \
+            double *row = J + (size_t)i * st;                                                \
+            row[np] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, row);        \
+        }                                                                                    \
+        __syncthreads();                                                                     \
+        for (int e = warp; e < ne; e += FIT_WARPS) {                                         \
+            int ia, ib;                                                                      \
+            double v;                                                                        \
+            if (e < np * (np + 1) / 2) {                                                     \
+                ia = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0);                               \
+                while (ia * (ia + 1) / 2 > e)                                                \
+                    ia--;                                                                    \
+                while ((ia + 1) * (ia + 2) / 2 <= e)                                         \
+                    ia++;                                                                    \
+                ib = e - ia * (ia + 1) / 2;                                                  \
+            } else if (e < np * (np + 1) / 2 + np) {                                         \
+                ia = e - np * (np + 1) / 2;                                                  \
+                ib = np;                                                                     \
+            } else {                                                                         \
+                ia = ib = np;                                                                \
+            }                                                                                \
+            v = warp_sum(n, [&](long long i) {                                               \
+                return ms_mul(J[(size_t)i * st + ia], J[(size_t)i * st + ib]);               \
+            });                                                                              \
+            if (lane == 0) {                                                                 \
+                if (ib < np)                                                                 \
+                    jtj[sf_fit_tri(ia, ib)] = v;                                             \
+                else if (ia < np)                                                            \
+                    g[ia] = v;                                                               \
+                else                                                                         \
+                    red[0] = v;                                                              \
+            }                                                                                \
+        }                                                                                    \
+        __syncthreads();                                                                     \
+    } while (0)
+    if (s.status != SF_FIT_SKIPPED) {
+        NORMAL_EQ();
+        if (t == 0) {
+            s.chi2 = red[0];
+            if (!(s.chi2 < INFINITY))
+                s.status = SF_FIT_FAILED;
+        }
+        __syncthreads();
+    }
+    if (s.status == SF_FIT_MAXITER) {
+        for (int it = 1; it <= a.max_iter; it++) {
+            if (t == 0) {
+                accepted = 0;
+                s.niter = it;
+            }
+            __syncthreads();
+            while (!accepted && !s.done) {
+                // (JTJ + lambda D) = L L^T, right-looking, column by column
+                if (t == 0) {
+                    double dmax = 0.0;
+                    for (int j = 0; j < np; j++)
+                        if (jtj[sf_fit_tri(j, j)] > dmax)
+                            dmax = jtj[sf_fit_tri(j, j)];
+                    red[1] = sf_fit_dfloor(dmax);
+                    solved = 1;
+                }
+                __syncthreads();
+                for (int e = t; e < np * (np + 1) / 2; e += FIT_THREADS) {
+                    int i = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0), j;
+                    while (i * (i + 1) / 2 > e)
+                        i--;
+                    while ((i + 1) * (i + 2) / 2 <= e)
+                        i++;
+                    j = e - i * (i + 1) / 2;
+                    A[e] = i == j ? sf_fit_damped(jtj[e], s.lambda, red[1]) : jtj[e];
+                }
+                __syncthreads();
+                for (int j = 0; j < np; j++) {
+                    if (t == 0) {
+                        const double d = A[sf_fit_tri(j, j)];
+                        if (!(d > 0) || !(d < INFINITY))
+                            solved = 0;
+                        else
+                            A[sf_fit_tri(j, j)] = ms_sqrt(d);
+                    }
+                    __syncthreads();
+                    if (!solved)
+                        break;
+                    for (int i = j + 1 + t; i < np; i += FIT_THREADS)
+                        A[sf_fit_tri(i, j)] = ms_div(A[sf_fit_tri(i, j)], A[sf_fit_tri(j, j)]);
+                    __syncthreads();
+                    {
+                        const int m = np - j - 1; // trailing order
+                        for (int e = t; e < m * (m + 1) / 2; e += FIT_THREADS) {
+                            int i = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0), c;
+                            while (i * (i + 1) / 2 > e)
+                                i--;
+                            while ((i + 1) * (i + 2) / 2 <= e)
+                                i++;
+                            c = e - i * (i + 1) / 2;
+                            i += j + 1;
+                            c += j + 1;
+                            A[sf_fit_tri(i, c)] = ms_sub(A[sf_fit_tri(i, c)],
+                                                         ms_mul(A[sf_fit_tri(i, j)], A[sf_fit_tri(c, j)]));
+                        }
+                    }
+                    __syncthreads();
+                }
+                if (t == 0 && solved) {
+                    sf_fit_substitute(A, g, dl, np);
+                    for (int q = 0; q < np; q++)
+                        trial[q] = ms_add(par[q], dl[q]);
+                    for (int c = 0; c < nc; c++)
+                        sf_fit_project(trial + SF_FIT_NP * c, &b);
+                }
+                __syncthreads();
+                if (solved) { // chi^2 at the trial
+                    for (long long i = t; i < n; i += FIT_THREADS) {
+                        const double r = sf_fit_pixel(trial, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
+                        J[(size_t)i * st] = ms_mul(r, r);
+                    }
+                    __syncthreads();
+                    if (warp == 0) {
+                        const double v = warp_sum(n, [&](long long i) { return J[(size_t)i * st]; });
+                        if (lane == 0)
+                            red[0] = v;
+                    }
+                    __syncthreads();
+                }
+                if (t == 0)
+                    accepted = sf_fit_judge(&s, solved ? red[0] : NAN);
+                __syncthreads();
+            }
+            if (accepted) {
+                for (int q = t; q < np; q += FIT_THREADS)
+                    par[q] = trial[q];
+                __syncthreads();
+                if (!s.done)
+                    NORMAL_EQ();
+            }
+            if (s.done) {
+                if (t == 0)
+                    s.status = SF_FIT_OK;
+                __syncthreads();
+                break;
+            }
+        }
+    }
+#undef NORMAL_EQ
+    // the final chi^2 and sum of squared residuals
+    for (long long i = t; i < n; i += FIT_THREADS) {
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
+        const double u = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL);
+        J[(size_t)i * st] = ms_mul(r, r);
+        J[(size_t)i * st + np] = ms_mul(u, u);
+    }
+    __syncthreads();
+    if (warp < 2) {
+        const int col = warp ? np : 0;
+        const double v = warp_sum(n, [&](long long i) { return J[(size_t)i * st + col]; });
+        if (lane == 0)
+            red[warp] = v;
+    }
+    __syncthreads();
+    if (t == 0)
+        sf_fit_write(a.out + a.coff[k], k + 1, nc, n, par, &b, &s, red[0], red[1], a.more[k], sd,
+                     a.src, a.lab, a.lstride, &a.mi, a.nx, a.mode);
+}
+
+// launchers
+
+extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                                const sf_fit_in *in, const sf_fit_params *p,
+                                sf_component **comps, int *ncomps)
+{
+    sf_status st = SF_OK;
+    int *isl_of = NULL, *ooff = NULL, *olist = NULL;
+    sf_component *out = NULL;
+    const int N = in ? in->nislands : 0, nx = img ? img->nx : 0, ny = img ? img->ny : 0;
+    const int npmax = p ? SF_FIT_NP * p->max_components : 0;
+    const size_t smem = (size_t)(4 * npmax + npmax * (npmax + 1)) * sizeof(double);
+    size_t off = 0, tmp_bytes = 0, t1 = 0, t2 = 0, t3 = 0;
+    char *base = NULL, *fb = NULL;
+    unsigned *cnt, *poff, *cur, *keys0, *keys, *coff, totals[1];
+    unsigned long long *jsz, *joff, jtotal = 0;
+    int *d_isl, *d_ooff = NULL, *d_olist = NULL, *nc, *more;
+    sf_fit_bounds *bounds;
+    sf_fit_seed *seeds;
+    sf_fit_px *px;
+    void *tmp;
+    unsigned total = 0, ntot = 0;
+    fit_args a;
+    cudaStream_t s = g ? g->stream : 0;
+    *comps = NULL;
+    *ncomps = 0;
+    if ((st = sf_fit_check(img, labels, in, p)))
+        return st;
+    if ((size_t)nx * ny > 0xFFFFFFFFu)
+        return sf_fail(SF_ERR_PARAM, "fit (gpu): images of more than 2^32 pixels");
+    if (N == 0) {
+        *comps = (sf_component *)calloc(1, sizeof(sf_component));
+        return *comps ? SF_OK : sf_fail(SF_ERR_NOMEM, "fit: components");
+    }
+    if ((st = sf_fit_island_map(in, &isl_of)))
+        return st;
+    if (p->components == SF_FIT_OBJECTS && (st = sf_fit_objects(in, isl_of, &ooff, &olist)))
+        goto fail;
+    memset(&a, 0, sizeof a);
+    a.img = img->data;
+    a.istride = img->stride;
+    a.lab = labels->data;
+    a.lstride = labels->stride;
+    sf_fit_ms_in(in, &a.mi);
+    sf_fit_beam_cov(in, &a.beam);
+    a.src = in->sources;
+    a.in = *in;
+    a.nx = nx;
+    a.ny = ny;
+    a.mode = p->components;
+    a.K = p->max_components;
+    a.max_iter = p->max_iter;
+    a.nsig = p->peak_nsigma;
+    // scratch, part 1: the island tables (their sizes are known now)
+    SF_CUDA(cub::DeviceScan::ExclusiveSum(NULL, t1, (unsigned *)NULL, (unsigned *)NULL, N + 1, s));
+    SF_CUDA(cub::DeviceScan::ExclusiveSum(NULL, t2, (unsigned long long *)NULL,
+                                          (unsigned long long *)NULL, N + 1, s));
+    tmp_bytes = t1 > t2 ? t1 : t2;
+#define CARVE(ptr, type, count)                                                               \
+    do {                                                                                      \
+        ptr = (type *)(void *)(base + off);                                                   \
+        off += sf_align256((size_t)(count) * sizeof(type));                                   \
+    } while (0)
+    {
+        size_t need = 0;
+        base = NULL;
+        off = 0;
+        // a dry run of the carving for its size
+        CARVE(cnt, unsigned, N + 1);
+        CARVE(poff, unsigned, N + 1);
+        CARVE(cur, unsigned, N + 1);
+        CARVE(coff, unsigned, N + 1);
+        CARVE(jsz, unsigned long long, N + 1);
+        CARVE(joff, unsigned long long, N + 1);
+        CARVE(nc, int, N + 1);
+        CARVE(more, int, N + 1);
+        CARVE(bounds, sf_fit_bounds, N);
+        CARVE(seeds, sf_fit_seed, (size_t)N * SF_FIT_MAXCOMP);
+        CARVE(d_isl, int, in->nobj + 1);
+        CARVE(d_ooff, int, N + 2);
+        CARVE(d_olist, int, in->nobj + 1);
+        CARVE(tmp, char, tmp_bytes);
+        need = off;
+        SF_TRY(sf_gpu_scratch(g, need, (void **)&base));
+        off = 0;
+        CARVE(cnt, unsigned, N + 1);
+        CARVE(poff, unsigned, N + 1);
+        CARVE(cur, unsigned, N + 1);
+        CARVE(coff, unsigned, N + 1);
+        CARVE(jsz, unsigned long long, N + 1);
+        CARVE(joff, unsigned long long, N + 1);
+        CARVE(nc, int, N + 1);
+        CARVE(more, int, N + 1);
+        CARVE(bounds, sf_fit_bounds, N);
+        CARVE(seeds, sf_fit_seed, (size_t)N * SF_FIT_MAXCOMP);
+        CARVE(d_isl, int, in->nobj + 1);
+        CARVE(d_ooff, int, N + 2);
+        CARVE(d_olist, int, in->nobj + 1);
+        CARVE(tmp, char, tmp_bytes);
+    }
+    SF_CUDA(cudaMemcpyAsync(d_isl, isl_of, ((size_t)in->nobj + 1) * sizeof(int),
+                            cudaMemcpyHostToDevice, s));
+    g->h2d += ((size_t)in->nobj + 1) * sizeof(int);
+    if (ooff) {
+        SF_CUDA(cudaMemcpyAsync(d_ooff, ooff, ((size_t)N + 2) * sizeof(int), cudaMemcpyHostToDevice, s));
+        SF_CUDA(cudaMemcpyAsync(d_olist, olist, ((size_t)in->nobj + 1) * sizeof(int),
+                                cudaMemcpyHostToDevice, s));
+        g->h2d += ((size_t)N + 2 + in->nobj + 1) * sizeof(int);
+    }
+    a.isl_of = d_isl;
+    a.ooff = d_ooff;
+    a.olist = d_olist;
+    SF_CUDA(cudaMemsetAsync(cnt, 0, ((size_t)N + 1) * sizeof(unsigned), s));
+    SF_CUDA(cudaMemsetAsync(cur, 0, ((size_t)N + 1) * sizeof(unsigned), s));
+    {
+        const unsigned blocks = 4 * (unsigned)g->sm_count;
+        fit_count<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
+                                         a.mi, d_isl, in->nobj, nx, ny, cnt);
+        SF_LAUNCHED();
+        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, t1, cnt, poff, N + 1, s));
+        SF_TRY(sf_gpu_to_host(g, totals, poff + N, sizeof(unsigned)));
+        total = totals[0];
+        // part 2 (kept buffers, grown when needed): the pixels and the sort
+        {
+            size_t o2 = 0;
+            SF_CUDA(cub::DeviceSegmentedSort::SortKeys(NULL, t3, (unsigned *)NULL, (unsigned *)NULL,
+                                                       (int)total, N, poff, poff + 1, s));
+            o2 += sf_align256((size_t)total * sizeof(unsigned)) * 2 +
+                  sf_align256((size_t)total * sizeof(sf_fit_px)) + sf_align256(t3);
+            SF_TRY(sf_gpu_buffer(g, SF_GBUF_FIT, o2 + 256, (void **)&fb));
+            keys0 = (unsigned *)(void *)fb;
+            keys = (unsigned *)(void *)(fb + sf_align256((size_t)total * sizeof(unsigned)));
+            px = (sf_fit_px *)(void *)(fb + 2 * sf_align256((size_t)total * sizeof(unsigned)));
+            tmp = fb + 2 * sf_align256((size_t)total * sizeof(unsigned)) +
+                  sf_align256((size_t)total * sizeof(sf_fit_px));
+        }
+        fit_scatter<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
+                                           a.mi, d_isl, in->nobj, nx, ny, poff, cur, keys0);
+        SF_LAUNCHED();
+        if (total > 0)
+            SF_CUDA(cub::DeviceSegmentedSort::SortKeys(tmp, t3, keys0, keys, (int)total, N, poff,
+                                                       poff + 1, s));
+    }
+    a.poff = poff;
+    a.keys = keys;
+    a.px = px;
+    a.seeds = seeds;
+    a.nc = nc;
+    a.more = more;
+    a.bounds = bounds;
+    a.jsz = jsz;
+    fit_seeds<<<N, FIT_THREADS, 0, s>>>(a);
+    SF_LAUNCHED();
+    // where each island's components and Jacobian rows go
+    SF_CUDA(cudaMemsetAsync(nc + N, 0, sizeof(int), s));
+    SF_CUDA(cudaMemsetAsync(jsz + N, 0, sizeof(unsigned long long), s));
+    {
+        size_t tb = tmp_bytes;
+        // nc is int: scan it as unsigned (counts are >= 0)
+        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, tb, (unsigned *)nc, coff, N + 1, s));
+        tb = tmp_bytes;
+        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, tb, jsz, joff, N + 1, s));
+    }
+    SF_TRY(sf_gpu_to_host(g, totals, coff + N, sizeof(unsigned)));
+    ntot = totals[0];
+    SF_TRY(sf_gpu_to_host(g, &jtotal, joff + N, sizeof(unsigned long long)));
+    {
+        const size_t jb = sf_align256((size_t)jtotal * sizeof(double));
+        char *jbuf = NULL;
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_FITJ, jb + ((size_t)ntot + 1) * sizeof(sf_component),
+                             (void **)&jbuf));
+        a.J = (double *)(void *)jbuf;
+        a.out = (sf_component *)(void *)(jbuf + jb);
+    }
+    a.coff = coff;
+    a.joff = joff;
+    if (smem > 48 * 1024)
+        SF_CUDA(cudaFuncSetAttribute(fit_lm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    fit_lm<<<N, FIT_THREADS, smem, s>>>(a);
+    SF_LAUNCHED();
+    out = (sf_component *)malloc(((size_t)ntot + 1) * sizeof *out);
+    if (!out) {
+        st = sf_fail(SF_ERR_NOMEM, "fit: %u components", ntot);
+        goto fail;
+    }
+    if (ntot > 0)
+        SF_TRY(sf_gpu_to_host(g, out, a.out, (size_t)ntot * sizeof *out));
+    *comps = out;
+    *ncomps = (int)ntot;
+    out = NULL;
+fail:
+#undef CARVE
+    free(out);
+    free(isl_of);
+    free(ooff);
+    free(olist);
+    return st;
+}

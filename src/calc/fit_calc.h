@@ -1,0 +1,488 @@
+/* The arithmetic of the fit stage that both backends share: the Gaussian
+ * model and its derivatives, an exp of its own, the parameter bounds and
+ * their projection, the initial shapes, the Marquardt matrix and the
+ * Cholesky steps. IEEE operations that round alike on the host and the
+ * device (measure_calc.h's ms_*: no FMA contraction), so a fitted component
+ * does not depend on the backend. The order of every sum is fixed by
+ * sf_fit_chunk_sum (32-pixel chunks reduced by a butterfly, chunks in
+ * order): the GPU gets it from warp shuffles. */
+#ifndef SKYFIND_FIT_CALC_H
+#define SKYFIND_FIT_CALC_H
+
+#include "skyfind/fit.h"
+#include "measure_calc.h"
+
+#define SF_FIT_NP 6            /* parameters of a component: A, x0, y0, P, Q, R */
+#define SF_FIT_LANES 32        /* pixels of a chunk */
+#define SF_FIT_LAMBDA0 1e-3
+#define SF_FIT_LAMBDA_MAX 1e10
+#define SF_FIT_LAMBDA_MIN 1e-12
+#define SF_FIT_RTOL 1e-9       /* converged: an accepted step lowers chi^2 by less than this */
+#define SF_FIT_F2S 0.42466090014400952136 /* FWHM -> sigma: 1 / sqrt(8 ln 2) */
+
+/* e^x, x = n ln 2 + r (|r| <= 0.35, ln 2 in two parts so n ln2_hi is
+ * exact), Taylor series of e^r to r^13 (truncation below 4e-18 relative)
+ * by Horner with the coefficients 1/k! as constants, exact scaling by 2^n.
+ * 0 below -745, +inf above 709.78. */
+SF_FIX_FN double sf_fit_exp(double x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
+                 inv_ln2 = 1.4426950408889634074;
+    const double c[14] = {1.0,
+                          1.0,
+                          0.5,
+                          1.6666666666666666e-01,
+                          4.1666666666666664e-02,
+                          8.3333333333333332e-03,
+                          1.3888888888888889e-03,
+                          1.9841269841269841e-04,
+                          2.4801587301587302e-05,
+                          2.7557319223985893e-06,
+                          2.7557319223985888e-07,
+                          2.5052108385441720e-08,
+                          2.0876756987868100e-09,
+                          1.6059043836821613e-10};
+    double n, r, p;
+    if (!(x > -745.0))
+        return x != x ? x : 0.0;
+    if (x > 709.78)
+        return INFINITY;
+    n = floor(ms_add(ms_mul(x, inv_ln2), 0.5));
+    r = ms_sub(ms_sub(x, ms_mul(n, ln2_hi)), ms_mul(n, ln2_lo));
+    p = c[13];
+    for (int k = 12; k >= 0; k--)
+        p = ms_add(c[k], ms_mul(r, p));
+    return ldexp(p, (int)n);
+}
+
+/* One pixel of an island: the model of nc components at (x, y), the
+ * weighted residual (m - model) * w and, when J is not NULL, the weighted
+ * derivatives (d model / d par) * w, SF_FIT_NP per component. The model is
+ * summed over the components in order. */
+SF_FIX_FN double sf_fit_pixel(const double *par, int nc, double x, double y, double m, double w,
+                              double *J)
+{
+    double model = 0.0;
+    for (int c = 0; c < nc; c++) {
+        const double *q = par + SF_FIT_NP * c;
+        const double dx = ms_sub(x, q[1]), dy = ms_sub(y, q[2]);
+        const double dxx = ms_mul(dx, dx), dyy = ms_mul(dy, dy), dxy = ms_mul(dx, dy);
+        const double qf = ms_add(ms_add(ms_mul(q[3], dxx), ms_mul(q[4], dyy)),
+                                 ms_mul(ms_mul(2.0, q[5]), dxy));
+        const double e = sf_fit_exp(ms_mul(-0.5, qf)), f = ms_mul(q[0], e);
+        model = ms_add(model, f);
+        if (J) {
+            const double fw = ms_mul(f, w);
+            double *j = J + SF_FIT_NP * c;
+            j[0] = ms_mul(e, w);
+            j[1] = ms_mul(fw, ms_add(ms_mul(q[3], dx), ms_mul(q[5], dy)));
+            j[2] = ms_mul(fw, ms_add(ms_mul(q[5], dx), ms_mul(q[4], dy)));
+            j[3] = ms_mul(ms_mul(-0.5, fw), dxx);
+            j[4] = ms_mul(ms_mul(-0.5, fw), dyy);
+            j[5] = ms_mul(ms_mul(-1.0, fw), dxy);
+        }
+    }
+    return ms_mul(ms_sub(m, model), w);
+}
+
+/* The bounds of an island's parameters (sf_fit_bounds_make). */
+typedef struct {
+    double amax;               /* 0 <= A <= amax */
+    double xlo, xhi, ylo, yhi; /* the centre */
+    double lmin, lmax;         /* eigenvalues of [[P, R], [R, Q]]: 1/smax^2 .. 1/smin^2 */
+} sf_fit_bounds;
+
+/* smin, smax as fit.h says; the island's box [x0, x1] x [y0, y1], its
+ * largest m, the beam's FWHM axes in pixels (0: none). */
+SF_FIX_FN void sf_fit_bounds_make(sf_fit_bounds *b, int x0, int x1, int y0, int y1, double mmax,
+                                  double beam_maj, double beam_min)
+{
+    double smin = beam_min > 0 ? ms_mul(0.5, ms_mul(beam_min, SF_FIT_F2S)) : 0.3;
+    double smax = (double)((x1 - x0 > y1 - y0 ? x1 - x0 : y1 - y0) + 1);
+    const double bmax = beam_maj > 0 ? ms_mul(2.0, ms_mul(beam_maj, SF_FIT_F2S)) : 0.0;
+    if (smax < bmax)
+        smax = bmax;
+    if (smax < ms_mul(2.0, smin))
+        smax = ms_mul(2.0, smin);
+    b->amax = mmax > 0 ? ms_mul(2.0, mmax) : 0.0;
+    b->xlo = (double)x0 - 1.0;
+    b->xhi = (double)x1 + 1.0;
+    b->ylo = (double)y0 - 1.0;
+    b->yhi = (double)y1 + 1.0;
+    b->lmin = ms_div(1.0, ms_mul(smax, smax));
+    b->lmax = ms_div(1.0, ms_mul(smin, smin));
+}
+
+SF_FIX_FN double sf_fit_clamp(double v, double lo, double hi, int *hit)
+{
+    if (!(v >= lo)) { /* NaN goes to the lower bound */
+        *hit = 1;
+        return lo;
+    }
+    if (v > hi) {
+        *hit = 1;
+        return hi;
+    }
+    return v;
+}
+
+/* The eigen decomposition of [[P, R], [R, Q]]: mean m, half difference
+ * d >= 0 of the eigenvalues (m + d, m - d), and cos, sin of twice the angle
+ * of the larger one's axis (1, 0 for a circle). */
+SF_FIX_FN void sf_fit_eig(double P, double Q, double R, double *m, double *d, double *c2,
+                          double *s2)
+{
+    const double h = ms_mul(0.5, ms_sub(P, Q));
+    *m = ms_mul(0.5, ms_add(P, Q));
+    *d = ms_sqrt(ms_add(ms_mul(h, h), ms_mul(R, R)));
+    if (*d > 0) {
+        *c2 = ms_div(h, *d);
+        *s2 = ms_div(R, *d);
+    } else {
+        *c2 = 1.0;
+        *s2 = 0.0;
+    }
+}
+
+/* Put a component's parameters inside the bounds; returns 1 when one was
+ * moved. */
+SF_FIX_FN int sf_fit_project(double *q, const sf_fit_bounds *b)
+{
+    int hit = 0, hs = 0;
+    double m, d, c2, s2, l1, l2;
+    q[0] = sf_fit_clamp(q[0], 0.0, b->amax, &hit);
+    q[1] = sf_fit_clamp(q[1], b->xlo, b->xhi, &hit);
+    q[2] = sf_fit_clamp(q[2], b->ylo, b->yhi, &hit);
+    sf_fit_eig(q[3], q[4], q[5], &m, &d, &c2, &s2);
+    l1 = sf_fit_clamp(ms_add(m, d), b->lmin, b->lmax, &hs);
+    l2 = sf_fit_clamp(ms_sub(m, d), b->lmin, b->lmax, &hs);
+    if (hs) {
+        m = ms_mul(0.5, ms_add(l1, l2));
+        d = ms_mul(0.5, ms_sub(l1, l2));
+        q[3] = ms_add(m, ms_mul(d, c2));
+        q[4] = ms_sub(m, ms_mul(d, c2));
+        q[5] = ms_mul(d, s2);
+    }
+    return hit | hs;
+}
+
+/* 1 when a parameter of the component lies on its bound. */
+SF_FIX_FN int sf_fit_on_bound(const double *q, const sf_fit_bounds *b)
+{
+    double m, d, c2, s2;
+    if (q[0] <= 0.0 || q[0] >= b->amax || q[1] <= b->xlo || q[1] >= b->xhi || q[2] <= b->ylo ||
+        q[2] >= b->yhi)
+        return 1;
+    sf_fit_eig(q[3], q[4], q[5], &m, &d, &c2, &s2);
+    return ms_add(m, d) >= b->lmax || ms_sub(m, d) <= b->lmin;
+}
+
+/* A Gaussian's (P, Q, R) from its covariance [[xx, xy], [xy, yy]] (pix^2). */
+SF_FIX_FN void sf_fit_from_cov(double xx, double yy, double xy, double *q)
+{
+    const double det = ms_sub(ms_mul(xx, yy), ms_mul(xy, xy));
+    q[3] = ms_div(yy, det);
+    q[4] = ms_div(xx, det);
+    q[5] = ms_div(ms_mul(-1.0, xy), det);
+}
+
+/* The covariance of a Gaussian of FWHM axes maj, min (pix) whose major axis
+ * lies at angle ang (deg counter-clockwise from +x): cos and sin given. */
+SF_FIX_FN void sf_fit_cov(double maj, double min, double cs, double sn, double *xx, double *yy,
+                          double *xy)
+{
+    const double a = ms_mul(maj, SF_FIT_F2S), b = ms_mul(min, SF_FIT_F2S);
+    const double a2 = ms_mul(a, a), b2 = ms_mul(b, b);
+    *xx = ms_add(ms_mul(a2, ms_mul(cs, cs)), ms_mul(b2, ms_mul(sn, sn)));
+    *yy = ms_add(ms_mul(a2, ms_mul(sn, sn)), ms_mul(b2, ms_mul(cs, cs)));
+    *xy = ms_mul(ms_sub(a2, b2), ms_mul(cs, sn));
+}
+
+/* The beam's covariance in pixels (cs, sn of its angle computed once on the
+ * host), or 0 without a beam. */
+typedef struct {
+    double xx, yy, xy;
+} sf_fit_cov2;
+
+/* Initial parameters of a component at pixel (px, py) with amplitude amp:
+ * the shape of the larger (by determinant) of the moments (x2, y2, xy; NaN
+ * or not positive: unused) and the beam (xx = 0: none), at least a 1.5-px
+ * sigma circle when neither is usable; then projected into the bounds. */
+SF_FIX_FN void sf_fit_guess(double *q, double amp, int px, int py, double x2, double y2,
+                            double xy, const sf_fit_cov2 *beam, const sf_fit_bounds *b)
+{
+    double xx = 2.25, yy = 2.25, cxy = 0.0, best = -1.0, det;
+    det = ms_sub(ms_mul(x2, y2), ms_mul(xy, xy));
+    if (x2 > 0 && y2 > 0 && det > 0 && det < INFINITY) {
+        xx = x2, yy = y2, cxy = xy, best = det;
+    }
+    if (beam->xx > 0) {
+        const double bd = ms_sub(ms_mul(beam->xx, beam->yy), ms_mul(beam->xy, beam->xy));
+        if (bd > best)
+            xx = beam->xx, yy = beam->yy, cxy = beam->xy;
+    } else if (best > 0 && best < 5.0625) { /* at least a 1.5-px sigma without a beam */
+        xx = xx > 2.25 ? xx : 2.25;
+        yy = yy > 2.25 ? yy : 2.25;
+        if (ms_sub(ms_mul(xx, yy), ms_mul(cxy, cxy)) <= 0)
+            cxy = 0.0;
+    }
+    q[0] = amp;
+    q[1] = (double)px;
+    q[2] = (double)py;
+    sf_fit_from_cov(xx, yy, cxy, q);
+    sf_fit_project(q, b);
+}
+
+/* Index of entry (i, j), j <= i, of a packed lower triangle. */
+SF_FIX_FN int sf_fit_tri(int i, int j) { return i * (i + 1) / 2 + j; }
+
+/* The reduction order of every sum: v[0..31] (a chunk, zero past the end)
+ * to one value, t[l] += t[l + off] for off = 16, 8, 4, 2, 1 (what lane 0
+ * holds after a shuffle-xor butterfly). */
+SF_FIX_FN double sf_fit_butterfly(double *t)
+{
+    for (int off = SF_FIT_LANES / 2; off > 0; off >>= 1)
+        for (int l = 0; l < off; l++)
+            t[l] = ms_add(t[l], t[l + off]);
+    return t[0];
+}
+
+/* The damped matrix's diagonal entry: JTJ_jj + lambda max(JTJ_jj, floor). */
+SF_FIX_FN double sf_fit_damped(double jj, double lambda, double dfloor)
+{
+    return ms_add(jj, ms_mul(lambda, jj > dfloor ? jj : dfloor));
+}
+
+/* The Marquardt diagonal floor: 1e-12 of the largest JTJ_jj (positive). */
+SF_FIX_FN double sf_fit_dfloor(double dmax)
+{
+    return dmax > 0 && dmax < INFINITY ? ms_mul(1e-12, dmax) : 1e-300;
+}
+
+/* The island's state between iterations. */
+typedef struct {
+    double lambda, chi2;
+    int niter, status, done;
+} sf_fit_lm;
+
+/* After the trial chi^2 ct of a step from chi^2: 1 when it is accepted
+ * (then lambda /10, and done when the gain is below SF_FIT_RTOL), else
+ * lambda x10 (done when it passes SF_FIT_LAMBDA_MAX: no step helps). */
+SF_FIX_FN int sf_fit_judge(sf_fit_lm *s, double ct)
+{
+    if (ct == ct && ct < s->chi2) {
+        if (ms_sub(s->chi2, ct) <= ms_mul(SF_FIT_RTOL, s->chi2))
+            s->done = 1;
+        s->chi2 = ct;
+        s->lambda = ms_mul(s->lambda, 0.1);
+        if (s->lambda < SF_FIT_LAMBDA_MIN)
+            s->lambda = SF_FIT_LAMBDA_MIN;
+        return 1;
+    }
+    s->lambda = ms_mul(s->lambda, 10.0);
+    if (s->lambda > SF_FIT_LAMBDA_MAX)
+        s->done = 1;
+    return 0;
+}
+
+/* A local maximum's key for the brightest-first order: larger m first,
+ * then the smaller index (raster order or label). Returns 1 when (ma, ia)
+ * comes before (mb, ib). */
+SF_FIX_FN int sf_fit_before(float ma, long long ia, float mb, long long ib)
+{
+    return ma > mb || (ma == mb && ia < ib);
+}
+
+/* An island pixel: position, measured value m and weight w = 1 / rms. */
+typedef struct {
+    int x, y;
+    float m;
+    double w;
+} sf_fit_px;
+
+/* A pixel the fit uses: m and its rms finite, rms > 0 (both written). */
+SF_FIX_FN int sf_fit_usable(float v, const ms_in *mi, int x, int y, float *m, float *r)
+{
+    *m = ms_value(v, mi, x, y);
+    *r = ms_noise(mi, x, y);
+    return isfinite(*m) && isfinite(*r) && *r > 0;
+}
+
+SF_FIX_FN void sf_fit_px_set(sf_fit_px *p, int x, int y, float m, float r)
+{
+    p->x = x;
+    p->y = y;
+    p->m = m;
+    p->w = ms_div(1.0, (double)r);
+}
+
+/* A component's seed: its peak m and key (label for objects, linear pixel
+ * index for maxima). */
+typedef struct {
+    float m;
+    long long key;
+} sf_fit_seed;
+
+/* Insert (m, key) into the brightest-first list s[0..*n) of at most K;
+ * *more set when one falls off. */
+SF_FIX_FN void sf_fit_seed_insert(sf_fit_seed *s, int *n, int K, float m, long long key,
+                                  int *more)
+{
+    int i = *n;
+    if (i == K) {
+        *more = 1;
+        if (!sf_fit_before(m, key, s[K - 1].m, s[K - 1].key))
+            return;
+        i = K - 1;
+    } else {
+        (*n)++;
+    }
+    while (i > 0 && sf_fit_before(m, key, s[i - 1].m, s[i - 1].key)) {
+        s[i] = s[i - 1];
+        i--;
+    }
+    s[i].m = m;
+    s[i].key = key;
+}
+
+/* Island k's local maximum at (x, y) with value m (components=maxima): m
+ * >= nsig * rms and m above every usable 8-neighbour of the island (>= for
+ * those after it in raster order: ties go to the first). */
+SF_FIX_FN int sf_fit_is_max(const float *img, size_t istride, const int32_t *lab, size_t lstride,
+                            const ms_in *mi, const int *isl_of, int nx, int ny, int x, int y,
+                            int k, float m, double nsig)
+{
+    const float r = ms_noise(mi, x, y);
+    if (!((double)m >= ms_mul(nsig, (double)r)))
+        return 0;
+    for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++) {
+            const int xx = x + dx, yy = y + dy;
+            int32_t l;
+            float mq, rq;
+            if ((dx == 0 && dy == 0) || xx < 0 || yy < 0 || xx >= nx || yy >= ny)
+                continue;
+            l = lab[(size_t)yy * lstride + (size_t)xx];
+            if (l <= 0 || isl_of[l] != k)
+                continue;
+            if (!sf_fit_usable(img[(size_t)yy * istride + (size_t)xx], mi, xx, yy, &mq, &rq))
+                continue;
+            if (dy < 0 || (dy == 0 && dx < 0) ? !(m > mq) : !(m >= mq))
+                return 0;
+        }
+    return 1;
+}
+
+/* Forward and back substitution with the packed Cholesky factor L of
+ * order np: L L^T x = b. */
+SF_FIX_FN void sf_fit_substitute(const double *L, const double *b, double *x, int np)
+{
+    for (int i = 0; i < np; i++) {
+        double s = b[i];
+        for (int j = 0; j < i; j++)
+            s = ms_sub(s, ms_mul(L[sf_fit_tri(i, j)], x[j]));
+        x[i] = ms_div(s, L[sf_fit_tri(i, i)]);
+    }
+    for (int i = np - 1; i >= 0; i--) {
+        double s = x[i];
+        for (int j = np - 1; j > i; j--)
+            s = ms_sub(s, ms_mul(L[sf_fit_tri(j, i)], x[j]));
+        x[i] = ms_div(s, L[sf_fit_tri(i, i)]);
+    }
+}
+
+/* The bounds of an island from its box and largest m (min and max do not
+ * depend on the order) and the beam. */
+SF_FIX_FN void sf_fit_bounds_box(sf_fit_bounds *b, int x0, int x1, int y0, int y1, float mmax,
+                                 const sf_fit_in *in)
+{
+    sf_fit_bounds_make(b, x0, x1, y0, y1, (double)mmax, in->beam_maj, in->beam_min);
+}
+
+/* Background and noise at a pixel: the maps, else the global level (NaN
+ * when unknown) and sigma. */
+SF_FIX_FN void sf_fit_at(const ms_in *mi, int x, int y, float *bkg, float *rms)
+{
+    *bkg = mi->bkg ? mi->bkg[(size_t)y * mi->bstride + (size_t)x] : mi->level_out;
+    *rms = ms_noise(mi, x, y);
+}
+
+/* Initial parameters of the nc components of an island from their seeds. */
+SF_FIX_FN void sf_fit_seed_guess(const sf_fit_seed *sd, int nc, const sf_source *src, int nx,
+                                 int mode, const sf_fit_cov2 *beam, const sf_fit_bounds *b,
+                                 double *par)
+{
+    for (int c = 0; c < nc; c++) {
+        double *q = par + SF_FIT_NP * c;
+        if (mode == SF_FIT_OBJECTS) {
+            const sf_source *s = &src[sd[c].key - 1];
+            int px = s->peak_x, py = s->peak_y;
+            if (px < 0) { /* no measurable pixel: the box's centre */
+                px = (int)floor(ms_mul(0.5, ms_add(b->xlo, b->xhi)));
+                py = (int)floor(ms_mul(0.5, ms_add(b->ylo, b->yhi)));
+            }
+            sf_fit_guess(q, (double)s->peak, px, py, s->x2, s->y2, s->xy, beam, b);
+        } else {
+            sf_fit_guess(q, (double)sd[c].m, (int)(sd[c].key % nx), (int)(sd[c].key / nx), NAN,
+                         NAN, NAN, beam, b);
+        }
+    }
+}
+
+/* The seed pixel of component c. */
+SF_FIX_FN void sf_fit_seed_pixel(const sf_fit_seed *sd, const sf_source *src, int nx, int mode,
+                                 const double *q, int *px, int *py)
+{
+    if (mode == SF_FIT_OBJECTS) {
+        *px = src[sd->key - 1].peak_x;
+        *py = src[sd->key - 1].peak_y;
+        if (*px < 0) {
+            *px = (int)floor(q[1] + 0.5);
+            *py = (int)floor(q[2] + 0.5);
+        }
+    } else {
+        *px = (int)(sd->key % nx);
+        *py = (int)(sd->key / nx);
+    }
+}
+
+/* The components of island k as fitted (the fitted fields of sf_component;
+ * the rest zero). */
+SF_FIX_FN void sf_fit_write(sf_component *out, int k, int nc, long long npix, const double *par,
+                            const sf_fit_bounds *b, const sf_fit_lm *s, double chi2,
+                            double resid_ss, int more, const sf_fit_seed *sd,
+                            const sf_source *src, const int32_t *lab, size_t lstride,
+                            const ms_in *mi, int nx, int mode)
+{
+    for (int c = 0; c < nc; c++) {
+        sf_component *o = &out[c];
+        const double *q = par + SF_FIT_NP * c;
+        int px, py, l;
+        memset(o, 0, sizeof *o);
+        sf_fit_seed_pixel(&sd[c], src, nx, mode, q, &px, &py);
+        l = mode == SF_FIT_OBJECTS ? (int)sd[c].key : lab[(size_t)py * lstride + (size_t)px];
+        o->island = k;
+        o->component = c + 1;
+        o->ncomp = nc;
+        o->source = l;
+        o->status = s->status;
+        o->niter = s->niter;
+        o->flags = (l > 0 ? src[l - 1].flags : 0) | (sf_fit_on_bound(q, b) ? SF_COMP_AT_BOUND : 0) |
+                   (more ? SF_COMP_TOO_MANY : 0);
+        o->sign = 1;
+        o->px = px;
+        o->py = py;
+        o->npix = (int)npix;
+        sf_fit_at(mi, px, py, &o->bkg, &o->rms);
+        o->amp = q[0];
+        o->x0 = q[1];
+        o->y0 = q[2];
+        o->cP = q[3];
+        o->cQ = q[4];
+        o->cR = q[5];
+        o->chi2 = chi2;
+        o->resid_ss = resid_ss;
+    }
+}
+
+#endif
