@@ -93,7 +93,7 @@ int cmd_simulate(int argc, char **argv)
         {"truth", required_argument, 0, 't'},  {"quiet", no_argument, 0, 'q'},
         {"pairs", required_argument, 0, 'P'},  {"pair-sep", required_argument, 0, 'S'},
         {"pair-ratio", required_argument, 0, 'R'}, {"ext-frac", required_argument, 0, 'E'},
-        {"snr", required_argument, 0, 'L'},
+        {"snr", required_argument, 0, 'L'},    {"noise-corr", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     sf_sim_params p;
     const char *out = NULL, *truth = NULL;
@@ -116,6 +116,14 @@ int cmd_simulate(int argc, char **argv)
                 return cli_usage_error("simulate", "--nsrc takes a count >= 0 (0: noise only)");
             break;
         case 'r': p.noise = strtod(optarg, &end); break;
+        case 'C':
+            if (!strcmp(optarg, "white"))
+                p.corr_noise = 0;
+            else if (!strcmp(optarg, "beam"))
+                p.corr_noise = 1;
+            else
+                return cli_usage_error("simulate", "--noise-corr takes white or beam, not '%s'", optarg);
+            break;
         case 'x': p.pix_arcsec = strtod(optarg, &end); break;
         case 'B':
             if (parse_beam(optarg, &p.bmaj_arcsec, &p.bmin_arcsec, &p.bpa_deg))
@@ -147,9 +155,14 @@ int cmd_simulate(int argc, char **argv)
                    "      --nsrc N         number of sources (0: noise only; default: about one per\n"
                    "                       40x40 beams)\n"
                    "      --noise JY       noise rms in Jy/beam (default 1e-4)\n"
+                   "      --noise-corr white|beam\n"
+                   "                       white: independent pixels (default); beam: noise\n"
+                   "                       convolved with the beam, rescaled to rms JY, as in an\n"
+                   "                       image made from visibilities (FITS key SIMCORR = 'BEAM')\n"
                    "      --beam A,B,PA    restoring beam FWHM in arcsec and PA in deg (default 10,7,30)\n"
                    "      --pixel ARCSEC   pixel size (default 2)\n"
-                   "      --truth FILE     where to write the truth catalogue\n"
+                   "      --truth FILE     where to write the truth catalogue (also lists each\n"
+                   "                       source's observed shape: intrinsic convolved with the beam)\n"
                    "      --snr LO,HI      peak SNR range of the sources (default 3,300; power law)\n"
                    "      --ext-frac F     fraction of extended sources (default 0.2)\n"
                    "      --pairs N        add N blended pairs of point sources (truth column pair)\n"

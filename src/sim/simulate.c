@@ -1,6 +1,7 @@
-/* skyfind's sky simulator (`skyfind simulate`): Gaussian noise in Jy/beam plus
- * point and extended Gaussian sources convolved with the elliptical restoring
- * beam, bit-identical for a seed, with a truth catalogue and an atomic FITS+CSV writer. */
+/* skyfind's sky simulator (`skyfind simulate`): Gaussian noise in Jy/beam (white,
+ * or convolved with the beam) plus point and extended Gaussian sources convolved
+ * with the elliptical restoring beam, bit-identical for a seed, with a truth
+ * catalogue and an atomic FITS+CSV writer. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,9 @@
 #define SF_SIM_TAG_NOISE 0x6e6f697365ULL /* stream tags: "noise", "srcs" */
 #define SF_SIM_TAG_SRC 0x73726373ULL
 #define SF_SIM_TAG_PAIR 0x7061697273ULL /* "pairs" */
+#define SF_SIM_TAG_CNOISE 0x636e6f697365ULL /* "cnoise": the white noise under corr_noise */
+#define SF_SIM_CORR_KMAX 4.0     /* correlated noise: kernel truncated at 4 sigma (q <= 16) */
+#define SF_SIM_CORR_BLOCK 128    /* correlated noise: output rows per work item */
 
 void sf_sim_params_default(sf_sim_params *p)
 {
@@ -153,6 +157,9 @@ static sf_status sf_sim_check(const sf_sim_params *p)
         return sf_fail(SF_ERR_PARAM, "simulate: ra = %g deg must be finite", p->ra_deg);
     if (!(p->freq_hz > 0) || !isfinite(p->freq_hz))
         return sf_fail(SF_ERR_PARAM, "simulate: freq = %g Hz must be > 0", p->freq_hz);
+    if (p->corr_noise != 0 && p->corr_noise != 1)
+        return sf_fail(SF_ERR_PARAM, "simulate: corr_noise = %d must be 0 (white) or 1 (beam)",
+                       p->corr_noise);
     if (p->nsrc > SF_SIM_MAX_NSRC)
         return sf_fail(SF_ERR_PARAM, "simulate: nsrc = %d must be <= %d", p->nsrc,
                        SF_SIM_MAX_NSRC);
@@ -191,6 +198,28 @@ static sf_sim_cov sf_sim_gauss_cov(double maj_fwhm_pix, double min_fwhm_pix, dou
 }
 
 static double sf_sim_det(sf_sim_cov c) { return c.xx * c.yy - c.xy * c.xy; }
+
+/* A position angle folded into [0, 180) degrees. */
+static double sf_sim_pa180(double pa)
+{
+    double t = fmod(pa, 180.0);
+    if (t < 0)
+        t += 180.0;
+    return t >= 180.0 ? 0.0 : t;
+}
+
+/* The inverse of sf_sim_gauss_cov: FWHM axes (pixels) and PA (deg, [0, 180)) of
+ * the Gaussian of covariance c. The major axis lies at atan2(2xy, xx-yy)/2 from
+ * +x, i.e. along (-sin t, cos t) with t that angle less 90 degrees. */
+static void sf_sim_cov_shape(sf_sim_cov c, double *maj, double *min, double *pa)
+{
+    double h = 0.5 * (c.xx + c.yy), d = hypot(0.5 * (c.xx - c.yy), c.xy);
+    double l1 = h + d, l2 = h - d;
+    *maj = sqrt(l1) / SF_SIM_FWHM2SIG;
+    *min = sqrt(l2 > 0 ? l2 : 0) / SF_SIM_FWHM2SIG;
+    *pa = d > 1e-12 * h ? sf_sim_pa180(0.5 * atan2(2.0 * c.xy, c.xx - c.yy) * (180.0 / SF_SIM_PI) - 90.0)
+                        : 0.0;
+}
 
 /* Add peak * exp(-q/2) over the footprint where q <= kmax^2, row by row. */
 static void sf_sim_render(sf_image *im, double x0, double y0, double peak, sf_sim_cov c,
@@ -316,6 +345,126 @@ static double sf_sim_snr(sf_sim_rng *r, double smin, double smax)
     return pow(a - sf_sim_uniform(r) * (a - b), -1.0 / 1.5);
 }
 
+/* Fill one row of padded white N(0,1) noise from its own stream. Padded rows
+ * run from -hy to ny-1+hy; the stream index is the row's offset from -hy. */
+static void sf_sim_white_row(float *row, int w, uint64_t seed, uint64_t index)
+{
+    sf_sim_rng r;
+    double g1, g2;
+    sf_sim_rng_init(&r, seed, SF_SIM_TAG_CNOISE, index);
+    int i = 0;
+    for (; i + 1 < w; i += 2) {
+        sf_sim_normal2(&r, &g1, &g2);
+        row[i] = (float)g1;
+        row[i + 1] = (float)g2;
+    }
+    if (i < w) {
+        sf_sim_normal2(&r, &g1, &g2);
+        row[i] = (float)g1;
+    }
+}
+
+/* Beam-correlated noise (corr_noise = 1): white N(0,1) noise on the image padded
+ * by the kernel's half-widths hx, hy, convolved directly with the unit-peak beam
+ * k = exp(-q/2), q = d'C^-1 d <= 16, and scaled by noise / sqrt(sum k^2). The
+ * kernel is stored row by row as runs of taps; each block of output rows draws
+ * its padded input rows (the same rows from the same streams whichever thread
+ * does it) and sums taps in a fixed order, so any thread count gives the same
+ * image. Overwrites every pixel of im. */
+static sf_status sf_sim_corr_noise(const sf_sim_params *p, sf_sim_cov beam, sf_image *im)
+{
+    const int nx = p->nx, ny = p->ny;
+    const double det = sf_sim_det(beam), k2 = SF_SIM_CORR_KMAX * SF_SIM_CORR_KMAX;
+    const double ixx = beam.yy / det, iyy = beam.xx / det, ixy = -beam.xy / det;
+    const int hx = (int)floor(SF_SIM_CORR_KMAX * sqrt(beam.xx));
+    const int hy = (int)floor(SF_SIM_CORR_KMAX * sqrt(beam.yy));
+    const int kw = 2 * hx + 1, kh = 2 * hy + 1;
+    const int w = nx + 2 * hx; /* padded width */
+    float *kern = NULL;
+    int *lo = NULL, *hi = NULL;
+    sf_status st = SF_OK;
+    int failed = 0;
+
+    kern = malloc(sizeof(float) * (size_t)kw * (size_t)kh);
+    lo = malloc(sizeof(int) * 2 * (size_t)kh);
+    if (!kern || !lo) {
+        st = sf_fail(SF_ERR_NOMEM, "simulate: no memory for a %dx%d noise kernel", kw, kh);
+        goto fail;
+    }
+    hi = lo + kh;
+    /* taps: row dy = -hy..hy holds dx = lo..hi (an interval: the ellipse's chord) */
+    double sumsq = 0;
+    for (int b = 0; b < kh; b++) {
+        double dy = (double)(b - hy);
+        lo[b] = 1;
+        hi[b] = 0;
+        for (int a = 0; a < kw; a++) {
+            double dx = (double)(a - hx);
+            double q = ixx * dx * dx + 2.0 * ixy * dx * dy + iyy * dy * dy;
+            float v = q <= k2 ? (float)exp(-0.5 * q) : 0.0f;
+            kern[(size_t)b * kw + a] = v;
+            if (q <= k2) {
+                if (lo[b] > hi[b])
+                    lo[b] = a - hx;
+                hi[b] = a - hx;
+                sumsq += (double)v * v;
+            }
+        }
+    }
+    const float scale = (float)(p->noise / sqrt(sumsq)); /* sumsq >= 1: the centre tap */
+    const uint64_t seed = p->seed;
+    const int nblk = (ny + SF_SIM_CORR_BLOCK - 1) / SF_SIM_CORR_BLOCK;
+
+#pragma omp parallel
+    {
+        const int rows = SF_SIM_CORR_BLOCK + 2 * hy;
+        float *in = malloc(sizeof(float) * (size_t)w * (size_t)rows);
+        float *acc = malloc(sizeof(float) * (size_t)nx);
+        if (!in || !acc) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int blk = 0; blk < nblk; blk++) {
+            if (!in || !acc)
+                continue;
+            int j0 = blk * SF_SIM_CORR_BLOCK;
+            int j1 = j0 + SF_SIM_CORR_BLOCK < ny ? j0 + SF_SIM_CORR_BLOCK : ny;
+            /* padded rows j0-hy .. j1-1+hy; padded row r has stream index r + hy */
+            for (int r = j0 - hy; r < j1 + hy; r++)
+                sf_sim_white_row(in + (size_t)(r - (j0 - hy)) * w, w, seed, (uint64_t)(r + hy));
+            for (int j = j0; j < j1; j++) {
+                for (int i = 0; i < nx; i++)
+                    acc[i] = 0.0f;
+                for (int b = 0; b < kh; b++) {
+                    /* input row j + (b - hy), local index j - j0 + b */
+                    const float *src = in + (size_t)(j - j0 + b) * w + hx;
+                    const float *kr = kern + (size_t)b * kw + hx;
+                    for (int dx = lo[b]; dx <= hi[b]; dx++) {
+                        const float kv = kr[dx];
+                        const float *restrict s = src + dx;
+                        float *restrict ac = acc;
+                        for (int i = 0; i < nx; i++)
+                            ac[i] += kv * s[i];
+                    }
+                }
+                float *row = im->data + (size_t)j * im->stride;
+                for (int i = 0; i < nx; i++)
+                    row[i] = scale * acc[i];
+            }
+        }
+        free(in);
+        free(acc);
+    }
+    if (failed)
+        st = sf_fail(SF_ERR_NOMEM, "simulate: no memory for the correlated noise's row buffers "
+                                   "(%d x %d floats per thread)", w, SF_SIM_CORR_BLOCK + 2 * hy);
+fail:
+    free(kern);
+    free(lo);
+    return st;
+}
+
 sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **truth,
                       int *ntruth)
 {
@@ -342,28 +491,34 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
     const int nx = p->nx, ny = p->ny;
     const double noise = p->noise;
     const uint64_t seed = p->seed;
+    const double pix = p->pix_arcsec;
+    const sf_sim_cov beam = sf_sim_gauss_cov(p->bmaj_arcsec / pix, p->bmin_arcsec / pix,
+                                             p->bpa_deg);
+    if (p->corr_noise) {
+        if ((st = sf_sim_corr_noise(p, beam, &im)) != SF_OK)
+            goto fail;
+    } else {
 #pragma omp parallel for schedule(static)
-    for (int j = 0; j < ny; j++) {
-        sf_sim_rng r;
-        float *row = im.data + (size_t)j * im.stride;
-        double g1, g2;
-        sf_sim_rng_init(&r, seed, SF_SIM_TAG_NOISE, (uint64_t)j);
-        int i = 0;
-        for (; i + 1 < nx; i += 2) {
-            sf_sim_normal2(&r, &g1, &g2);
-            row[i] = (float)(noise * g1);
-            row[i + 1] = (float)(noise * g2);
-        }
-        if (i < nx) {
-            sf_sim_normal2(&r, &g1, &g2);
-            row[i] = (float)(noise * g1);
+        for (int j = 0; j < ny; j++) {
+            sf_sim_rng r;
+            float *row = im.data + (size_t)j * im.stride;
+            double g1, g2;
+            sf_sim_rng_init(&r, seed, SF_SIM_TAG_NOISE, (uint64_t)j);
+            int i = 0;
+            for (; i + 1 < nx; i += 2) {
+                sf_sim_normal2(&r, &g1, &g2);
+                row[i] = (float)(noise * g1);
+                row[i + 1] = (float)(noise * g2);
+            }
+            if (i < nx) {
+                sf_sim_normal2(&r, &g1, &g2);
+                row[i] = (float)(noise * g1);
+            }
         }
     }
 
     /* Sources: one stream for the catalogue, drawn in id order, rendered serially. */
-    const double pix = p->pix_arcsec;
-    const sf_sim_cov beam = sf_sim_gauss_cov(p->bmaj_arcsec / pix, p->bmin_arcsec / pix,
-                                             p->bpa_deg);
+    const double bpa180 = sf_sim_pa180(p->bpa_deg);
     const double beam_sqrtdet = sqrt(sf_sim_det(beam));
     const double margin = SF_SIM_MARGIN_BEAMS * p->bmaj_arcsec / pix;
     sf_sim_rng r;
@@ -390,6 +545,13 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
             s->maj_arcsec = maj;
             s->min_arcsec = maj * ratio;
             s->pa_deg = pa;
+            sf_sim_cov_shape(c, &s->conv_maj_arcsec, &s->conv_min_arcsec, &s->conv_pa_deg);
+            s->conv_maj_arcsec *= pix;
+            s->conv_min_arcsec *= pix;
+        } else {
+            s->conv_maj_arcsec = p->bmaj_arcsec;
+            s->conv_min_arcsec = p->bmin_arcsec;
+            s->conv_pa_deg = bpa180;
         }
         /* peak in Jy/beam of the convolved source; flux = peak * area(conv) / area(beam) */
         s->flux = s->peak * sqrt(sf_sim_det(c)) / beam_sqrtdet;
@@ -420,6 +582,9 @@ sf_status sf_simulate(const sf_sim_params *p, sf_image *img, sf_sim_source **tru
             for (sf_sim_source *s = a; s <= b; s++) {
                 double kmax = sqrt(2.0 * log(fmax(s->peak / noise, 1.0) / SF_SIM_CUT_NOISE));
                 s->flux = s->peak; /* a point source: Jy = Jy/beam */
+                s->conv_maj_arcsec = p->bmaj_arcsec;
+                s->conv_min_arcsec = p->bmin_arcsec;
+                s->conv_pa_deg = bpa180;
                 sf_sim_render(&im, s->x, s->y, s->peak, beam, kmax < 5.0 ? 5.0 : kmax);
             }
         }
@@ -561,6 +726,8 @@ static sf_status sf_sim_write_fits(const sf_sim_params *p, const sf_image *im, i
     if (fits_update_card(f, "SIMSEED", s, &fs))
         goto fitsfail;
     SF_SIM_KEYD("SIMNOISE", p->noise, "[Jy/beam] simulation: noise rms");
+    if (p->corr_noise) /* absent: white noise (and the files of earlier versions unchanged) */
+        SF_SIM_KEY(TSTRING, "SIMCORR", "BEAM", "simulation: noise convolved with the beam");
     iv = n;
     SF_SIM_KEY(TINT, "SIMNSRC", &iv, "simulation: number of sources");
     SF_SIM_KEYD("SIMSNRLO", p->snr_min, "simulation: lowest peak SNR");
@@ -568,8 +735,9 @@ static sf_status sf_sim_write_fits(const sf_sim_params *p, const sf_image *im, i
     SF_SIM_KEYD("SIMEXTFR", p->ext_frac, "simulation: fraction of extended sources");
     iv = p->npairs;
     SF_SIM_KEY(TINT, "SIMPAIRS", &iv, "simulation: blended pairs (in SIMNSRC)");
-    snprintf(s, sizeof s, "skyfind simulate %s: seed %llu, %dx%d pixels of %g arcsec, %d sources",
-             SKYFIND_VERSION, seed, p->nx, p->ny, p->pix_arcsec, n);
+    snprintf(s, sizeof s, "skyfind simulate %s: seed %llu, %dx%d pixels of %g arcsec, %d sources%s",
+             SKYFIND_VERSION, seed, p->nx, p->ny, p->pix_arcsec, n,
+             p->corr_noise ? ", beam-correlated noise" : "");
     what = "fits_write_history";
     if (fits_write_history(f, s, &fs))
         goto fitsfail;
@@ -601,15 +769,20 @@ static sf_status sf_sim_write_csv(const sf_sim_source *src, int n, const char *t
         return sf_fail(SF_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     bad |= fprintf(fp, "# skyfind simulate truth catalogue; x,y are 0-based pixel coordinates "
                        "(add 1 for FITS/ds9 convention); flux in Jy, peak in Jy/beam; sizes "
-                       "are intrinsic FWHM in arcsec\n"
-                       "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair\n") < 0;
+                       "are intrinsic FWHM in arcsec; conv_* is the observed shape (intrinsic "
+                       "convolved with the beam; the beam for point sources): FWHM in arcsec, "
+                       "PA in deg east of north\n"
+                       "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair,"
+                       "conv_maj_arcsec,conv_min_arcsec,conv_pa_deg\n") < 0;
     for (int i = 0; i < n && !bad; i++) {
         const sf_sim_source *s = &src[i];
         /* ra, dec with 15 digits (~1e-12 deg) so they match the header's WCS to
          * well under 1e-9 deg; everything else with 10 */
-        bad |= fprintf(fp, "%d,%.10g,%.10g,%.15g,%.15g,%.10g,%.10g,%.10g,%.10g,%.10g,%d\n", s->id,
+        bad |= fprintf(fp, "%d,%.10g,%.10g,%.15g,%.15g,%.10g,%.10g,%.10g,%.10g,%.10g,%d,"
+                           "%.10g,%.10g,%.10g\n", s->id,
                        s->x, s->y, s->ra, s->dec, s->peak, s->flux, s->maj_arcsec,
-                       s->min_arcsec, s->pa_deg, s->pair) < 0;
+                       s->min_arcsec, s->pa_deg, s->pair, s->conv_maj_arcsec,
+                       s->conv_min_arcsec, s->conv_pa_deg) < 0;
     }
     int e = errno;
     if (fclose(fp) != 0 && !bad) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks skyfind's simulator from outside with astropy: the FITS header, that the
-truth catalogue's ra/dec are what astropy.wcs makes of its x,y (1e-9 deg), and that
-bright sources sit where the truth says. Uses $SKYFIND simulate, else the helper
+truth catalogue's ra/dec are what astropy.wcs makes of its x,y (1e-9 deg), that
+bright sources sit where the truth says with the convolved shapes it lists, and
+(with $SKYFIND only) that --noise-corr beam correlates the noise as the header's
+beam predicts. Uses $SKYFIND simulate, else the helper
 $SKYFIND_BUILD/tests/sf_simulate_tool. Prints `N passed, M failed`."""
 import math
 import os
@@ -17,8 +19,10 @@ from astropy.wcs import WCS, FITSFixedWarning
 NX, NY, SEED, NSRC = 300, 200, 4242, 40
 COMMENT = ("# skyfind simulate truth catalogue; x,y are 0-based pixel coordinates "
            "(add 1 for FITS/ds9 convention); flux in Jy, peak in Jy/beam; sizes are "
-           "intrinsic FWHM in arcsec")
-HEADER = "id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair"
+           "intrinsic FWHM in arcsec; conv_* is the observed shape (intrinsic convolved "
+           "with the beam; the beam for point sources): FWHM in arcsec, PA in deg east of north")
+HEADER = ("id,x,y,ra,dec,peak,flux,maj_arcsec,min_arcsec,pa_deg,pair,"
+          "conv_maj_arcsec,conv_min_arcsec,conv_pa_deg")
 
 passed = failed = 0
 
@@ -154,6 +158,11 @@ def main():
             area = math.sqrt(np.linalg.det(c) / np.linalg.det(beam))
             check(abs(s["flux"] / (s["peak"] * area) - 1) < 1e-8,
                   "source %d: flux = peak * convolved/beam area" % s["id"])
+            # the truth's observed shape is that convolved Gaussian
+            co = cov(s["conv_maj_arcsec"], s["conv_min_arcsec"], s["conv_pa_deg"])
+            check(np.abs(co - c).max() < 1e-8 * np.trace(c) and 0 <= s["conv_pa_deg"] < 180
+                  and s["conv_maj_arcsec"] >= s["conv_min_arcsec"],
+                  "source %d: conv_* shape %s vs beam + intrinsic %s" % (s["id"], co, c))
 
         # bright sources: the pixel nearest each truth position is near its peak
         # (half a pixel off on both axes costs at most ~11% with this beam; any
@@ -175,7 +184,51 @@ def main():
         check(abs(res.std() / noise - 1) < 0.03, "residual rms %g vs noise %g" % (res.std(), noise))
         check(np.abs(res).max() < 5.5 * noise,
               "largest residual %.2f noise" % (np.abs(res).max() / noise))
+
+        correlated_noise(tmp, cov)
     return report()
+
+
+def correlated_noise(tmp, cov):
+    """--noise-corr beam: SIMCORR in the header, rms = SIMNOISE, and neighbours
+    correlated as exp(-d'C^-1 d / 4) with C the covariance of the header's beam
+    (cov: pixel covariance of a beam for the default 2 arcsec pixels)."""
+    cli = os.environ.get("SKYFIND", "")
+    if not executable(cli):
+        print("note: no $SKYFIND: --noise-corr not checked from outside")
+        return
+    path = os.path.join(tmp, "corr.fits")
+    r = subprocess.run([cli, "simulate", "-q", "--nx", "640", "--ny", "512", "--nsrc", "0",
+                        "--beam", "12,6,-50", "--noise-corr", "beam", "-o", path],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "simulate --noise-corr beam: rc %d %s" % (r.returncode, r.stderr))
+    if r.returncode != 0:
+        return
+    r2 = subprocess.run([cli, "simulate", "-q", "-n", "8", "--noise-corr", "pink",
+                         "-o", os.path.join(tmp, "bad.fits")], capture_output=True, text=True)
+    check(r2.returncode == 2 and "noise-corr" in r2.stderr,
+          "--noise-corr pink: usage error, rc %d: %s" % (r2.returncode, r2.stderr.strip()))
+    with fits.open(path) as hdul:
+        hdr = hdul[0].header
+        img = hdul[0].data[0, 0].astype(np.float64)
+    check(hdr.get("SIMCORR", "").strip() == "BEAM", "SIMCORR = %r" % hdr.get("SIMCORR"))
+    noise = float(hdr["SIMNOISE"])
+    img -= img.mean()
+    var = img.var()
+    check(abs(math.sqrt(var) / noise - 1) < 0.03,
+          "correlated rms %g vs SIMNOISE %g" % (math.sqrt(var), noise))
+    c = cov(hdr["BMAJ"] * 3600, hdr["BMIN"] * 3600, hdr["BPA"])
+    ci = np.linalg.inv(c)
+    ny, nx = img.shape
+    for dx, dy in ((1, 0), (0, 1), (1, 1), (-1, 1), (2, 0), (-2, 2)):
+        a = img[0:ny - dy, max(0, -dx):nx - max(0, dx)]
+        b = img[dy:ny, max(0, dx):nx + min(0, dx)]
+        rho = float(np.mean(a * b) / var)
+        d = np.array([dx, dy], dtype=np.float64)
+        expect = math.exp(-0.25 * d @ ci @ d)
+        check(abs(rho - expect) < 0.05, "correlated noise lag (%d, %d): %.4f vs %.4f"
+              % (dx, dy, rho, expect))
+        print("correlated noise lag (%+d, %+d): rho %.4f, beam predicts %.4f" % (dx, dy, rho, expect))
 
 
 def report():
