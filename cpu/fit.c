@@ -526,7 +526,7 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
     sf_fit_beam_cov(in, &bc);
     for (int i = 0; i < n; i++) {
         sf_component *o = &c[i];
-        double smaj, smin, cs, sn, snr2, r;
+        double smaj, smin, cs, sn, snr2;
         shape_of(o->cP, o->cQ, o->cR, &o->maj, &o->min, &o->pa);
         smaj = o->maj * SF_FIT_F2S;
         smin = o->min * SF_FIT_F2S;
@@ -560,16 +560,10 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
             o->y_err = sqrt(eM * eM * sn * sn + em * em * cs * cs);
         }
         if (beam) { /* the fitted FWHM matrix less the beam's */
-            double xx, yy, xy, P, Q, R, det, m, d, c2, s2, lbig, lsmall;
+            double xx, yy, xy, m, d, c2, s2, lbig, lsmall;
             sf_fit_cov(o->maj, o->min, cs, sn, &xx, &yy, &xy);
-            xx -= bc.xx;
-            yy -= bc.yy;
-            xy -= bc.xy;
-            /* eigenvalues of the difference, through its inverse's helper */
-            det = xx * yy - xy * xy;
-            (void)det;
-            P = xx, Q = yy, R = xy;
-            sf_fit_eig(P, Q, R, &m, &d, &c2, &s2);
+            /* the eigenvalues of the difference (sigma^2) and the axis of the larger */
+            sf_fit_eig(xx - bc.xx, yy - bc.yy, xy - bc.xy, &m, &d, &c2, &s2);
             lbig = m + d;
             lsmall = m - d;
             o->dmaj = lbig > 0 ? sqrt(lbig) / SF_FIT_F2S : 0.0;
@@ -585,7 +579,6 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
             if (!(lsmall > 0))
                 o->flags |= SF_COMP_UNRESOLVED;
         }
-        (void)r;
     }
 }
 

@@ -19,10 +19,10 @@
  * scaling, lambda from 1e-3, x10 on a rejected step and /10 on an accepted
  * one) with bounds: 0 <= A <= 2 max m of the island, x0 and y0 within the
  * island's box widened by one pixel, and the Gaussian's sigmas within
- * [smin, smax] (smin = half the beam's minor sigma, or 0.3 px without a
- * beam; smax = the larger side of the island's box, at least 2 beam
- * sigmas), enforced by projection after every step (eigenvalues of the
- * matrix [[P, R], [R, Q]] clamped). It stops when an accepted step lowers
+ * [smin, smax] (smin = 0.8 of the beam's minor sigma, Aegean's bound, or
+ * 0.3 px without a beam; smax = the larger side of the island's box, at
+ * least 2 beam sigmas), enforced by projection after every step
+ * (eigenvalues of the matrix [[P, R], [R, Q]] clamped). It stops when an accepted step lowers
  * chi^2 by less than 1e-9 of it (or lambda passes 1e10: no step helps):
  * status SF_FIT_OK; SF_FIT_MAXITER after max_iter iterations;
  * SF_FIT_FAILED when chi^2 is not finite; SF_FIT_SKIPPED when the island has

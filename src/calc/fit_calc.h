@@ -97,7 +97,7 @@ typedef struct {
 SF_FIX_FN void sf_fit_bounds_make(sf_fit_bounds *b, int x0, int x1, int y0, int y1, double mmax,
                                   double beam_maj, double beam_min)
 {
-    double smin = beam_min > 0 ? ms_mul(0.5, ms_mul(beam_min, SF_FIT_F2S)) : 0.3;
+    double smin = beam_min > 0 ? ms_mul(0.8, ms_mul(beam_min, SF_FIT_F2S)) : 0.3;
     double smax = (double)((x1 - x0 > y1 - y0 ? x1 - x0 : y1 - y0) + 1);
     const double bmax = beam_maj > 0 ? ms_mul(2.0, ms_mul(beam_maj, SF_FIT_F2S)) : 0.0;
     if (smax < bmax)

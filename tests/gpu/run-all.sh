@@ -32,7 +32,11 @@ MODE=${2:-full}
 # threshold cases (SAN_SUITES), compare, and every stage of the sextractor
 # and radio pipelines timed (bench_pipeline); bane: the background suites,
 # the sanitizer on the bane cases and a whole radio run, compare, and every
-# stage of radio.pipe (background method=bane) timed on both backends
+# stage of radio.pipe (background method=bane) timed on both backends; fit:
+# every suite, the sanitizer on the fit cases and whole radio and aegean runs,
+# compare (radio, aegean and the others), and every stage of radio.pipe and
+# aegean.pipe timed on both backends (the fit stage's device time and fits per
+# second, the CPU twin on all cores to 8192)
 case $MODE in
     full) SECTIONS="suites sanitizer conv compare faults python bench convbench harness" ;;
     tests) SECTIONS="suites sanitizer conv compare faults python" ;;
@@ -59,7 +63,10 @@ case $MODE in
     bane) SECTIONS="suites sanitizer compare banebench"
           SUITES=${SUITES:-background_bane background background_mesh}
           SAN_SUITES=${SAN_SUITES:-background_bane} SAN_RUNS=${SAN_RUNS-radio} ;;
-    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, checks, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench, bane or quick" >&2; exit 2 ;;
+    fit) SECTIONS="suites sanitizer compare fitbench"
+         SAN_SUITES=${SAN_SUITES:-fit} SAN_RUNS=${SAN_RUNS-radio aegean} ;;
+    fitbench) SECTIONS="fitbench" ;;
+    *) echo "run-all.sh: mode is full, tests, bench, harness, compare, convolve, convbench, checks, suites, sanitizer, faults, python, threads, background, batch, batchonly, multigpu, deblend, deblendbench, bane, fit, fitbench or quick" >&2; exit 2 ;;
 esac
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
@@ -134,7 +141,7 @@ if want compare; then
 say "skyfind compare on the real images (lesson, radio, sextractor (deblending) and radio with negative detections)"
 real=$(ls "$SKYFIND_TEST_DATA"/*.fits "$SKYFIND_TEST_DATA"/*.fits.gz "$SKYFIND_TEST_DATA"/*.fz 2>/dev/null |
        grep -v -e REF_ -e TRUTH -e quirk_tilecomp_uint16)
-for p in lesson radio sextractor radio+neg; do
+for p in lesson radio sextractor radio+neg aegean; do
     set_=(); [ $p = radio+neg ] && set_=(--set threshold.sign=both)
     "$BIN/skyfind" compare -q -p ${p%+neg} "${set_[@]}" --json $real >"$W/compare_real_$p.json" 2>"$W/compare_real_$p.err"; rc=$?
     echo "pipeline $p: rc=$rc, $(grep -c '"agree":true' "$W/compare_real_$p.json") agree, $(grep -c '"agree":false' "$W/compare_real_$p.json") disagree; errors: $(grep -c . "$W/compare_real_$p.err")"
@@ -147,7 +154,7 @@ if want compare; then
 say "skyfind compare on simulated images: $sizes"
 for n in $sizes; do
     "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"
-    for p in lesson radio sextractor radio+neg; do
+    for p in lesson radio sextractor radio+neg aegean; do
         set_=(); [ $p = radio+neg ] && set_=(--set threshold.sign=both)
         "$BIN/skyfind" compare -p ${p%+neg} "${set_[@]}" "$W/sim$n.fits" >"$W/compare_sim${n}_$p.txt" 2>&1; rc=$?
         sed 's/^/  /' "$W/compare_sim${n}_$p.txt"; [ $rc = 0 ] || fail=1
@@ -222,6 +229,17 @@ if want banebench; then
 say "benchmark: every stage of radio.pipe (background method=bane), GPU and CPU twin on all cores"
 "$BIN/tests/bench/bench_pipeline" -p radio --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
     --cpu-max 4096 --backend both --workdir "$W" | tee "$OUTDIR/bench_bane.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+for n in $sizes; do # one process per image: CUDA's start (~0.2-0.3 s) included
+    TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
+    time "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
+done
+fi
+if want fitbench; then
+say "benchmark: every stage of radio.pipe and aegean.pipe (the fit stage: device time, fits per second), GPU and CPU twin on all cores"
+for n in $sizes; do [ -f "$W/sim$n.fits" ] || "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"; done
+"$BIN/tests/bench/bench_pipeline" -p radio,aegean --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
+    --cpu-max 8192 --backend both --workdir "$W" | tee "$OUTDIR/bench_fit.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=1
 for n in $sizes; do # one process per image: CUDA's start (~0.2-0.3 s) included
     TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
