@@ -136,20 +136,21 @@ typedef struct {
     sf_fit_cov2 beam;
 } fit_ctx;
 
-/* Canonical sum of v[0..n-1]. */
+/* Canonical sum of v[0..n-1] (fit_calc.h). */
 static double chunk_sum(const double *v, long long n)
 {
-    double acc = 0.0, t[SF_FIT_LANES];
-    for (long long c0 = 0; c0 < n; c0 += SF_FIT_LANES) {
-        for (int l = 0; l < SF_FIT_LANES; l++)
-            t[l] = c0 + l < n ? v[c0 + l] : 0.0;
-        acc = ms_add(acc, sf_fit_butterfly(t));
+    double t[SF_FIT_LANES];
+    for (int l = 0; l < SF_FIT_LANES; l++) {
+        double acc = 0.0;
+        for (long long i = l; i < n; i += SF_FIT_LANES)
+            acc = ms_add(acc, v[i]);
+        t[l] = acc;
     }
-    return acc;
+    return sf_fit_butterfly(t);
 }
 
 typedef struct {
-    double *J;   /* n x (np + 1): derivatives, then the weighted residual */
+    double *J;   /* (np + 1) columns of n: derivatives, then the weighted residual */
     double *v;   /* n */
     double *jtj, *a; /* packed np x np */
     double *g, *dl, *trial;
@@ -159,7 +160,7 @@ typedef struct {
 static double chi2_at(const sf_fit_px *px, long long n, const double *par, int nc, double *v)
 {
     for (long long i = 0; i < n; i++) {
-        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL, 0);
         v[i] = ms_mul(r, r);
     }
     return chunk_sum(v, n);
@@ -169,23 +170,24 @@ static double chi2_at(const sf_fit_px *px, long long n, const double *par, int n
 static double normal_eq(const sf_fit_px *px, long long n, const double *par, int nc,
                         fit_work *w)
 {
-    const int np = SF_FIT_NP * nc, st = np + 1;
-    for (long long i = 0; i < n; i++) {
-        double *row = w->J + (size_t)i * st;
-        row[np] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, row);
-    }
+    const int np = SF_FIT_NP * nc;
+    double *r = w->J + (size_t)np * n;
+    for (long long i = 0; i < n; i++)
+        r[i] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, w->J + i, (size_t)n);
     for (int a = 0; a < np; a++) {
+        const double *ja = w->J + (size_t)a * n;
         for (int b = 0; b <= a; b++) {
+            const double *jb = w->J + (size_t)b * n;
             for (long long i = 0; i < n; i++)
-                w->v[i] = ms_mul(w->J[(size_t)i * st + a], w->J[(size_t)i * st + b]);
+                w->v[i] = ms_mul(ja[i], jb[i]);
             w->jtj[sf_fit_tri(a, b)] = chunk_sum(w->v, n);
         }
         for (long long i = 0; i < n; i++)
-            w->v[i] = ms_mul(w->J[(size_t)i * st + a], w->J[(size_t)i * st + np]);
+            w->v[i] = ms_mul(ja[i], r[i]);
         w->g[a] = chunk_sum(w->v, n);
     }
     for (long long i = 0; i < n; i++)
-        w->v[i] = ms_mul(w->J[(size_t)i * st + np], w->J[(size_t)i * st + np]);
+        w->v[i] = ms_mul(r[i], r[i]);
     return chunk_sum(w->v, n);
 }
 
@@ -269,7 +271,7 @@ static void final_sums(const sf_fit_px *px, long long n, const double *par, int 
 {
     *chi2 = chi2_at(px, n, par, nc, w->v);
     for (long long i = 0; i < n; i++) {
-        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL);
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL, 0);
         w->v[i] = ms_mul(r, r);
     }
     *rss = chunk_sum(w->v, n);
@@ -291,7 +293,8 @@ static int island_seeds(const fit_ctx *x, int k, const sf_fit_px *px, long long 
     }
     for (long long i = 0; i < n; i++)
         if (sf_fit_is_max(x->img->data, x->img->stride, x->lab, x->lstride, &x->mi, x->isl_of, nx,
-                          x->img->ny, px[i].x, px[i].y, k, px[i].m, x->p->peak_nsigma))
+                          x->img->ny, px[i].x, px[i].y, k, px[i].m, x->p->peak_nsigma,
+                          sf_fit_max_reach(x->in)))
             sf_fit_seed_insert(seeds, &nc, K, px[i].m, (long long)px[i].y * nx + px[i].x, more);
     if (nc == 0 && n > 0) { /* the brightest pixel */
         long long best = 0;
@@ -491,13 +494,23 @@ done:
 
 /* ---- derived values (host, both backends) -------------------------------- */
 
-/* Condon's rho^2 with exponents (aM, am); tn2 = theta_N^2 (0: white noise). */
-static double condon_rho2(double tM, double tm, double snr2, double tn2, double aM, double am)
+/* Condon's rho^2 with exponents (aM, am); nM, nm = the noise's correlation
+ * FWHM along the component's major and minor axes (0: white noise). */
+static double condon_rho2(double tM, double tm, double snr2, double nM, double nm, double aM,
+                          double am)
 {
-    if (tn2 <= 0) /* independent pixels of side 1 */
+    if (!(nM > 0)) /* independent pixels of side 1 */
         return M_PI / (8.0 * M_LN2) * tM * tm * snr2;
-    return tM * tm / (4.0 * tn2) * pow(1.0 + tn2 / (tM * tM), aM) * pow(1.0 + tn2 / (tm * tm), am) *
-           snr2;
+    return tM * tm / (4.0 * nM * nm) * pow(1.0 + nM * nM / (tM * tM), aM) *
+           pow(1.0 + nm * nm / (tm * tm), am) * snr2;
+}
+
+/* The FWHM of the beam's Gaussian along direction (cs, sn): its variance
+ * along that line (cov in sigma^2). */
+static double beam_fwhm_along(const sf_fit_cov2 *b, double cs, double sn)
+{
+    const double v = cs * cs * b->xx + 2.0 * cs * sn * b->xy + sn * sn * b->yy;
+    return v > 0 ? sqrt(v) / SF_FIT_F2S : 0.0;
 }
 
 /* FWHM axes and angle (deg from +x, (-90, 90]) of the Gaussian (P, Q, R). */
@@ -518,10 +531,7 @@ static void shape_of(double P, double Q, double R, double *maj, double *min, dou
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p)
 {
     const int beam = in->beam_maj > 0 && isfinite(in->beam_maj);
-    const double bmin = beam && in->beam_min > 0 ? in->beam_min : in->beam_maj;
     const int corr = beam && p->noise != SF_FIT_NOISE_WHITE;
-    const double tn2 = corr ? in->beam_maj * bmin : 0.0;
-    const double tn2s = corr ? tn2 : 2.0 * M_LN2 / M_PI; /* theta_N^2 in the flux error */
     sf_fit_cov2 bc;
     sf_fit_beam_cov(in, &bc);
     for (int i = 0; i < n; i++) {
@@ -543,9 +553,15 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
         snr2 = (o->amp / o->rms) * (o->amp / o->rms);
         if ((o->status == SF_FIT_OK || o->status == SF_FIT_MAXITER) && o->rms > 0 &&
             isfinite(o->rms) && o->amp > 0) {
-            const double rA = condon_rho2(o->maj, o->min, snr2, tn2, 1.5, 1.5);
-            const double rM = condon_rho2(o->maj, o->min, snr2, tn2, 2.5, 0.5);
-            const double rm = condon_rho2(o->maj, o->min, snr2, tn2, 0.5, 2.5);
+            /* the correlation length along each axis of the component: an
+             * elliptical beam correlates the noise more along its major axis
+             * (Condon's theta_N for a circular one; white: independent pixels) */
+            const double nM = corr ? beam_fwhm_along(&bc, cs, sn) : 0.0;
+            const double nm = corr ? beam_fwhm_along(&bc, -sn, cs) : 0.0;
+            const double n2 = corr ? nM * nm : 2.0 * M_LN2 / M_PI; /* theta_N^2, flux error */
+            const double rA = condon_rho2(o->maj, o->min, snr2, nM, nm, 1.5, 1.5);
+            const double rM = condon_rho2(o->maj, o->min, snr2, nM, nm, 2.5, 0.5);
+            const double rm = condon_rho2(o->maj, o->min, snr2, nM, nm, 0.5, 2.5);
             const double eM = smaj * sqrt(2.0 / rM), em = smin * sqrt(2.0 / rm);
             double muA2 = 2.0 / rA, muM2 = 2.0 / rM, mum2 = 2.0 / rm, epa;
             o->peak_err = o->amp * sqrt(muA2);
@@ -555,7 +571,7 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
                                     180.0 / M_PI
                               : 90.0;
             o->pa_err = epa < 90.0 ? epa : 90.0;
-            o->flux_err = o->flux * sqrt(muA2 + tn2s / (o->maj * o->min) * (muM2 + mum2));
+            o->flux_err = o->flux * sqrt(muA2 + n2 / (o->maj * o->min) * (muM2 + mum2));
             o->x_err = sqrt(eM * eM * cs * cs + em * em * sn * sn);
             o->y_err = sqrt(eM * eM * sn * sn + em * em * cs * cs);
         }

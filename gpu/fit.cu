@@ -5,7 +5,8 @@
 // order; src/calc/fit_calc.h), so the components are the CPU's bit for bit.
 //
 // Kernels in launch order:
-//   fit_count    usable pixels of each island (atomics)
+//   fit_count    usable pixels of each island (atomics; labels read only under
+//                the threshold mask)
 //   fit_scatter  their linear indices into each island's segment (atomics);
 //                cub's segmented sort then puts each segment in raster order
 //   fit_seeds    per island: the pixels' m and weights, the box, the largest
@@ -24,48 +25,74 @@
 #include "fit_calc.h"
 #include "fit_host.h"
 
-#define FIT_THREADS 128
-#define FIT_WARPS (FIT_THREADS / 32)
+#define FIT_THREADS 128  // fit_seeds
+#define LM_THREADS 256   // fit_lm
+#define LM_WARPS (LM_THREADS / 32)
 
 // kernels
 
-static __global__ void fit_count(const float *__restrict__ img, size_t istride,
-                                 const int32_t *__restrict__ lab, size_t lstride, ms_in mi,
-                                 const int *__restrict__ isl_of, int nobj, int nx, int ny,
-                                 unsigned *__restrict__ cnt)
+// The usable labelled pixels of the image, f(island index, linear index):
+// a thread takes 16 consecutive pixels of a row and reads the labels only
+// where the threshold mask is set (labels lie inside it), 16 mask bytes at
+// once where they are aligned.
+#define FIT_RUN 16
+template <typename F>
+static __device__ __forceinline__ void island_pixels(const float *__restrict__ img, size_t istride,
+                                                     const int32_t *__restrict__ lab, size_t lstride,
+                                                     const uint8_t *__restrict__ mask, size_t mstride,
+                                                     const ms_in &mi, const int *__restrict__ isl_of,
+                                                     int nobj, int nx, int ny, F f)
 {
-    const size_t n = (size_t)nx * ny;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
-         p += (size_t)gridDim.x * blockDim.x) {
-        const int x = (int)(p % nx), y = (int)(p / nx);
-        const int32_t l = lab[(size_t)y * lstride + x];
-        float m, r;
-        if (l <= 0 || l > nobj)
-            continue;
-        if (sf_fit_usable(img[(size_t)y * istride + x], &mi, x, y, &m, &r))
-            atomicAdd(&cnt[isl_of[l] - 1], 1u);
+    const unsigned nxb = ((unsigned)nx + FIT_RUN - 1) / FIT_RUN, items = nxb * (unsigned)ny;
+    for (unsigned w = blockIdx.x * blockDim.x + threadIdx.x; w < items; w += gridDim.x * blockDim.x) {
+        const int y = (int)(w / nxb), x0 = (int)(w % nxb) * FIT_RUN;
+        const int x1 = min(nx, x0 + FIT_RUN);
+        unsigned char mb[FIT_RUN];
+        if (mask) {
+            const uint8_t *mrow = mask + (size_t)y * mstride + x0;
+            if (x1 - x0 == FIT_RUN && ((uintptr_t)mrow & 15) == 0) {
+                const uint4 v = *(const uint4 *)mrow;
+                if ((v.x | v.y | v.z | v.w) == 0)
+                    continue;
+                memcpy(mb, &v, FIT_RUN);
+            } else {
+                for (int x = x0; x < x1; x++)
+                    mb[x - x0] = mrow[x - x0];
+            }
+        }
+        for (int x = x0; x < x1; x++) {
+            int32_t l;
+            float m, r;
+            if (mask && !mb[x - x0])
+                continue;
+            l = lab[(size_t)y * lstride + x];
+            if (l <= 0 || l > nobj)
+                continue;
+            if (sf_fit_usable(img[(size_t)y * istride + x], &mi, x, y, &m, &r))
+                f(isl_of[l] - 1, (unsigned)((size_t)y * nx + x));
+        }
     }
 }
 
+static __global__ void fit_count(const float *__restrict__ img, size_t istride,
+                                 const int32_t *__restrict__ lab, size_t lstride,
+                                 const uint8_t *__restrict__ mask, size_t mstride, ms_in mi,
+                                 const int *__restrict__ isl_of, int nobj, int nx, int ny,
+                                 unsigned *__restrict__ cnt)
+{
+    island_pixels(img, istride, lab, lstride, mask, mstride, mi, isl_of, nobj, nx, ny,
+                  [&](int k, unsigned p) { atomicAdd(&cnt[k], 1u); });
+}
+
 static __global__ void fit_scatter(const float *__restrict__ img, size_t istride,
-                                   const int32_t *__restrict__ lab, size_t lstride, ms_in mi,
+                                   const int32_t *__restrict__ lab, size_t lstride,
+                                   const uint8_t *__restrict__ mask, size_t mstride, ms_in mi,
                                    const int *__restrict__ isl_of, int nobj, int nx, int ny,
                                    const unsigned *__restrict__ poff, unsigned *__restrict__ cur,
                                    unsigned *__restrict__ keys)
 {
-    const size_t n = (size_t)nx * ny;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n;
-         p += (size_t)gridDim.x * blockDim.x) {
-        const int x = (int)(p % nx), y = (int)(p / nx);
-        const int32_t l = lab[(size_t)y * lstride + x];
-        float m, r;
-        if (l <= 0 || l > nobj)
-            continue;
-        if (sf_fit_usable(img[(size_t)y * istride + x], &mi, x, y, &m, &r)) {
-            const int k = isl_of[l] - 1;
-            keys[poff[k] + atomicAdd(&cur[k], 1u)] = (unsigned)p;
-        }
-    }
+    island_pixels(img, istride, lab, lstride, mask, mstride, mi, isl_of, nobj, nx, ny,
+                  [&](int k, unsigned p) { keys[poff[k] + atomicAdd(&cur[k], 1u)] = p; });
 }
 
 struct fit_args {
@@ -126,7 +153,7 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
         }
         if (a.mode == SF_FIT_MAXIMA &&
             sf_fit_is_max(a.img, a.istride, a.lab, a.lstride, &a.mi, a.isl_of, a.nx, a.ny, x, y,
-                          k + 1, m, a.nsig))
+                          k + 1, m, a.nsig, sf_fit_max_reach(&a.in)))
             sf_fit_seed_insert(mine, &nmine, a.K, m, (long long)y * a.nx + x, &mmore);
     }
     bx0[t] = x0;
@@ -198,30 +225,122 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
 }
 
 // One canonical sum over the island's n pixels of f(i), by the calling warp
-// (every lane gets it).
+// (every lane gets it): lane l adds f(l), f(l + 32), ... in order, then the
+// butterfly.
 template <typename F>
 static __device__ __forceinline__ double warp_sum(long long n, F f)
 {
     const int lane = threadIdx.x & 31;
-    double acc = 0.0;
-    for (long long c0 = 0; c0 < n; c0 += SF_FIT_LANES) {
-        double v = c0 + lane < n ? f(c0 + lane) : 0.0;
-        for (int off = SF_FIT_LANES / 2; off > 0; off >>= 1)
-            v = ms_add(v, __shfl_xor_sync(0xffffffffu, v, off));
-        acc = ms_add(acc, v);
+    double v = 0.0;
+    for (long long i = lane; i < n; i += SF_FIT_LANES)
+        v = ms_add(v, f(i));
+    for (int off = SF_FIT_LANES / 2; off > 0; off >>= 1)
+        v = ms_add(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// Entry (i, j), j <= i, of packed index e.
+static __device__ __forceinline__ void tri_ij(int e, int *i, int *j)
+{
+    int r = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0);
+    while (r * (r + 1) / 2 > e)
+        r--;
+    while ((r + 1) * (r + 2) / 2 <= e)
+        r++;
+    *i = r;
+    *j = e - r * (r + 1) / 2;
+}
+
+// Warp 0: the damped matrix, its Cholesky factor (right-looking, column by
+// column), the substitutions (column-oriented: every entry sees the CPU
+// twin's sequence of operations) and the projected trial. Returns 0 when the
+// matrix is not positive definite.
+static __device__ int lm_solve_warp(const double *jtj, double *A, const double *g, double *dl,
+                                    const double *par, double *trial, int np, int nc,
+                                    double lambda, const sf_fit_bounds *b)
+{
+    const int lane = threadIdx.x & 31, T = np * (np + 1) / 2;
+    double dmax = 0.0, dfloor;
+    int ok = 1;
+    for (int j = lane; j < np; j += 32)
+        dmax = fmax(dmax, jtj[sf_fit_tri(j, j)]);
+    for (int off = 16; off > 0; off >>= 1)
+        dmax = fmax(dmax, __shfl_xor_sync(0xffffffffu, dmax, off));
+    dfloor = sf_fit_dfloor(dmax);
+    for (int e = lane; e < T; e += 32) {
+        int i, j;
+        tri_ij(e, &i, &j);
+        A[e] = i == j ? sf_fit_damped(jtj[e], lambda, dfloor) : jtj[e];
     }
-    return acc;
+    __syncwarp();
+    for (int j = 0; j < np; j++) {
+        const double d = A[sf_fit_tri(j, j)];
+        if (!(d > 0) || !(d < INFINITY)) {
+            ok = 0;
+            break;
+        }
+        const double l = ms_sqrt(d);
+        __syncwarp();
+        if (lane == 0)
+            A[sf_fit_tri(j, j)] = l;
+        for (int i = j + 1 + lane; i < np; i += 32)
+            A[sf_fit_tri(i, j)] = ms_div(A[sf_fit_tri(i, j)], l);
+        __syncwarp();
+        {
+            const int m = np - j - 1;
+            for (int e = lane; e < m * (m + 1) / 2; e += 32) {
+                int i, c;
+                tri_ij(e, &i, &c);
+                i += j + 1;
+                c += j + 1;
+                A[sf_fit_tri(i, c)] =
+                    ms_sub(A[sf_fit_tri(i, c)], ms_mul(A[sf_fit_tri(i, j)], A[sf_fit_tri(c, j)]));
+            }
+        }
+        __syncwarp();
+    }
+    if (!ok)
+        return 0;
+    // L y = g, then L^T dl = y (dl holds the running sums)
+    for (int i = lane; i < np; i += 32)
+        dl[i] = g[i];
+    __syncwarp();
+    for (int j = 0; j < np; j++) {
+        const double x = ms_div(dl[j], A[sf_fit_tri(j, j)]);
+        __syncwarp();
+        if (lane == 0)
+            dl[j] = x;
+        for (int i = j + 1 + lane; i < np; i += 32)
+            dl[i] = ms_sub(dl[i], ms_mul(A[sf_fit_tri(i, j)], x));
+        __syncwarp();
+    }
+    for (int j = np - 1; j >= 0; j--) {
+        const double x = ms_div(dl[j], A[sf_fit_tri(j, j)]);
+        __syncwarp();
+        if (lane == 0)
+            dl[j] = x;
+        for (int i = lane; i < j; i += 32)
+            dl[i] = ms_sub(dl[i], ms_mul(A[sf_fit_tri(j, i)], x));
+        __syncwarp();
+    }
+    for (int q = lane; q < np; q += 32)
+        trial[q] = ms_add(par[q], dl[q]);
+    __syncwarp();
+    for (int c = lane; c < nc; c += 32)
+        sf_fit_project(trial + SF_FIT_NP * c, b);
+    __syncwarp();
+    return 1;
 }
 
 // The LM fit of island blockIdx.x.
-static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
+static __global__ void __launch_bounds__(LM_THREADS) fit_lm(fit_args a)
 {
     extern __shared__ double sh[];
     __shared__ sf_fit_lm s;
     __shared__ int accepted, solved;
     __shared__ double red[2];
     const int k = blockIdx.x, t = threadIdx.x, warp = t >> 5, lane = t & 31;
-    const int nc = a.nc[k], np = SF_FIT_NP * nc, st = np + 1, npmax = SF_FIT_NP * a.K;
+    const int nc = a.nc[k], np = SF_FIT_NP * nc, npmax = SF_FIT_NP * a.K;
     const int T = npmax * (npmax + 1) / 2;
     const long long p0 = a.poff[k], n = (long long)a.poff[k + 1] - p0;
     const sf_fit_px *px = a.px + p0;
@@ -229,7 +348,7 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
     const sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP;
     double *par = sh, *trial = par + npmax, *g = trial + npmax, *dl = g + npmax, *jtj = dl + npmax,
            *A = jtj + T;
-    double *J = a.J + a.joff[k];
+    double *J = a.J + a.joff[k]; // np + 1 columns of n: derivatives, residual
     const int ne = np * (np + 1) / 2 + np + 1; // JTJ, g, chi^2
     if (nc == 0)
         return;
@@ -243,30 +362,25 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
     // the normal equations at par: rows of J, then each sum by one warp
 #define NORMAL_EQ()                                                                          \
     do {                                                                                     \
-        for (long long i = t; i < n; i += FIT_THREADS) {                                     \
-            double *row = J + (size_t)i * st;                                                \
-            row[np] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, row);        \
-        }                                                                                    \
+        for (long long i = t; i < n; i += LM_THREADS)                                        \
+            J[(size_t)np * n + i] = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, \
+                                                 J + i, (size_t)n);                          \
         __syncthreads();                                                                     \
-        for (int e = warp; e < ne; e += FIT_WARPS) {                                         \
+        for (int e = warp; e < ne; e += LM_WARPS) {                                          \
             int ia, ib;                                                                      \
             double v;                                                                        \
             if (e < np * (np + 1) / 2) {                                                     \
-                ia = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0);                               \
-                while (ia * (ia + 1) / 2 > e)                                                \
-                    ia--;                                                                    \
-                while ((ia + 1) * (ia + 2) / 2 <= e)                                         \
-                    ia++;                                                                    \
-                ib = e - ia * (ia + 1) / 2;                                                  \
+                tri_ij(e, &ia, &ib);                                                         \
             } else if (e < np * (np + 1) / 2 + np) {                                         \
                 ia = e - np * (np + 1) / 2;                                                  \
                 ib = np;                                                                     \
             } else {                                                                         \
                 ia = ib = np;                                                                \
             }                                                                                \
-            v = warp_sum(n, [&](long long i) {                                               \
-                return ms_mul(J[(size_t)i * st + ia], J[(size_t)i * st + ib]);               \
-            });                                                                              \
+            {                                                                                \
+                const double *ja = J + (size_t)ia * n, *jb = J + (size_t)ib * n;             \
+                v = warp_sum(n, [&](long long i) { return ms_mul(ja[i], jb[i]); });          \
+            }                                                                                \
             if (lane == 0) {                                                                 \
                 if (ib < np)                                                                 \
                     jtj[sf_fit_tri(ia, ib)] = v;                                             \
@@ -295,84 +409,29 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
             }
             __syncthreads();
             while (!accepted && !s.done) {
-                // (JTJ + lambda D) = L L^T, right-looking, column by column
-                if (t == 0) {
-                    double dmax = 0.0;
-                    for (int j = 0; j < np; j++)
-                        if (jtj[sf_fit_tri(j, j)] > dmax)
-                            dmax = jtj[sf_fit_tri(j, j)];
-                    red[1] = sf_fit_dfloor(dmax);
-                    solved = 1;
-                }
-                __syncthreads();
-                for (int e = t; e < np * (np + 1) / 2; e += FIT_THREADS) {
-                    int i = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0), j;
-                    while (i * (i + 1) / 2 > e)
-                        i--;
-                    while ((i + 1) * (i + 2) / 2 <= e)
-                        i++;
-                    j = e - i * (i + 1) / 2;
-                    A[e] = i == j ? sf_fit_damped(jtj[e], s.lambda, red[1]) : jtj[e];
-                }
-                __syncthreads();
-                for (int j = 0; j < np; j++) {
-                    if (t == 0) {
-                        const double d = A[sf_fit_tri(j, j)];
-                        if (!(d > 0) || !(d < INFINITY))
-                            solved = 0;
-                        else
-                            A[sf_fit_tri(j, j)] = ms_sqrt(d);
-                    }
-                    __syncthreads();
-                    if (!solved)
-                        break;
-                    for (int i = j + 1 + t; i < np; i += FIT_THREADS)
-                        A[sf_fit_tri(i, j)] = ms_div(A[sf_fit_tri(i, j)], A[sf_fit_tri(j, j)]);
-                    __syncthreads();
-                    {
-                        const int m = np - j - 1; // trailing order
-                        for (int e = t; e < m * (m + 1) / 2; e += FIT_THREADS) {
-                            int i = (int)((sqrt(8.0 * e + 1.0) - 1.0) / 2.0), c;
-                            while (i * (i + 1) / 2 > e)
-                                i--;
-                            while ((i + 1) * (i + 2) / 2 <= e)
-                                i++;
-                            c = e - i * (i + 1) / 2;
-                            i += j + 1;
-                            c += j + 1;
-                            A[sf_fit_tri(i, c)] = ms_sub(A[sf_fit_tri(i, c)],
-                                                         ms_mul(A[sf_fit_tri(i, j)], A[sf_fit_tri(c, j)]));
-                        }
-                    }
-                    __syncthreads();
-                }
-                if (t == 0 && solved) {
-                    sf_fit_substitute(A, g, dl, np);
-                    for (int q = 0; q < np; q++)
-                        trial[q] = ms_add(par[q], dl[q]);
-                    for (int c = 0; c < nc; c++)
-                        sf_fit_project(trial + SF_FIT_NP * c, &b);
+                // warp 0 solves (JTJ + lambda D) dl = g and makes the trial
+                if (warp == 0) {
+                    const int ok = lm_solve_warp(jtj, A, g, dl, par, trial, np, nc, s.lambda, &b);
+                    if (lane == 0)
+                        solved = ok;
                 }
                 __syncthreads();
                 if (solved) { // chi^2 at the trial
-                    for (long long i = t; i < n; i += FIT_THREADS) {
-                        const double r = sf_fit_pixel(trial, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
-                        J[(size_t)i * st] = ms_mul(r, r);
-                    }
-                    __syncthreads();
-                    if (warp == 0) {
-                        const double v = warp_sum(n, [&](long long i) { return J[(size_t)i * st]; });
-                        if (lane == 0)
-                            red[0] = v;
+                    for (long long i = t; i < n; i += LM_THREADS) {
+                        const double r = sf_fit_pixel(trial, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL, 0);
+                        J[i] = ms_mul(r, r);
                     }
                     __syncthreads();
                 }
-                if (t == 0)
-                    accepted = sf_fit_judge(&s, solved ? red[0] : NAN);
+                if (warp == 0) {
+                    const double v = solved ? warp_sum(n, [&](long long i) { return J[i]; }) : NAN;
+                    if (lane == 0)
+                        accepted = sf_fit_judge(&s, v);
+                }
                 __syncthreads();
             }
             if (accepted) {
-                for (int q = t; q < np; q += FIT_THREADS)
+                for (int q = t; q < np; q += LM_THREADS)
                     par[q] = trial[q];
                 __syncthreads();
                 if (!s.done)
@@ -388,16 +447,16 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_lm(fit_args a)
     }
 #undef NORMAL_EQ
     // the final chi^2 and sum of squared residuals
-    for (long long i = t; i < n; i += FIT_THREADS) {
-        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL);
-        const double u = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL);
-        J[(size_t)i * st] = ms_mul(r, r);
-        J[(size_t)i * st + np] = ms_mul(u, u);
+    for (long long i = t; i < n; i += LM_THREADS) {
+        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL, 0);
+        const double u = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL, 0);
+        J[i] = ms_mul(r, r);
+        J[(size_t)np * n + i] = ms_mul(u, u);
     }
     __syncthreads();
     if (warp < 2) {
-        const int col = warp ? np : 0;
-        const double v = warp_sum(n, [&](long long i) { return J[(size_t)i * st + col]; });
+        const double *col = J + (warp ? (size_t)np * n : 0);
+        const double v = warp_sum(n, [&](long long i) { return col[i]; });
         if (lane == 0)
             red[warp] = v;
     }
@@ -431,6 +490,8 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     unsigned total = 0, ntot = 0;
     fit_args a;
     cudaStream_t s = g ? g->stream : 0;
+    const uint8_t *mdata = in && in->mask ? in->mask->data : NULL;
+    const size_t mstride = in && in->mask ? in->mask->stride : 0;
     *comps = NULL;
     *ncomps = 0;
     if ((st = sf_fit_check(img, labels, in, p)))
@@ -522,9 +583,12 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     SF_CUDA(cudaMemsetAsync(cnt, 0, ((size_t)N + 1) * sizeof(unsigned), s));
     SF_CUDA(cudaMemsetAsync(cur, 0, ((size_t)N + 1) * sizeof(unsigned), s));
     {
-        const unsigned blocks = 4 * (unsigned)g->sm_count;
+        // enough runs in flight to cover the memory latency (one 16-byte mask load each)
+        const size_t runs = ((size_t)nx + FIT_RUN - 1) / FIT_RUN * (size_t)ny;
+        const unsigned blocks = (unsigned)(runs / 256 + 1 < 64 * (size_t)g->sm_count
+                                               ? runs / 256 + 1 : 64 * (size_t)g->sm_count);
         fit_count<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
-                                         a.mi, d_isl, in->nobj, nx, ny, cnt);
+                                         mdata, mstride, a.mi, d_isl, in->nobj, nx, ny, cnt);
         SF_LAUNCHED();
         SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, t1, cnt, poff, N + 1, s));
         SF_TRY(sf_gpu_to_host(g, totals, poff + N, sizeof(unsigned)));
@@ -544,7 +608,8 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
                   sf_align256((size_t)total * sizeof(sf_fit_px));
         }
         fit_scatter<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
-                                           a.mi, d_isl, in->nobj, nx, ny, poff, cur, keys0);
+                                           mdata, mstride, a.mi, d_isl, in->nobj, nx, ny, poff,
+                                           cur, keys0);
         SF_LAUNCHED();
         if (total > 0)
             SF_CUDA(cub::DeviceSegmentedSort::SortKeys(tmp, t3, keys0, keys, (int)total, N, poff,
@@ -585,7 +650,7 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     a.joff = joff;
     if (smem > 48 * 1024)
         SF_CUDA(cudaFuncSetAttribute(fit_lm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    fit_lm<<<N, FIT_THREADS, smem, s>>>(a);
+    fit_lm<<<N, LM_THREADS, smem, s>>>(a);
     SF_LAUNCHED();
     out = (sf_component *)malloc(((size_t)ntot + 1) * sizeof *out);
     if (!out) {

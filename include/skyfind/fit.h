@@ -5,7 +5,8 @@
  * cut from it together). Its components are the deblend stage's objects
  * (components=objects; one per island without a deblend stage) or the local
  * maxima of the island (components=maxima, Aegean's summits: a pixel whose
- * m is larger than every 8-neighbour of the island, ties going to the
+ * m is larger than every pixel of the island within half the beam's minor
+ * FWHM (at least the 8 neighbours, at most 8 pixels), ties going to the
  * first in raster order, with m >= peak_nsigma * rms), the brightest
  * max_components of them (by peak, ties in label or raster order; the
  * island's brightest pixel when no maximum qualifies).
@@ -23,7 +24,9 @@
  * 0.3 px without a beam; smax = the larger side of the island's box, at
  * least 2 beam sigmas), enforced by projection after every step
  * (eigenvalues of the matrix [[P, R], [R, Q]] clamped). It stops when an accepted step lowers
- * chi^2 by less than 1e-9 of it (or lambda passes 1e10: no step helps):
+ * chi^2 by less than 1e-9 of it or by less than 0.01 (the minimum is then
+ * nearer than about a tenth of an error: chi^2 rises by 1 at one error), or
+ * when lambda passes 1e10 (no step helps):
  * status SF_FIT_OK; SF_FIT_MAXITER after max_iter iterations;
  * SF_FIT_FAILED when chi^2 is not finite; SF_FIT_SKIPPED when the island has
  * fewer usable pixels than parameters (its components keep their initial
@@ -33,8 +36,9 @@
  * shape the beam's (or, when larger, the object's second moments; without
  * a beam, the moments, at least a 1.5-px sigma).
  *
- * Both backends compute every sum in one order (32-pixel chunks added by
- * a fixed butterfly, chunks in pixel order, pixels in raster order), with
+ * Both backends compute every sum in one order (32 lanes, lane l adding the
+ * pixels l, l + 32, ... in raster order, the lanes reduced by a fixed
+ * butterfly), with
  * IEEE operations that round alike and an exp of their own
  * (src/calc/fit_calc.h), so GPU components are the CPU twin's bit for bit.
  *
@@ -123,6 +127,8 @@ typedef struct {
  * location), set by the runner. */
 typedef struct {
     const sf_image *bkg, *rms;  /* maps, or NULL: the global level and sigma */
+    const sf_mask *mask;        /* the threshold mask the labels were made from, or NULL;
+                                   the GPU reads labels only where it is set */
     float level, sigma;         /* global values (used without maps) */
     int subtract;               /* m = v - background (the measure stage's rule) */
     const sf_source *sources;   /* the measure stage's table (nobj entries, same location) */

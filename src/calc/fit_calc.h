@@ -3,9 +3,9 @@
  * their projection, the initial shapes, the Marquardt matrix and the
  * Cholesky steps. IEEE operations that round alike on the host and the
  * device (measure_calc.h's ms_*: no FMA contraction), so a fitted component
- * does not depend on the backend. The order of every sum is fixed by
- * sf_fit_chunk_sum (32-pixel chunks reduced by a butterfly, chunks in
- * order): the GPU gets it from warp shuffles. */
+ * does not depend on the backend. The order of every sum is fixed: lane l
+ * of 32 adds the pixels l, l + 32, l + 64, ... in order, then the 32 lane
+ * sums are reduced by sf_fit_butterfly (what a warp's shuffle-xor gives). */
 #ifndef SKYFIND_FIT_CALC_H
 #define SKYFIND_FIT_CALC_H
 
@@ -13,11 +13,13 @@
 #include "measure_calc.h"
 
 #define SF_FIT_NP 6            /* parameters of a component: A, x0, y0, P, Q, R */
-#define SF_FIT_LANES 32        /* pixels of a chunk */
+#define SF_FIT_LANES 32        /* lanes of every sum (a warp) */
 #define SF_FIT_LAMBDA0 1e-3
 #define SF_FIT_LAMBDA_MAX 1e10
 #define SF_FIT_LAMBDA_MIN 1e-12
 #define SF_FIT_RTOL 1e-9       /* converged: an accepted step lowers chi^2 by less than this */
+#define SF_FIT_ATOL 1e-2       /* ... relative, or by less than this (chi^2 units: it rises
+                                  by 1 at one error from the minimum) */
 #define SF_FIT_F2S 0.42466090014400952136 /* FWHM -> sigma: 1 / sqrt(8 ln 2) */
 
 /* e^x, x = n ln 2 + r (|r| <= 0.35, ln 2 in two parts so n ln2_hi is
@@ -57,10 +59,10 @@ SF_FIX_FN double sf_fit_exp(double x)
 
 /* One pixel of an island: the model of nc components at (x, y), the
  * weighted residual (m - model) * w and, when J is not NULL, the weighted
- * derivatives (d model / d par) * w, SF_FIT_NP per component. The model is
- * summed over the components in order. */
+ * derivatives (d model / d par) * w, SF_FIT_NP per component, parameter k
+ * at J[k * js]. The model is summed over the components in order. */
 SF_FIX_FN double sf_fit_pixel(const double *par, int nc, double x, double y, double m, double w,
-                              double *J)
+                              double *J, size_t js)
 {
     double model = 0.0;
     for (int c = 0; c < nc; c++) {
@@ -73,13 +75,13 @@ SF_FIX_FN double sf_fit_pixel(const double *par, int nc, double x, double y, dou
         model = ms_add(model, f);
         if (J) {
             const double fw = ms_mul(f, w);
-            double *j = J + SF_FIT_NP * c;
+            double *j = J + (size_t)SF_FIT_NP * c * js;
             j[0] = ms_mul(e, w);
-            j[1] = ms_mul(fw, ms_add(ms_mul(q[3], dx), ms_mul(q[5], dy)));
-            j[2] = ms_mul(fw, ms_add(ms_mul(q[5], dx), ms_mul(q[4], dy)));
-            j[3] = ms_mul(ms_mul(-0.5, fw), dxx);
-            j[4] = ms_mul(ms_mul(-0.5, fw), dyy);
-            j[5] = ms_mul(ms_mul(-1.0, fw), dxy);
+            j[js] = ms_mul(fw, ms_add(ms_mul(q[3], dx), ms_mul(q[5], dy)));
+            j[2 * js] = ms_mul(fw, ms_add(ms_mul(q[5], dx), ms_mul(q[4], dy)));
+            j[3 * js] = ms_mul(ms_mul(-0.5, fw), dxx);
+            j[4 * js] = ms_mul(ms_mul(-0.5, fw), dyy);
+            j[5 * js] = ms_mul(ms_mul(-1.0, fw), dxy);
         }
     }
     return ms_mul(ms_sub(m, model), w);
@@ -236,9 +238,9 @@ SF_FIX_FN void sf_fit_guess(double *q, double amp, int px, int py, double x2, do
 /* Index of entry (i, j), j <= i, of a packed lower triangle. */
 SF_FIX_FN int sf_fit_tri(int i, int j) { return i * (i + 1) / 2 + j; }
 
-/* The reduction order of every sum: v[0..31] (a chunk, zero past the end)
- * to one value, t[l] += t[l + off] for off = 16, 8, 4, 2, 1 (what lane 0
- * holds after a shuffle-xor butterfly). */
+/* The last step of every sum: the 32 lane sums t[0..31] to one value,
+ * t[l] += t[l + off] for off = 16, 8, 4, 2, 1 (what lane 0 holds after a
+ * shuffle-xor butterfly). */
 SF_FIX_FN double sf_fit_butterfly(double *t)
 {
     for (int off = SF_FIT_LANES / 2; off > 0; off >>= 1)
@@ -266,12 +268,14 @@ typedef struct {
 } sf_fit_lm;
 
 /* After the trial chi^2 ct of a step from chi^2: 1 when it is accepted
- * (then lambda /10, and done when the gain is below SF_FIT_RTOL), else
+ * (then lambda /10, and done when the gain is below SF_FIT_RTOL of chi^2
+ * or below SF_FIT_ATOL), else
  * lambda x10 (done when it passes SF_FIT_LAMBDA_MAX: no step helps). */
 SF_FIX_FN int sf_fit_judge(sf_fit_lm *s, double ct)
 {
     if (ct == ct && ct < s->chi2) {
-        if (ms_sub(s->chi2, ct) <= ms_mul(SF_FIT_RTOL, s->chi2))
+        const double gain = ms_sub(s->chi2, ct);
+        if (gain <= ms_mul(SF_FIT_RTOL, s->chi2) || gain <= SF_FIT_ATOL)
             s->done = 1;
         s->chi2 = ct;
         s->lambda = ms_mul(s->lambda, 0.1);
@@ -346,17 +350,18 @@ SF_FIX_FN void sf_fit_seed_insert(sf_fit_seed *s, int *n, int K, float m, long l
 }
 
 /* Island k's local maximum at (x, y) with value m (components=maxima): m
- * >= nsig * rms and m above every usable 8-neighbour of the island (>= for
- * those after it in raster order: ties go to the first). */
+ * >= nsig * rms and m above every usable pixel of the island within h
+ * pixels in x and y (>= for those after it in raster order: ties go to the
+ * first); h = sf_fit_max_reach. */
 SF_FIX_FN int sf_fit_is_max(const float *img, size_t istride, const int32_t *lab, size_t lstride,
                             const ms_in *mi, const int *isl_of, int nx, int ny, int x, int y,
-                            int k, float m, double nsig)
+                            int k, float m, double nsig, int h)
 {
     const float r = ms_noise(mi, x, y);
     if (!((double)m >= ms_mul(nsig, (double)r)))
         return 0;
-    for (int dy = -1; dy <= 1; dy++)
-        for (int dx = -1; dx <= 1; dx++) {
+    for (int dy = -h; dy <= h; dy++)
+        for (int dx = -h; dx <= h; dx++) {
             const int xx = x + dx, yy = y + dy;
             int32_t l;
             float mq, rq;
@@ -371,6 +376,17 @@ SF_FIX_FN int sf_fit_is_max(const float *img, size_t istride, const int32_t *lab
                 return 0;
         }
     return 1;
+}
+
+/* The reach of a local maximum (components=maxima): half the beam's minor
+ * FWHM, rounded, at least 1 pixel (the 8 neighbours) and at most 8: one
+ * component per beam, as Aegean's summits (regions of negative curvature)
+ * are, not one per noise bump of an extended source. */
+SF_FIX_FN int sf_fit_max_reach(const sf_fit_in *in)
+{
+    const double b = in->beam_min > 0 ? in->beam_min : in->beam_maj;
+    const int h = b > 0 ? (int)floor(ms_add(ms_mul(0.5, b), 0.5)) : 1;
+    return h < 1 ? 1 : h > 8 ? 8 : h;
 }
 
 /* Forward and back substitution with the packed Cholesky factor L of

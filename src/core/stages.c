@@ -536,6 +536,7 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
     memset(&in, 0, sizeof in);
     in.bkg = s->have_maps ? &s->bkgmap : NULL;
     in.rms = s->have_maps ? &s->rmsmap : NULL;
+    in.mask = (s->have & SF_DATA_MASK) ? &s->mask : NULL;
     in.level = (float)s->bkg.median;
     in.sigma = (float)s->bkg.sigma;
     in.subtract = 1;
