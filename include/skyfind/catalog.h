@@ -1,12 +1,16 @@
 /* Catalogue writers: CSV, FITS binary table, VOTable 1.4 and ds9 regions,
- * all from one column table (name, unit, UCD, format), so names agree across
- * formats (man/skyfind.1, CATALOGUE, lists them). x, y, peak_x, peak_y and
- * the box are 1-based FITS pixel coordinates (the SExtractor / ds9
- * convention); with a WCS, world coordinates in degrees and the sky shape
- * follow. The region file draws each source as an ellipse of semi-axes
- * sqrt(2 ln 2) a, sqrt(2 ln 2) b (the half widths at half maximum of a
- * Gaussian with those second moments). Every file is written atomically
- * (temporary name, then rename). */
+ * of two tables: the islands (sf_source rows, sf_catalog_write) and, after a
+ * fit stage, the fitted Gaussian components (sf_component rows,
+ * sf_catalog_write_components). Each table has one column table (name,
+ * unit, UCD, format), so names agree across formats (man/skyfind.1,
+ * CATALOGUE, lists them). x, y, peak_x, peak_y and the box are 1-based FITS
+ * pixel coordinates (the SExtractor / ds9 convention); with a WCS, world
+ * coordinates in degrees and the sky shape follow. The island region file
+ * draws each source as an ellipse of semi-axes sqrt(2 ln 2) a,
+ * sqrt(2 ln 2) b (the half widths at half maximum of a Gaussian with those
+ * second moments); the component region file draws each fitted Gaussian
+ * with semi-axes maj/2, min/2 (its half widths at half maximum). Every file
+ * is written atomically (temporary name, then rename). */
 #ifndef SKYFIND_CATALOG_H
 #define SKYFIND_CATALOG_H
 
@@ -15,6 +19,7 @@
 #include "skyfind/wcs.h"
 #include "skyfind/fits.h"
 #include "skyfind/pipeline.h"
+#include "skyfind/fit.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +35,7 @@ typedef struct {
     const sf_wcs *wcs;     /* NULL: pixel columns only; else also ra, dec,
                               peak_ra, peak_dec (or glon/glat ...) in deg */
     int box;               /* mesh size of a method=mesh background, 0: global */
+    double pix_arcsec;     /* the pixel side at the image centre (geometric mean), 0: unknown */
     double bmaj_pix, bmin_pix; /* restoring-beam FWHM axes in pixels, 0: unknown; with
                               BUNIT Jy/beam they give flux_jy = flux_sum / beam area,
                               area = pi / (4 ln 2) * bmaj_pix * bmin_pix */
@@ -60,6 +66,19 @@ typedef enum {
 sf_status sf_catalog_write(const char *path, sf_catalog_format fmt, const sf_source *src,
                            int n, const sf_catalog_meta *meta);
 
+/* Write the table of n fitted Gaussian components (sf_run_result's comps,
+ * derived fields filled) in format fmt to path (atomically): island,
+ * component, ncomp, source, x, y (1-based), their errors, peak_flux, flux
+ * (the Gaussian's volume) and flux_jy with errors, maj, min, pa (FWHM in
+ * pixels, degrees counter-clockwise from +x) with errors, the deconvolved
+ * dmaj, dmin, dpa, local_rms, bkg, resid_rms, chi2, npix, niter, status,
+ * flags, sign; with meta->wcs also the world position and its errors in
+ * arcsec (east, north), and the fitted and deconvolved shapes on the sky
+ * (the FWHM matrix through the WCS Jacobian at the centre). The region
+ * file draws every fitted ellipse. Errors name path. */
+sf_status sf_catalog_write_components(const char *path, sf_catalog_format fmt,
+                                      const sf_component *c, int n, const sf_catalog_meta *meta);
+
 /* The same as sf_catalog_write(path, SF_CAT_CSV, ...). */
 sf_status sf_catalog_write_csv(const char *path, const sf_source *src, int n,
                                const sf_catalog_meta *meta);
@@ -70,6 +89,9 @@ int sf_catalog_format_parse(const char *name, sf_catalog_format *fmt);
 /* The usual file suffix of a format: ".cat.csv", ".cat.fits", ".cat.vot",
  * ".reg". */
 const char *sf_catalog_format_suffix(sf_catalog_format fmt);
+/* The file suffix of a format's component table, written beside the
+ * island table: ".comp.csv", ".comp.fits", ".comp.vot", ".comp.reg". */
+const char *sf_catalog_comp_suffix(sf_catalog_format fmt);
 
 /* Open "<path>.tmp.<pid>" for writing; commit renames it to path (after a
  * successful fclose), abort removes it. Errors name path. */

@@ -636,7 +636,7 @@ int cmd_run(int argc, char **argv)
         o.keep |= SF_KEEP_BKG;
     if (a.save & SAVE_FILT)
         o.keep |= SF_KEEP_FILTERED;
-    o.host_image = !!(a.save & SAVE_PNG);
+    o.host_image = !!(a.save & (SAVE_PNG | SAVE_RESID)); /* previews, residual image */
     /* the CLI exits after the run: no GPU teardown, unless a CUDA tool
      * (compute-sanitizer, a profiler) watches the process */
     o.exiting = !getenv("CUDA_INJECTION64_PATH") && !getenv("SKYFIND_CLEAN_EXIT");

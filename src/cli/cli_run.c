@@ -4,12 +4,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
 #include "skyfind/catalog.h"
+#include "skyfind/fit.h"
 #include "skyfind/fits.h"
 #include "skyfind/gpu.h"
 #include "skyfind/pipeline.h"
@@ -46,7 +48,8 @@ static void run_usage(FILE *f, int compare)
     else
         fprintf(f, "Usage: skyfind run [OPTIONS] FILE...\n"
                    "Run a pipeline on each FITS image and write its catalogue\n"
-                   "(OUTDIR/NAME.cat.csv) and the check images asked for. FILE may be\n"
+                   "(OUTDIR/NAME.cat.csv; with a fit stage also the Gaussian components,\n"
+                   "NAME.comp.csv) and the check images asked for. FILE may be\n"
                    "@LIST (one path a line) or - (paths on standard input). Files stream\n"
                    "through reader threads, every GPU (or N CPU workers) and a writer.\n\n");
     fprintf(f,
@@ -58,10 +61,13 @@ static void run_usage(FILE *f, int compare)
                    "                            there is one, else the CPU with a note)\n"
                    "  -o, --output DIR          folder for the outputs (default .; created)\n"
                    "      --save LIST           also write check images: seg, mask, background,\n"
-                   "                            rms, filtered, png (previews), all (comma-separated)\n"
+                   "                            rms, filtered, png (previews), model (the fitted\n"
+                   "                            Gaussians) and residual (the image less them;\n"
+                   "                            with a fit stage), all (comma-separated)\n"
                    "      --stretch asinh|zscale  grey scale of the PNG previews (default asinh)\n"
                    "      --format LIST         catalogue formats: csv, fits, votable, reg\n"
-                   "                            (comma-separated; default csv)\n"
+                   "                            (comma-separated; default csv); the component\n"
+                   "                            table in each as NAME.comp.csv, .comp.fits, ...\n"
                    "      --name TEMPLATE       output names: {stem} (file name without folder\n"
                    "                            and FITS extensions), {plane} (1-based), {index}\n"
                    "                            (default {stem}; {stem}_p{plane} with --plane all)\n"
@@ -112,8 +118,13 @@ static int parse_save(const char *list, unsigned *save)
             *save |= SAVE_PNG;
         else if (!strcmp(tok, "filtered") || !strcmp(tok, "filt"))
             *save |= SAVE_FILT;
+        else if (!strcmp(tok, "residual") || !strcmp(tok, "resid"))
+            *save |= SAVE_RESID | SAVE_FIT_NAMED;
+        else if (!strcmp(tok, "model"))
+            *save |= SAVE_MODEL | SAVE_FIT_NAMED;
         else if (!strcmp(tok, "all"))
-            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS | SAVE_PNG | SAVE_FILT;
+            *save |= SAVE_SEG | SAVE_MASK | SAVE_BKG | SAVE_RMS | SAVE_PNG | SAVE_FILT |
+                     SAVE_RESID | SAVE_MODEL;
         else
             return -1;
     }
@@ -145,7 +156,7 @@ int parse_args(int argc, char **argv, run_args *a, int compare, int *first)
         case OPT_SET: a->sets[a->nsets++] = optarg; break;
         case OPT_SAVE:
             if (compare || parse_save(optarg, &a->save))
-                return cli_usage_error(cmd, "--save takes seg, mask, background, rms, filtered, png or all, not '%s'", optarg);
+                return cli_usage_error(cmd, "--save takes seg, mask, background, rms, filtered, png, residual, model or all, not '%s'", optarg);
             break;
         case OPT_FORMAT: {
             char buf[256], *tok, *sv = NULL;
@@ -375,6 +386,8 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
             fprintf(stderr, "%lld pixels", r->nmask);
         else if (!strcmp(r->stage[i], "convolve"))
             fprintf(stderr, "%s", r->filter_desc);
+        else if (!strcmp(r->stage[i], "fit") && r->ncomps >= 0)
+            fprintf(stderr, "%d Gaussian components", r->ncomps);
         fputc('\n', stderr);
     }
     {
@@ -490,28 +503,76 @@ sf_status read_input(const char *file, const run_args *a, sf_gpu *g, sf_image *i
     return st;
 }
 
+/* The fit stage's check images: STEM.model.fits, the fitted Gaussians
+ * rendered on a zero image, and STEM.residual.fits, the input image less
+ * them (float32, the input's header, as the background maps). Without a fit
+ * stage nothing, and a note (once a process) when they were named. */
+static sf_status write_fit_images(const char *file, const char *stem, const run_args *a,
+                                  const sf_fits_info *info, const sf_image *img,
+                                  const sf_run_result *r)
+{
+    static atomic_int noted;
+    char path[4096];
+    sf_image im = {0};
+    sf_status st = SF_OK;
+    if (r->ncomps < 0) {
+        if ((a->save & SAVE_FIT_NAMED) && !atomic_exchange(&noted, 1))
+            cli_note("--save residual,model: the pipeline has no fit stage; no model or residual "
+                     "image written");
+        return SF_OK;
+    }
+    if ((st = sf_image_alloc(&im, r->nx, r->ny, SF_HOST, NULL)))
+        return st;
+    for (int pass = 0; pass < 2 && st == SF_OK; pass++) {
+        const int model = pass == 0;
+        if (!(a->save & (model ? SAVE_MODEL : SAVE_RESID)))
+            continue;
+        if (!model && (!img->data || img->loc != SF_HOST || img->nx != r->nx || img->ny != r->ny)) {
+            st = sf_fail(SF_ERR_PARAM, "%s: no host copy of the image for the residual", file);
+            break;
+        }
+        for (int y = 0; y < r->ny; y++) { /* zero, or the image */
+            float *row = im.data + (size_t)y * im.stride;
+            if (model)
+                memset(row, 0, (size_t)r->nx * sizeof *row);
+            else
+                memcpy(row, img->data + (size_t)y * img->stride, (size_t)r->nx * sizeof *row);
+        }
+        sf_fit_render(r->comps, r->ncomps, model ? 1.0f : -1.0f, &im);
+        snprintf(path, sizeof path, "%s/%s.%s.fits", a->outdir, stem, model ? "model" : "residual");
+        st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, im.data, r->nx, r->ny, 0, NULL);
+    }
+    sf_image_free(&im, NULL);
+    return st;
+}
+
 sf_status write_outputs(const char *file, const char *stem, const run_args *a,
                         const sf_pipeline *pl, const char *backend, const sf_fits_info *info,
                         const sf_image *img, const sf_run_result *r, char *catalog, size_t catn)
 {
     char path[4096];
     sf_status st = SF_OK;
-    sf_wcs *w = r->nsources >= 0 ? sf_wcs_open(info, r->nx, r->ny) : NULL; /* NULL: no WCS */
+    sf_wcs *w = r->nsources >= 0 || r->ncomps >= 0 ? sf_wcs_open(info, r->nx, r->ny)
+                                                    : NULL; /* NULL: no WCS */
     sf_catalog_meta meta;
     sf_catalog_meta_init(&meta, file, pl->name, backend, info, r, w);
     catalog[0] = '\0';
-    for (int k = 0; r->nsources >= 0 && k < a->nformats; k++) {
+    for (int k = 0; k < a->nformats && st == SF_OK; k++) {
         sf_catalog_format f = (sf_catalog_format)a->formats[k];
-        snprintf(path, sizeof path, "%s/%s%s", a->outdir, stem, sf_catalog_format_suffix(f));
-        if (k == 0)
-            snprintf(catalog, catn, "%s", path);
-        st = sf_catalog_write(path, f, r->sources, r->nsources, &meta);
-        if (st) {
-            sf_wcs_close(w);
-            return st;
+        if (r->nsources >= 0) {
+            snprintf(path, sizeof path, "%s/%s%s", a->outdir, stem, sf_catalog_format_suffix(f));
+            if (k == 0)
+                snprintf(catalog, catn, "%s", path);
+            st = sf_catalog_write(path, f, r->sources, r->nsources, &meta);
+        }
+        if (st == SF_OK && r->ncomps >= 0) { /* the fit stage's components, beside it */
+            snprintf(path, sizeof path, "%s/%s%s", a->outdir, stem, sf_catalog_comp_suffix(f));
+            st = sf_catalog_write_components(path, f, r->comps, r->ncomps, &meta);
         }
     }
     sf_wcs_close(w);
+    if (st)
+        return st;
     if ((a->save & SAVE_SEG) && r->have_labels) {
         snprintf(path, sizeof path, "%s/%s.seg.fits", a->outdir, stem);
         if ((st = sf_fits_write_image(path, info, SF_FITS_INT32, r->labels.data, r->nx, r->ny, 1, NULL)))
@@ -552,6 +613,8 @@ sf_status write_outputs(const char *file, const char *stem, const run_args *a,
         if ((st = sf_fits_write_image(path, info, SF_FITS_FLOAT32, r->rmsmap.data, r->nx, r->ny, 0, NULL)))
             return st;
     }
+    if (a->save & (SAVE_RESID | SAVE_MODEL))
+        return write_fit_images(file, stem, a, info, img, r);
     return SF_OK;
 }
 

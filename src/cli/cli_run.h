@@ -6,7 +6,10 @@
 #include "skyfind/fits.h"
 #include "skyfind/pipeline.h"
 
-enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8, SAVE_PNG = 16, SAVE_FILT = 32 };
+enum { SAVE_SEG = 1, SAVE_MASK = 2, SAVE_BKG = 4, SAVE_RMS = 8, SAVE_PNG = 16, SAVE_FILT = 32,
+       SAVE_RESID = 64, SAVE_MODEL = 128, /* the fit stage's residual and model images */
+       SAVE_FIT_NAMED = 256 /* residual or model named, not only through all: a note when
+                               the pipeline has no fit stage */ };
 
 typedef struct {
     const char *pipe;

@@ -1,5 +1,7 @@
-/* Catalogue writers (CSV, FITS binary table, VOTable 1.4, ds9 regions) over
- * one column table, and the atomic-output helpers every writer uses. */
+/* Catalogue writers (CSV, FITS binary table, VOTable 1.4, ds9 regions) of
+ * a table given by its columns and a row source (src/io/catalog_columns.c:
+ * the island table or the component table), and the atomic-output helpers
+ * every writer uses. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@ void sf_catalog_meta_init(sf_catalog_meta *m, const char *input, const char *pip
     m->box = r->box;
     m->bmaj_pix = b.bmaj_pix;
     m->bmin_pix = b.bmin_pix;
+    m->pix_arcsec = b.pix_arcsec;
 }
 
 sf_status sf_atomic_open(const char *path, char *tmp, size_t tmpn, void **file)
@@ -73,7 +76,7 @@ void sf_atomic_abort(void *file, const char *tmp)
 }
 
 /* One value as text; NaN as nan_text. */
-static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_row *r, const char *nan_text)
+static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_any *r, const char *nan_text)
 {
     double v = c->get(r);
     if (c->type == SF_COL_INT)
@@ -120,33 +123,30 @@ static void sf_cat_units_line(FILE *f, const sf_cat_col *c, int nc)
     fputc('\n', f);
 }
 
-static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
+static sf_status sf_cat_csv(FILE *f, const sf_cat_table *t)
 {
-    sf_cat_col c[SF_CAT_MAXCOL];
-    int nc = sf_cat_columns(m, c);
+    const sf_catalog_meta *m = t->m;
+    const sf_cat_text *tx = t->text;
+    const sf_cat_col *c = t->col;
+    int nc = t->ncol;
     const char *u = sf_cat_units(m);
     double area = sf_catalog_beam_area(m);
-    fprintf(f, "# skyfind %s catalogue of %s (pipeline %s, backend %s): %d sources\n",
-            SKYFIND_VERSION, m->input, m->pipeline, m->backend, n);
-    fprintf(f, "# x,y (flux-weighted centroid), peak_x,peak_y and the box xmin..ymax are 1-based "
-               "FITS pixel coordinates (SExtractor/ds9 convention: the first pixel's centre is "
-               "1,1)\n");
+    fprintf(f, "# skyfind %s %s of %s (pipeline %s, backend %s): %d %s\n", SKYFIND_VERSION,
+            tx->title, m->input, m->pipeline, m->backend, t->n, tx->noun);
+    fprintf(f, "# %s\n", tx->csv_pixel);
     sf_cat_units_line(f, c, nc);
     if (m->wcs)
-        fprintf(f, "# world coordinates: %s, %s (frame %s); a_arcsec, b_arcsec, pa_deg (east of "
-                   "north) from the moments through the WCS at the centroid\n",
-                sf_wcs_lon_name(m->wcs), sf_wcs_lat_name(m->wcs),
-                *sf_wcs_frame(m->wcs) ? sf_wcs_frame(m->wcs) : sf_wcs_kind(m->wcs));
+        fprintf(f, "# world coordinates: %s, %s (frame %s); %s\n", sf_wcs_lon_name(m->wcs),
+                sf_wcs_lat_name(m->wcs),
+                *sf_wcs_frame(m->wcs) ? sf_wcs_frame(m->wcs) : sf_wcs_kind(m->wcs), tx->csv_sky);
     if (area > 0)
-        fprintf(f, "# flux_jy = flux_sum / %.9g (beam area in pixels: pi/(4 ln 2) * %.6g * %.6g "
-                   "pixel FWHMs)\n", area, m->bmaj_pix, m->bmin_pix);
+        fprintf(f, "# flux_jy = %s / %.9g (beam area in pixels: pi/(4 ln 2) * %.6g * %.6g "
+                   "pixel FWHMs)\n", tx->fluxcol, area, m->bmaj_pix, m->bmin_pix);
     else
         fprintf(f, "# flux_jy, flux_jy_err: nan (%s)\n",
                 m->bmaj_pix > 0 ? "BUNIT is not Jy/beam" : "no restoring beam known");
-    fputs("# errors: flux_err = sqrt(sum rms_i^2), x_err = sqrt(sum rms_i^2 (x_i-x)^2)/flux_sum "
-          "(y_err alike): lower bounds when the noise is correlated (radio beams)\n", f);
-    fputs("# flags: 1 island touches the border, 2 NaN/blank pixel in or next to it, 4 peak on the "
-          "border (truncated), 8 merged (several seed maxima), 16 deblended (one of several objects cut from one island)\n", f);
+    for (const char *const *l = tx->csv_notes; *l; l++)
+        fprintf(f, "# %s\n", *l);
     fputs("# ucd:", f);
     for (int k = 0; k < nc; k++)
         fprintf(f, " %s=%s", c[k].name, c[k].ucd);
@@ -160,8 +160,9 @@ static sf_status sf_cat_csv(FILE *f, const sf_source *src, int n, const sf_catal
                 m->bkg.converged ? ", converged" : ", NOT converged");
     for (int k = 0; k < nc; k++)
         fprintf(f, "%s%s", c[k].name, k + 1 < nc ? "," : "\n");
-    for (int i = 0; i < n; i++) {
-        sf_cat_row r = sf_cat_row_of(&src[i], m);
+    for (int i = 0; i < t->n; i++) {
+        sf_cat_any r;
+        t->row(t->items, i, m, &r);
         for (int k = 0; k < nc; k++) {
             sf_cat_put(f, &c[k], &r, "nan");
             fputc(k + 1 < nc ? ',' : '\n', f);
@@ -187,23 +188,24 @@ static void sf_xml(FILE *f, const char *s)
     }
 }
 
-static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
-                                const sf_catalog_meta *m)
+static sf_status sf_cat_votable(FILE *f, const sf_cat_table *t)
 {
     static const char *dt[] = {"int", "long", "double"};
-    sf_cat_col c[SF_CAT_MAXCOL];
-    int nc = sf_cat_columns(m, c);
+    const sf_catalog_meta *m = t->m;
+    const sf_cat_col *c = t->col;
+    int nc = t->ncol;
     const char *sys = NULL;
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<VOTABLE version=\"1.4\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"\n"
           "  xmlns=\"http://www.ivoa.net/xml/VOTable/v1.3\"\n"
           "  xsi:schemaLocation=\"http://www.ivoa.net/xml/VOTable/v1.3 "
           "http://www.ivoa.net/xml/VOTable/v1.3\">\n", f);
-    fputs("<RESOURCE type=\"results\">\n<DESCRIPTION>skyfind " SKYFIND_VERSION
-          " catalogue of ", f);
+    fprintf(f, "<RESOURCE type=\"results\">\n<DESCRIPTION>skyfind %s %s of ", SKYFIND_VERSION,
+            t->text->title);
     sf_xml(f, m->input);
-    fprintf(f, ": %d sources. x, y, peak_x, peak_y are 1-based FITS pixel coordinates "
-               "(the first pixel's centre is 1,1).</DESCRIPTION>\n", n);
+    fprintf(f, ": %d %s. ", t->n, t->text->noun);
+    sf_xml(f, t->text->vo_desc);
+    fputs("</DESCRIPTION>\n", f);
     fputs("<INFO name=\"pipeline\" value=\"", f);
     sf_xml(f, m->pipeline);
     fputs("\"/>\n<INFO name=\"backend\" value=\"", f);
@@ -220,7 +222,7 @@ static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
         if (sys)
             fprintf(f, "<COOSYS ID=\"sys\" system=\"%s\"/>\n", sys);
     }
-    fprintf(f, "<TABLE name=\"CATALOG\" nrows=\"%d\">\n", n);
+    fprintf(f, "<TABLE name=\"%s\" nrows=\"%d\">\n", t->text->extname, t->n);
     for (int k = 0; k < nc; k++) {
         fprintf(f, "<FIELD name=\"%s\" ID=\"%s\" datatype=\"%s\" ucd=\"%s\"", c[k].name,
                 c[k].name, dt[c[k].type], c[k].ucd);
@@ -229,13 +231,16 @@ static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
             sf_xml(f, c[k].unit);
             fputc('"', f);
         }
-        if (sys && k >= SF_CAT_NBASE && k < SF_CAT_NBASE + 4)
+        if (sys && c[k].coord)
             fputs(" ref=\"sys\"", f);
-        fprintf(f, "><DESCRIPTION>%s</DESCRIPTION></FIELD>\n", c[k].desc);
+        fputs("><DESCRIPTION>", f);
+        sf_xml(f, c[k].desc);
+        fputs("</DESCRIPTION></FIELD>\n", f);
     }
     fputs("<DATA><TABLEDATA>\n", f);
-    for (int i = 0; i < n; i++) {
-        sf_cat_row r = sf_cat_row_of(&src[i], m);
+    for (int i = 0; i < t->n; i++) {
+        sf_cat_any r;
+        t->row(t->items, i, m, &r);
         fputs("<TR>", f);
         for (int k = 0; k < nc; k++) {
             fputs("<TD>", f);
@@ -250,47 +255,44 @@ static sf_status sf_cat_votable(FILE *f, const sf_source *src, int n,
 
 /* ---- ds9 regions ------------------------------------------------------- */
 
-/* One ellipse per source with a shape: semi-axes sqrt(2 ln 2) a and
- * sqrt(2 ln 2) b (the Gaussian half widths at half maximum). On the sky
- * (a WCS with a frame ds9 knows): centre in degrees, radii in arcsec from
- * a_arcsec, b_arcsec, angle pa_deg + 90 (ds9 measures sky angles from the
- * longitude axis, counter-clockwise as displayed north up, east left);
- * otherwise in 1-based image pixels with angle theta (from +x). */
-static sf_status sf_cat_region(FILE *f, const sf_source *src, int n, const sf_catalog_meta *m)
+static int sf_cat_finite5(const double *v)
 {
+    return isfinite(v[0]) && isfinite(v[1]) && isfinite(v[2]) && isfinite(v[3]) && isfinite(v[4]);
+}
+
+/* One ellipse per row with a shape (the table's ellipse function gives it).
+ * On the sky (a WCS with a frame ds9 knows): centre in degrees, radii in
+ * arcsec, the angle from the longitude axis (counter-clockwise as displayed
+ * north up, east left); otherwise in 1-based image pixels with the angle
+ * from +x. Rows without one get a comment line. */
+static sf_status sf_cat_region(FILE *f, const sf_cat_table *t)
+{
+    const sf_catalog_meta *m = t->m;
     const sf_wcs *w = m->wcs && *sf_wcs_frame(m->wcs) ? m->wcs : NULL;
     sf_catalog_meta mw = *m;
     mw.wcs = w;
     fputs("# Region file format: DS9 version 4.1\n", f);
-    fprintf(f, "# skyfind %s catalogue of %s: %d sources, ellipses of semi-axes "
-               "sqrt(2 ln 2) (a, b) (half widths at half maximum) at the flux-weighted "
-               "centroids\n", SKYFIND_VERSION, m->input, n);
+    fprintf(f, "# skyfind %s %s of %s: %d %s, %s\n", SKYFIND_VERSION, t->text->title, m->input,
+            t->n, t->text->noun, t->text->reg_desc);
     fputs("global color=green dashlist=8 3 width=1 font=\"helvetica 10 normal roman\" "
           "select=1 highlite=1 dash=0 fixed=0 edit=1 move=1 delete=1 include=1 source=1\n", f);
     fprintf(f, "%s\n", w ? sf_wcs_frame(w) : "image");
-    for (int i = 0; i < n; i++) {
-        const sf_source *s = &src[i];
-        sf_cat_row r;
-        double ang;
-        if (!isfinite(s->x) || !isfinite(s->y) || !isfinite(s->a) || !isfinite(s->b) ||
-            !isfinite(s->theta)) {
-            fprintf(f, "# source %d has no centroid or shape\n", s->id);
-            continue;
-        }
-        if (!w) {
-            fprintf(f, "ellipse(%.8f,%.8f,%.6f,%.6f,%.6f) # text={%d}\n", s->x + 1.0, s->y + 1.0,
-                    SF_HWHM * s->a, SF_HWHM * s->b, s->theta, s->id);
-            continue;
-        }
-        r = sf_cat_row_of(s, &mw);
-        if (!isfinite(r.lon) || !isfinite(r.lat) || !isfinite(r.a_as) || !isfinite(r.b_as) ||
-            !isfinite(r.pa) || !(r.b_as > 0)) {
-            fprintf(f, "# source %d has no world coordinates or sky shape\n", s->id);
-            continue;
-        }
-        ang = fmod(r.pa + 90.0, 360.0);
-        fprintf(f, "ellipse(%.9f,%.9f,%.6f\",%.6f\",%.6f) # text={%d}\n", r.lon, r.lat,
-                SF_HWHM * r.a_as, SF_HWHM * r.b_as, ang, s->id);
+    for (int i = 0; i < t->n; i++) {
+        sf_cat_any r;
+        char label[64];
+        double p[5], s[5];
+        t->row(t->items, i, &mw, &r);
+        t->ellipse(&r, p, s, label, sizeof label);
+        if (!sf_cat_finite5(p))
+            fprintf(f, "# %s %s has %s\n", t->text->item, label, t->text->reg_nopix);
+        else if (!w)
+            fprintf(f, "ellipse(%.8f,%.8f,%.6f,%.6f,%.6f) # text={%s}\n", p[0], p[1], p[2], p[3],
+                    p[4], label);
+        else if (!sf_cat_finite5(s) || !(s[3] > 0))
+            fprintf(f, "# %s %s has no world coordinates or sky shape\n", t->text->item, label);
+        else
+            fprintf(f, "ellipse(%.9f,%.9f,%.6f\",%.6f\",%.6f) # text={%s}\n", s[0], s[1], s[2],
+                    s[3], s[4], label);
     }
     return SF_OK;
 }
@@ -304,18 +306,19 @@ static sf_status sf_fits_cat_fail(const char *path, int status, const char *what
     return sf_fail(SF_ERR_FITS, "%s: %s: CFITSIO status %d (%s)", path, what, status, msg);
 }
 
-static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
-                             const sf_catalog_meta *m)
+static sf_status sf_cat_fits(const char *path, const sf_cat_table *t)
 {
     static const char *tf[] = {"J", "K", "D"};
-    sf_cat_col c[SF_CAT_MAXCOL];
+    const sf_catalog_meta *m = t->m;
+    const sf_cat_text *tx = t->text;
+    const sf_cat_col *c = t->col;
     char *ttype[SF_CAT_MAXCOL], *tform[SF_CAT_MAXCOL], *tunit[SF_CAT_MAXCOL];
-    char tmp[4096], cname[4100], key[16], *tmpstr;
+    char tmp[4096], cname[4100], key[16], comment[96], *tmpstr;
     fitsfile *fp = NULL;
     double *dv = NULL;
     long long *lv = NULL;
-    sf_cat_row *rows = NULL;
-    int status = 0, nc = sf_cat_columns(m, c);
+    sf_cat_any *rows = NULL;
+    int status = 0, n = t->n, nc = t->ncol;
     double area = sf_catalog_beam_area(m);
     sf_status st = SF_OK;
 
@@ -330,50 +333,47 @@ static sf_status sf_cat_fits(const char *path, const sf_source *src, int n,
         goto fail;
     }
     for (int i = 0; i < n; i++)
-        rows[i] = sf_cat_row_of(&src[i], m);
+        t->row(t->items, i, m, &rows[i]);
     for (int k = 0; k < nc; k++) {
-        ttype[k] = c[k].name;
+        ttype[k] = (char *)c[k].name;
         tform[k] = (char *)tf[c[k].type];
-        tunit[k] = c[k].unit;
+        tunit[k] = (char *)c[k].unit;
     }
     if (fits_create_file(&fp, cname, &status)) {
         st = sf_fits_cat_fail(path, status, "cannot create the temporary file");
         fp = NULL;
         goto fail;
     }
-    if (fits_create_tbl(fp, BINARY_TBL, n, nc, ttype, tform, tunit, "CATALOG", &status))
+    if (fits_create_tbl(fp, BINARY_TBL, n, nc, ttype, tform, tunit, tx->extname, &status))
         goto fits_fail;
     for (int k = 0; k < nc; k++) {
         snprintf(key, sizeof key, "TUCD%d", k + 1);
-        fits_write_key(fp, TSTRING, key, c[k].ucd, "UCD of the column", &status);
+        fits_write_key(fp, TSTRING, key, (char *)c[k].ucd, "UCD of the column", &status);
         snprintf(key, sizeof key, "TCOMM%d", k + 1);
         fits_write_key(fp, TSTRING, key, (char *)c[k].desc, NULL, &status);
     }
     fits_write_key(fp, TSTRING, "ORIGIN", "skyfind " SKYFIND_VERSION, "software", &status);
     fits_write_key_longwarn(fp, &status);
     tmpstr = (char *)(m->input ? m->input : "");
-    fits_write_key_longstr(fp, "INFILE", tmpstr, "image the sources were found in", &status);
+    snprintf(comment, sizeof comment, "image the %s were found in", tx->noun);
+    fits_write_key_longstr(fp, "INFILE", tmpstr, comment, &status);
     tmpstr = (char *)(m->pipeline ? m->pipeline : "");
     fits_write_key_longstr(fp, "PIPELINE", tmpstr, "pipeline", &status);
     tmpstr = (char *)(m->backend ? m->backend : "");
     fits_write_key(fp, TSTRING, "BACKEND", tmpstr, "cpu or gpu", &status);
-    fits_write_key(fp, TINT, "NSOURCES", &n, "number of sources", &status);
+    snprintf(comment, sizeof comment, "number of %s", tx->noun);
+    fits_write_key(fp, TINT, (char *)tx->countkey, &n, comment, &status);
     if (m->have_bkg) {
         double v = m->bkg.median, sg = m->bkg.sigma;
         fits_write_key(fp, TDOUBLE, "BKGMED", &v, "clipped median of the background", &status);
         fits_write_key(fp, TDOUBLE, "BKGSIG", &sg, "clipped sigma of the background", &status);
     }
-    if (area > 0)
-        fits_write_key(fp, TDOUBLE, "BEAMAREA", &area, "[pix] beam area: flux_jy = flux_sum / BEAMAREA",
-                       &status);
-    fits_write_comment(fp, "flux_err = sqrt(sum rms_i^2); x_err = sqrt(sum rms_i^2 (x_i - x)^2) "
-                           "/ flux_sum, y_err alike: lower bounds for correlated noise.", &status);
-    fits_write_comment(fp, "flags: 1 edge, 2 NaN/blank in or next to the island, 4 peak on the "
-                           "border (truncated), 8 merged (several seed maxima), 16 deblended.", &status);
-    fits_write_comment(fp, "x, y, peak_x, peak_y and the box xmin..ymax are 1-based FITS pixel "
-                           "coordinates (SExtractor/ds9 convention: the first pixel's centre is "
-                           "1,1).",
-                       &status);
+    if (area > 0) {
+        snprintf(comment, sizeof comment, "[pix] beam area: flux_jy = %s / BEAMAREA", tx->fluxcol);
+        fits_write_key(fp, TDOUBLE, "BEAMAREA", &area, comment, &status);
+    }
+    for (const char *const *l = tx->fits_notes; *l; l++)
+        fits_write_comment(fp, *l, &status);
     if (m->wcs)
         fits_write_comment(fp, "World coordinates in degrees from the image WCS (WCSLIB).",
                            &status);
@@ -418,31 +418,49 @@ fail:
 
 /* ---- entry points ------------------------------------------------------ */
 
-sf_status sf_catalog_write(const char *path, sf_catalog_format fmt, const sf_source *src,
-                           int n, const sf_catalog_meta *m)
+/* Write table t to path in format fmt, atomically. */
+static sf_status sf_cat_write_table(const char *path, sf_catalog_format fmt, const sf_cat_table *t)
 {
     char tmp[4096];
     void *fv = NULL;
     sf_status st;
-    if (n < 0 || (n > 0 && !src) || !m)
-        return sf_fail(SF_ERR_PARAM, "%s: bad catalogue arguments (n = %d)", path, n);
     if (fmt == SF_CAT_FITS)
-        return sf_cat_fits(path, src, n, m);
+        return sf_cat_fits(path, t);
     if (fmt != SF_CAT_CSV && fmt != SF_CAT_VOTABLE && fmt != SF_CAT_REGION)
         return sf_fail(SF_ERR_PARAM, "%s: unknown catalogue format %d", path, (int)fmt);
     if ((st = sf_atomic_open(path, tmp, sizeof tmp, &fv)))
         return st;
     if (fmt == SF_CAT_CSV)
-        st = sf_cat_csv(fv, src, n, m);
+        st = sf_cat_csv(fv, t);
     else if (fmt == SF_CAT_VOTABLE)
-        st = sf_cat_votable(fv, src, n, m);
+        st = sf_cat_votable(fv, t);
     else
-        st = sf_cat_region(fv, src, n, m);
+        st = sf_cat_region(fv, t);
     if (st) {
         sf_atomic_abort(fv, tmp);
         return st;
     }
     return sf_atomic_commit(fv, tmp, path);
+}
+
+sf_status sf_catalog_write(const char *path, sf_catalog_format fmt, const sf_source *src,
+                           int n, const sf_catalog_meta *m)
+{
+    sf_cat_table t;
+    if (n < 0 || (n > 0 && !src) || !m)
+        return sf_fail(SF_ERR_PARAM, "%s: bad catalogue arguments (n = %d)", path, n);
+    sf_cat_table_sources(&t, src, n, m);
+    return sf_cat_write_table(path, fmt, &t);
+}
+
+sf_status sf_catalog_write_components(const char *path, sf_catalog_format fmt,
+                                      const sf_component *c, int n, const sf_catalog_meta *m)
+{
+    sf_cat_table t;
+    if (n < 0 || (n > 0 && !c) || !m)
+        return sf_fail(SF_ERR_PARAM, "%s: bad component catalogue arguments (n = %d)", path, n);
+    sf_cat_table_comps(&t, c, n, m);
+    return sf_cat_write_table(path, fmt, &t);
 }
 
 sf_status sf_catalog_write_csv(const char *path, const sf_source *src, int n,
@@ -475,5 +493,15 @@ const char *sf_catalog_format_suffix(sf_catalog_format fmt)
     case SF_CAT_VOTABLE: return ".cat.vot";
     case SF_CAT_REGION: return ".reg";
     default: return ".cat.csv";
+    }
+}
+
+const char *sf_catalog_comp_suffix(sf_catalog_format fmt)
+{
+    switch (fmt) {
+    case SF_CAT_FITS: return ".comp.fits";
+    case SF_CAT_VOTABLE: return ".comp.vot";
+    case SF_CAT_REGION: return ".comp.reg";
+    default: return ".comp.csv";
     }
 }

@@ -115,7 +115,7 @@ for c in "$T"/k/*.cat.csv; do
 done
 check '[ "$nsame" = 120 ]' "after --resume $nsame of 120 catalogues equal an uninterrupted run's"
 check '[ $(ls "$T"/k/.skyfind/*.done | wc -l) = 120 ] && [ $(ls "$T"/k/*.seg.fits | wc -l) = 120 ]' "markers and maps after resume"
-check '[ -z "$(ls -A "$T/k" | grep -v -e "\.cat\.csv$" -e "\.seg\.fits$" -e "^\.skyfind$")" ] && [ -z "$(ls -A "$T/k/.skyfind" | grep -v "\.done$")" ]' "left-over files after resume: $(ls -A "$T/k" "$T/k/.skyfind" | grep -v -e '\.cat\.csv$' -e '\.seg\.fits$' -e '\.done$' | head -5)"
+check '[ -z "$(ls -A "$T/k" | grep -v -e "\.cat\.csv$" -e "\.comp\.csv$" -e "\.seg\.fits$" -e "^\.skyfind$")" ] && [ -z "$(ls -A "$T/k/.skyfind" | grep -v "\.done$")" ]' "left-over files after resume: $(ls -A "$T/k" "$T/k/.skyfind" | grep -v -e '\.cat\.csv$' -e '\.comp\.csv$' -e '\.seg\.fits$' -e '\.done$' | head -5)"
 # a second --resume does nothing and says so
 run --resume --name '{index}_{stem}' --json -o "$T/k" @"$T/list5.txt" >"$T/resume2.json"
 check 'grep -q "\"skipped\":120" "$T/resume2.json" && ! grep -q "\"file\"" "$T/resume2.json"' "second --resume: $(tail -1 "$T/resume2.json")"

@@ -108,7 +108,7 @@ for f in text trunc allnan oned table; do
 done
 grep -q "no finite pixels" "$T/err" && ok || bad "all-NaN message"
 [ -s "$T/b/sim.cat.csv" ] && [ -s "$T/b/one.cat.csv" ] && ok || bad "good files of a bad batch not processed"
-[ -z "$(ls "$T/b" | grep -v '\.cat\.csv$')" ] && ok || bad "left-over files: $(ls "$T/b")"
+[ -z "$(ls "$T/b" | grep -v -e '\.cat\.csv$' -e '\.comp\.csv$')" ] && ok || bad "left-over files: $(ls "$T/b")"
 [ "$(grep -c '' "$T/err")" -le 6 ] && ok || bad "too chatty on errors"
 grep -q '^id,' "$T/b/one.cat.csv" && ok || bad "1x1 image catalogue"
 # unwritable output folder

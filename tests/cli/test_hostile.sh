@@ -265,9 +265,9 @@ for root, _, files in os.walk(d):
             elif f.endswith('.csv'):
                 t = b.decode()
                 assert t.endswith('\n'), 'no final newline'
-                n = int(re.search(r': (\d+) sources', t).group(1))
+                n = int(re.search(r': (\d+) (?:sources|components)', t).group(1))
                 rows = [l for l in t.splitlines() if l and not l.startswith('#')]
-                assert len(rows) == n + 1, '%d rows for %d sources' % (len(rows) - 1, n)
+                assert len(rows) == n + 1, '%d rows for %d rows announced' % (len(rows) - 1, n)
             elif f.endswith('.png'):
                 assert b.endswith(b'IEND\xaeB`\x82'), 'no IEND'
             elif f.endswith('.done'):

@@ -187,7 +187,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # the per-stage report: every stage of the pipeline in order, summing to the stages' total
     sm = t.meta["stage_ms"]
-    check(list(sm) == ["background", "convolve", "threshold", "segment", "deblend", "measure"] and
+    check(list(sm) == ["background", "convolve", "threshold", "segment", "deblend", "measure", "fit"] and
           all(v >= 0 for v in sm.values()) and abs(sum(sm.values()) - t.meta["stages_ms"]) < 1e-6 * max(1, t.meta["stages_ms"]),
           f"meta['stage_ms'] of radio.pipe: {sm} (stages_ms {t.meta['stages_ms']})")
 
