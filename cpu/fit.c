@@ -324,16 +324,107 @@ static void island_bounds(const sf_fit_px *px, long long n, const sf_fit_in *in,
     sf_fit_bounds_box(b, x0, x1, y0, y1, mmax, in);
 }
 
+/* A usable pixel of island k. */
+typedef struct {
+    int x, y, k;
+} fit_cand;
+
+/* The usable labelled pixels in raster order: rows split among the threads
+ * (each keeps its rows' pixels in order, the lists joined in row order),
+ * labels read only where the threshold mask (when given) is set, eight mask
+ * bytes at a time. */
+static sf_status island_pixels(const fit_ctx *x, const sf_mask *mask, fit_cand **out,
+                               long long *nout)
+{
+    const int nx = x->img->nx, ny = x->img->ny, nth = omp_get_max_threads();
+    fit_cand **part = calloc((size_t)nth, sizeof *part);
+    long long *np_ = calloc((size_t)nth, sizeof *np_), total = 0;
+    int failed = 0;
+    *out = NULL;
+    *nout = 0;
+    if (!part || !np_) {
+        free(part);
+        free(np_);
+        return sf_fail(SF_ERR_NOMEM, "fit: pixel lists");
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int y0 = (int)((long long)ny * t / T), y1 = (int)((long long)ny * (t + 1) / T);
+        long long n = 0, cap = 0;
+        fit_cand *a = NULL;
+        for (int y = y0; y < y1 && !failed; y++) {
+            const uint8_t *mrow = mask ? mask->data + (size_t)y * mask->stride : NULL;
+            const int32_t *lrow = x->lab + (size_t)y * x->lstride;
+            for (int xx = 0; xx < nx; xx++) {
+                int32_t l;
+                float m, r;
+                if (mrow) {
+                    uint64_t w8;
+                    if (xx + 8 <= nx && (xx & 7) == 0) {
+                        memcpy(&w8, mrow + xx, 8);
+                        if (!w8) {
+                            xx += 7;
+                            continue;
+                        }
+                    }
+                    if (!mrow[xx])
+                        continue;
+                }
+                l = lrow[xx];
+                if (l <= 0 || l > x->in->nobj ||
+                    !sf_fit_usable(x->img->data[(size_t)y * x->img->stride + xx], &x->mi, xx, y,
+                                   &m, &r))
+                    continue;
+                if (n == cap) {
+                    fit_cand *b = realloc(a, (size_t)(cap = cap ? 2 * cap : 4096) * sizeof *b);
+                    if (!b) {
+#pragma omp atomic write
+                        failed = 1;
+                        break;
+                    }
+                    a = b;
+                }
+                a[n].x = xx;
+                a[n].y = y;
+                a[n].k = x->isl_of[l];
+                n++;
+            }
+        }
+        part[t] = a;
+        np_[t] = n;
+    }
+    for (int t = 0; t < nth; t++)
+        total += np_[t];
+    if (!failed)
+        *out = malloc(((size_t)total + 1) * sizeof **out);
+    if (*out) {
+        long long o = 0;
+        for (int t = 0; t < nth; t++) {
+            if (np_[t])
+                memcpy(*out + o, part[t], (size_t)np_[t] * sizeof **out);
+            o += np_[t];
+        }
+        *nout = total;
+    }
+    for (int t = 0; t < nth; t++)
+        free(part[t]);
+    free(part);
+    free(np_);
+    return *out ? SF_OK : sf_fail(SF_ERR_NOMEM, "fit: %lld island pixels", total);
+}
+
 sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_in *in,
                      const sf_fit_params *p, sf_component **comps, int *ncomps)
 {
     sf_status st;
     fit_ctx x;
     int *isl_of = NULL, *ooff = NULL, *olist = NULL, *coff = NULL, failed = 0;
-    long long *poff = NULL;
+    long long *poff = NULL, ncand = 0;
     sf_fit_px *px = NULL;
+    fit_cand *cand = NULL;
     sf_component *out = NULL;
-    const int nx = img ? img->nx : 0, ny = img ? img->ny : 0;
+    const int nx = img ? img->nx : 0;
     *comps = NULL;
     *ncomps = 0;
     if ((st = sf_fit_check(img, labels, in, p)))
@@ -352,44 +443,31 @@ sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_
     if (in->nislands == 0)
         goto done;
     /* the usable pixels of each island, in raster order */
+    if ((st = island_pixels(&x, in->mask, &cand, &ncand)))
+        goto done;
     poff = calloc((size_t)in->nislands + 2, sizeof *poff);
-    if (!poff) {
+    px = malloc(((size_t)ncand + 1) * sizeof *px);
+    if (!poff || !px) {
         st = sf_fail(SF_ERR_NOMEM, "fit: pixel lists of %d islands", in->nislands);
         goto done;
     }
-    for (int y = 0; y < ny; y++)
-        for (int xx = 0; xx < nx; xx++) {
-            const int32_t l = labels->data[(size_t)y * labels->stride + xx];
-            float m, r;
-            if (l <= 0 || l > in->nobj)
-                continue;
-            if (sf_fit_usable(img->data[(size_t)y * img->stride + xx], &x.mi, xx, y, &m, &r))
-                poff[isl_of[l] + 1]++;
-        }
+    for (long long i = 0; i < ncand; i++)
+        poff[cand[i].k + 1]++;
     for (int i = 0; i <= in->nislands; i++)
         poff[i + 1] += poff[i];
-    px = malloc(((size_t)poff[in->nislands + 1] + 1) * sizeof *px);
-    if (!px) {
-        st = sf_fail(SF_ERR_NOMEM, "fit: %lld island pixels", poff[in->nislands + 1]);
-        goto done;
-    }
     {
         long long *cur = calloc((size_t)in->nislands + 1, sizeof *cur);
         if (!cur) {
             st = sf_fail(SF_ERR_NOMEM, "fit: pixel lists");
             goto done;
         }
-        for (int y = 0; y < ny; y++)
-            for (int xx = 0; xx < nx; xx++) {
-                const int32_t l = labels->data[(size_t)y * labels->stride + xx];
-                float m, r;
-                if (l <= 0 || l > in->nobj)
-                    continue;
-                if (sf_fit_usable(img->data[(size_t)y * img->stride + xx], &x.mi, xx, y, &m, &r)) {
-                    const int k = isl_of[l];
-                    sf_fit_px_set(&px[poff[k] + cur[k]++], xx, y, m, r);
-                }
-            }
+        for (long long i = 0; i < ncand; i++) {
+            const int k = cand[i].k;
+            float m, r;
+            sf_fit_usable(img->data[(size_t)cand[i].y * img->stride + cand[i].x], &x.mi, cand[i].x,
+                          cand[i].y, &m, &r);
+            sf_fit_px_set(&px[poff[k] + cur[k]++], cand[i].x, cand[i].y, m, r);
+        }
         free(cur);
     }
     if (p->components == SF_FIT_OBJECTS && (st = sf_fit_objects(in, isl_of, &ooff, &olist)))
@@ -489,6 +567,7 @@ done:
     free(coff);
     free(poff);
     free(px);
+    free(cand);
     return st;
 }
 
