@@ -531,27 +531,8 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
         ptr = (type *)(void *)(base + off);                                                   \
         off += sf_align256((size_t)(count) * sizeof(type));                                   \
     } while (0)
-    {
-        size_t need = 0;
-        base = NULL;
-        off = 0;
-        // a dry run of the carving for its size
-        CARVE(cnt, unsigned, N + 1);
-        CARVE(poff, unsigned, N + 1);
-        CARVE(cur, unsigned, N + 1);
-        CARVE(coff, unsigned, N + 1);
-        CARVE(jsz, unsigned long long, N + 1);
-        CARVE(joff, unsigned long long, N + 1);
-        CARVE(nc, int, N + 1);
-        CARVE(more, int, N + 1);
-        CARVE(bounds, sf_fit_bounds, N);
-        CARVE(seeds, sf_fit_seed, (size_t)N * SF_FIT_MAXCOMP);
-        CARVE(d_isl, int, in->nobj + 1);
-        CARVE(d_ooff, int, N + 2);
-        CARVE(d_olist, int, in->nobj + 1);
-        CARVE(tmp, char, tmp_bytes);
-        need = off;
-        SF_TRY(sf_gpu_scratch(g, need, (void **)&base));
+    // the carving twice: first from NULL for its size, then in the scratch
+    for (int pass = 0; pass < 2; pass++) {
         off = 0;
         CARVE(cnt, unsigned, N + 1);
         CARVE(poff, unsigned, N + 1);
@@ -567,6 +548,8 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
         CARVE(d_ooff, int, N + 2);
         CARVE(d_olist, int, in->nobj + 1);
         CARVE(tmp, char, tmp_bytes);
+        if (pass == 0)
+            SF_TRY(sf_gpu_scratch(g, off, (void **)&base));
     }
     SF_CUDA(cudaMemcpyAsync(d_isl, isl_of, ((size_t)in->nobj + 1) * sizeof(int),
                             cudaMemcpyHostToDevice, s));

@@ -139,7 +139,11 @@ static sf_status sf_cat_csv(FILE *f, const sf_cat_table *t)
         fprintf(f, "# world coordinates: %s, %s (frame %s); %s\n", sf_wcs_lon_name(m->wcs),
                 sf_wcs_lat_name(m->wcs),
                 *sf_wcs_frame(m->wcs) ? sf_wcs_frame(m->wcs) : sf_wcs_kind(m->wcs), tx->csv_sky);
-    if (area > 0)
+    if (area > 0 && tx->local_beam && m->wcs && m->pix_arcsec > 0)
+        fprintf(f, "# flux_jy = %s / the beam area in the pixels at the component: %.9g (pi/(4 ln "
+                   "2) * %.6g * %.6g pixel FWHMs at the image centre) times the centre's pixel "
+                   "solid angle over the component's\n", tx->fluxcol, area, m->bmaj_pix, m->bmin_pix);
+    else if (area > 0)
         fprintf(f, "# flux_jy = %s / %.9g (beam area in pixels: pi/(4 ln 2) * %.6g * %.6g "
                    "pixel FWHMs)\n", tx->fluxcol, area, m->bmaj_pix, m->bmin_pix);
     else
@@ -369,7 +373,10 @@ static sf_status sf_cat_fits(const char *path, const sf_cat_table *t)
         fits_write_key(fp, TDOUBLE, "BKGSIG", &sg, "clipped sigma of the background", &status);
     }
     if (area > 0) {
-        snprintf(comment, sizeof comment, "[pix] beam area: flux_jy = %s / BEAMAREA", tx->fluxcol);
+        if (tx->local_beam && m->wcs && m->pix_arcsec > 0)
+            snprintf(comment, sizeof comment, "[pix] beam area at the centre (flux_jy: local)");
+        else
+            snprintf(comment, sizeof comment, "[pix] beam area: flux_jy = %s / BEAMAREA", tx->fluxcol);
         fits_write_key(fp, TDOUBLE, "BEAMAREA", &area, comment, &status);
     }
     for (const char *const *l = tx->fits_notes; *l; l++)

@@ -640,7 +640,7 @@ static const char *const sf_cat_src_fits[] = {
     "(SExtractor/ds9 convention: the first pixel's centre is 1,1).",
     NULL};
 static const sf_cat_text sf_cat_src_text = {
-    "catalogue", "sources", "source", "CATALOG", "NSOURCES", "flux_sum",
+    "catalogue", "sources", "source", "CATALOG", "NSOURCES", "flux_sum", 0,
     "x,y (flux-weighted centroid), peak_x,peak_y and the box xmin..ymax are 1-based FITS pixel "
     "coordinates (SExtractor/ds9 convention: the first pixel's centre is 1,1)",
     "a_arcsec, b_arcsec, pa_deg (east of north) from the moments through the WCS at the "
@@ -681,7 +681,7 @@ static const char *const sf_cat_comp_fits[] = {
     SF_COMP_MODEL ".", SF_COMP_ERRORS ".", SF_COMP_STATUS ".", SF_COMP_FLAGS ".",
     SF_COMP_PIXELS ".", NULL};
 static const sf_cat_text sf_cat_comp_text = {
-    "Gaussian component catalogue", "components", "component", "COMPONENTS", "NCOMPS", "flux",
+    "Gaussian component catalogue", "components", "component", "COMPONENTS", "NCOMPS", "flux", 1,
     SF_COMP_PIXELS,
     "the *_err_arcsec errors (east, north), maj_arcsec, min_arcsec, pa_deg (east of north) and "
     "the deconvolved dmaj_arcsec, dmin_arcsec, dpa_deg from the fitted Gaussians through the "

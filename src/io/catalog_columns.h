@@ -77,6 +77,7 @@ typedef struct {
     const char *extname;  /* FITS EXTNAME and VOTable TABLE name */
     const char *countkey; /* FITS keyword of the row count */
     const char *fluxcol;  /* the column that flux_jy divides by the beam area */
+    int local_beam;       /* 1: with a WCS, the beam area in the pixels at each row */
     const char *csv_pixel; /* CSV comment line on the pixel convention */
     const char *csv_sky;  /* the end of the CSV line on world coordinates */
     const char *const *csv_notes; /* CSV comment lines after the flux_jy line, NULL-ended */
