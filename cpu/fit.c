@@ -626,7 +626,7 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
         o->resid_rms = o->npix > 0 ? sqrt(o->resid_ss / o->npix) : NAN;
         o->x_err = o->y_err = o->peak_err = o->flux_err = NAN;
         o->maj_err = o->min_err = o->pa_err = NAN;
-        o->dmaj = o->dmin = o->dpa = NAN;
+        o->dmaj = o->dmin = o->dpa = o->dmaj_err = o->dmin_err = NAN;
         cs = cos(o->pa * M_PI / 180.0);
         sn = sin(o->pa * M_PI / 180.0);
         snr2 = (o->amp / o->rms) * (o->amp / o->rms);
@@ -671,6 +671,11 @@ void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_par
                     a += 180.0;
                 o->dpa = a;
             }
+            /* theta_d^2 = theta^2 - beam^2 along the axis: d theta_d = theta d theta / theta_d */
+            if (o->dmaj > 0)
+                o->dmaj_err = o->maj * o->maj_err / o->dmaj;
+            if (o->dmin > 0)
+                o->dmin_err = o->min * o->min_err / o->dmin;
             if (!(lsmall > 0))
                 o->flags |= SF_COMP_UNRESOLVED;
         }

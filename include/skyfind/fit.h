@@ -57,7 +57,8 @@
  * for white noise, pixels of side h: theta_N^2 = 2 ln 2 h^2 / pi with the
  * brackets left out (Condon's independent-pixel case). The deconvolved shape
  * is the fitted Gaussian's FWHM matrix less the beam's; an axis whose
- * difference is not positive is 0 and flags the component unresolved. */
+ * difference is not positive is 0 and flags the component unresolved; its
+ * error is theta theta_err / theta_d (d(theta_d^2) = d(theta^2)). */
 #ifndef SKYFIND_FIT_H
 #define SKYFIND_FIT_H
 
@@ -120,6 +121,9 @@ typedef struct {
     double maj_err, min_err, pa_err;  /* pix, pix, deg */
     double dmaj, dmin, dpa;           /* deconvolved FWHM (pix) and angle (deg); NaN without
                                          a beam */
+    double dmaj_err, dmin_err;        /* their errors: maj maj_err / dmaj (the fitted size's
+                                         error carried through the subtraction of the beam's
+                                         square); NaN for an axis of 0 */
     double resid_rms;                 /* sqrt(resid_ss / npix) */
 } sf_component;
 

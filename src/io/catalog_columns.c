@@ -175,6 +175,10 @@ static double cget_majerr(const void *r) { return CMP(r)->maj_err; }
 static double cget_minerr(const void *r) { return CMP(r)->min_err; }
 static double cget_paerr(const void *r) { return CMP(r)->pa_err; }
 static double cget_dmaj(const void *r) { return CMP(r)->dmaj; }
+static double cget_dmajerr(const void *r) { return CMP(r)->dmaj_err; }
+static double cget_dminerr(const void *r) { return CMP(r)->dmin_err; }
+static double cget_dmajerras(const void *r) { return CROW(r)->dmaj_err_as; }
+static double cget_dminerras(const void *r) { return CROW(r)->dmin_err_as; }
 static double cget_dmin(const void *r) { return CMP(r)->dmin; }
 static double cget_dpa(const void *r) { return CMP(r)->dpa; }
 static double cget_rms(const void *r) { return CMP(r)->rms; }
@@ -255,6 +259,10 @@ static const sf_cat_def sf_cat_comp[] = {
     {"dpa", "deg", "pos.posAng;instr.pixel", "%.10g", SF_COL_REAL,
      "angle of the deconvolved major axis, counter-clockwise from +x (nan without a beam)",
      cget_dpa},
+    {"dmaj_err", "pix", "stat.error;phys.size.smajAxis", "%.10g", SF_COL_REAL,
+     "error of dmaj: maj maj_err / dmaj (nan when dmaj is 0)", cget_dmajerr},
+    {"dmin_err", "pix", "stat.error;phys.size.sminAxis", "%.10g", SF_COL_REAL,
+     "error of dmin: min min_err / dmin (nan when dmin is 0)", cget_dminerr},
     {"local_rms", SF_BUNIT, "stat.stdev;instr.skyLevel", "%.10g", SF_COL_REAL,
      "noise at the component's initial peak pixel (the rms map, or the global sigma)", cget_rms},
     {"bkg", SF_BUNIT, "instr.skyLevel", "%.10g", SF_COL_REAL,
@@ -306,6 +314,12 @@ static const sf_cat_def sf_cat_comp_world[] = {
      "deconvolved FWHM of the minor axis on the sky (0: unresolved along it)", cget_dminas},
     {"dpa_deg", "deg", "pos.posAng", "%.10g", SF_COL_REAL,
      "position angle of the deconvolved major axis, east of north, [0, 180)", cget_dpaw},
+    {"dmaj_err_arcsec", "arcsec", "stat.error;phys.angSize.smajAxis", "%.10g", SF_COL_REAL,
+     "error of dmaj_arcsec: dmaj_err times the pixel scale along the deconvolved major axis",
+     cget_dmajerras},
+    {"dmin_err_arcsec", "arcsec", "stat.error;phys.angSize.sminAxis", "%.10g", SF_COL_REAL,
+     "error of dmin_arcsec: dmin_err times the pixel scale along the deconvolved minor axis",
+     cget_dminerras},
 };
 _Static_assert(sizeof sf_cat_comp_world / sizeof sf_cat_comp_world[0] + 4 == SF_CAT_NCOMPWORLD,
                "SF_CAT_NCOMPWORLD (catalog_columns.h) counts the component table's world columns");
@@ -553,7 +567,7 @@ static void sf_cat_sky_fwhm(const double J[2][2], double maj, double min, double
 
 sf_cat_comp_row sf_cat_comp_row_of(const sf_component *c, const sf_catalog_meta *m)
 {
-    sf_cat_comp_row r = {c, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    sf_cat_comp_row r = {c, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
     double area = sf_catalog_beam_area(m), J[2][2];
     int sky;
     sky = m->wcs && !sf_wcs_pix2world(m->wcs, c->x, c->y, &r.lon, &r.lat) &&
@@ -579,6 +593,10 @@ sf_cat_comp_row sf_cat_comp_row_of(const sf_component *c, const sf_catalog_meta 
         r.min_err_as = c->min_err * sf_cat_scale_along(J, c->pa + 90.0);
     }
     sf_cat_sky_fwhm(J, c->dmaj, c->dmin, c->dpa, &r.dmaj_as, &r.dmin_as, &r.dpa);
+    if (isfinite(c->dpa)) {
+        r.dmaj_err_as = c->dmaj_err * sf_cat_scale_along(J, c->dpa);
+        r.dmin_err_as = c->dmin_err * sf_cat_scale_along(J, c->dpa + 90.0);
+    }
     return r;
 }
 

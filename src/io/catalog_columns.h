@@ -27,6 +27,7 @@ typedef struct {
     double maj_as, min_as, pa;    /* FWHM arcsec, arcsec, deg east of north in [0, 180) */
     double maj_err_as, min_err_as; /* arcsec: the errors times the pixel scale along the axis */
     double dmaj_as, dmin_as, dpa; /* the deconvolved shape on the sky (0 stays 0) */
+    double dmaj_err_as, dmin_err_as; /* arcsec: their errors times the pixel scale along them */
 } sf_cat_comp_row;
 
 /* Room for a row of either table (the writers keep rows of both kinds). */
@@ -53,8 +54,8 @@ typedef struct {
 
 #define SF_CAT_NBASE 31  /* island table: pixel columns, always present */
 #define SF_CAT_NWORLD 7  /* lon, lat, peak_lon, peak_lat, a_arcsec, b_arcsec, pa_deg */
-#define SF_CAT_NCOMP 32  /* component table: pixel columns */
-#define SF_CAT_NCOMPWORLD 13 /* lon, lat, their errors, the fitted and deconvolved sky shape */
+#define SF_CAT_NCOMP 34  /* component table: pixel columns */
+#define SF_CAT_NCOMPWORLD 15 /* lon, lat, their errors, the fitted and deconvolved sky shape */
 #define SF_CAT_MAXCOL (SF_CAT_NCOMP + SF_CAT_NCOMPWORLD) /* the larger table */
 
 /* The columns of the island catalogue: the pixel ones, then (with

@@ -296,15 +296,17 @@ def one(image, has_wcs, tmp):
 SKYFIND = os.environ.get("SKYFIND") or os.path.join(BUILD, "skyfind")
 COMP_PIX = ["island", "component", "ncomp", "source", "x", "y", "x_err", "y_err", "peak_flux",
             "peak_flux_err", "flux", "flux_err", "flux_jy", "flux_jy_err", "maj", "min", "pa",
-            "maj_err", "min_err", "pa_err", "dmaj", "dmin", "dpa", "local_rms", "bkg",
+            "maj_err", "min_err", "pa_err", "dmaj", "dmin", "dpa", "dmaj_err", "dmin_err",
+            "local_rms", "bkg",
             "resid_rms", "chi2", "npix", "niter", "status", "flags", "sign"]
 COMP_WORLD = ["{lon}", "{lat}", "{lon}_err_arcsec", "{lat}_err_arcsec", "maj_arcsec",
               "min_arcsec", "pa_deg", "maj_err_arcsec", "min_err_arcsec", "pa_err_deg",
-              "dmaj_arcsec", "dmin_arcsec", "dpa_deg"]
+              "dmaj_arcsec", "dmin_arcsec", "dpa_deg", "dmaj_err_arcsec", "dmin_err_arcsec"]
 COMP_UNITS = dict({c: "" for c in ("island", "component", "ncomp", "source", "chi2", "niter",
                                    "status", "flags", "sign")},
                   **{c: "pix" for c in ("x", "y", "x_err", "y_err", "maj", "min", "maj_err",
-                                        "min_err", "dmaj", "dmin", "npix")},
+                                        "min_err", "dmaj", "dmin", "dmaj_err", "dmin_err",
+                                        "npix")},
                   **{c: B for c in ("peak_flux", "peak_flux_err", "flux", "flux_err", "local_rms",
                                     "bkg", "resid_rms")},
                   **{c: "deg" for c in ("pa", "pa_err", "dpa", "{lon}", "{lat}", "pa_deg",
