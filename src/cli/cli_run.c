@@ -54,7 +54,8 @@ static void run_usage(FILE *f, int compare)
                    "through reader threads, every GPU (or N CPU workers) and a writer.\n\n");
     fprintf(f,
             "Options:\n"
-            "  -p, --pipeline NAME|FILE  pipeline: a name (radio, lesson) or a .pipe file\n"
+            "  -p, --pipeline NAME|FILE  pipeline: a name (radio, aegean, sextractor,\n"
+            "                            lesson) or a .pipe file\n"
             "                            (default: radio)\n");
     if (!compare)
         fprintf(f, "  -b, --backend cpu|gpu|auto  where to compute (default auto: the GPU when\n"
