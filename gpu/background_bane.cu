@@ -29,16 +29,8 @@
 #include <string.h>
 #include "common.cuh"
 #include "skyfind/background.h"
-#ifndef __CUDA_ARCH__
-#define __dmul_rn(a, b) ((a) * (b))
-#define __fmul_rn(a, b) ((a) * (b))
-#endif
 #include "background_bane.h"
 #include "fixsum.h" // sf_fkey: order-preserving float keys
-#ifndef __CUDA_ARCH__
-#undef __dmul_rn
-#undef __fmul_rn
-#endif
 
 #define BN_TX 32
 #define BN_TY 8

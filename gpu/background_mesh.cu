@@ -26,17 +26,7 @@
 #include <string.h>
 #include "common.cuh"
 #include "skyfind/background.h"
-// background_mesh.h uses __dmul_rn/__fmul_rn whenever nvcc compiles, also in
-// the host pass where __host__ __device__ code cannot call them: plain products there.
-#ifndef __CUDA_ARCH__
-#define __dmul_rn(a, b) ((a) * (b))
-#define __fmul_rn(a, b) ((a) * (b))
-#endif
 #include "background_mesh.h"
-#ifndef __CUDA_ARCH__
-#undef __dmul_rn
-#undef __fmul_rn
-#endif
 
 #include "background_mesh.cuh"
 #include "background_mesh_maps.cuh"
