@@ -36,15 +36,9 @@ SF_FIX_FN double sf_db_log(double x)
  * and an exact scaling by 2^n. 0 below -745, +inf above 709.8. */
 SF_FIX_FN double sf_db_exp(double x)
 {
-    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
-                 inv_ln2 = 1.4426950408889634074;
     double n, r, p;
-    if (!(x > -745.0))
-        return x != x ? x : 0.0;
-    if (x > 709.78)
-        return INFINITY;
-    n = floor(ms_add(ms_mul(x, inv_ln2), 0.5));
-    r = ms_sub(ms_sub(x, ms_mul(n, ln2_hi)), ms_mul(n, ln2_lo));
+    if (!ms_exp_reduce(x, &n, &r, &p))
+        return p;
     p = 1.0;
     for (int k = 18; k >= 1; k--)
         p = ms_add(1.0, ms_div(ms_mul(r, p), (double)k));

@@ -22,14 +22,11 @@
                                   by 1 at one error from the minimum) */
 #define SF_FIT_F2S 0.42466090014400952136 /* FWHM -> sigma: 1 / sqrt(8 ln 2) */
 
-/* e^x, x = n ln 2 + r (|r| <= 0.35, ln 2 in two parts so n ln2_hi is
- * exact), Taylor series of e^r to r^13 (truncation below 4e-18 relative)
- * by Horner with the coefficients 1/k! as constants, exact scaling by 2^n.
- * 0 below -745, +inf above 709.78. */
+/* e^x: ms_exp_reduce's x = n ln 2 + r, then the Taylor series of e^r to
+ * r^13 (truncation below 4e-18 relative) by Horner with the coefficients
+ * 1/k! as constants, and an exact scaling by 2^n. */
 SF_FIX_FN double sf_fit_exp(double x)
 {
-    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
-                 inv_ln2 = 1.4426950408889634074;
     const double c[14] = {1.0,
                           1.0,
                           0.5,
@@ -45,12 +42,8 @@ SF_FIX_FN double sf_fit_exp(double x)
                           2.0876756987868100e-09,
                           1.6059043836821613e-10};
     double n, r, p;
-    if (!(x > -745.0))
-        return x != x ? x : 0.0;
-    if (x > 709.78)
-        return INFINITY;
-    n = floor(ms_add(ms_mul(x, inv_ln2), 0.5));
-    r = ms_sub(ms_sub(x, ms_mul(n, ln2_hi)), ms_mul(n, ln2_lo));
+    if (!ms_exp_reduce(x, &n, &r, &p))
+        return p;
     p = c[13];
     for (int k = 12; k >= 0; k--)
         p = ms_add(c[k], ms_mul(r, p));

@@ -153,6 +153,28 @@ SF_FIX_FN double ms_sqrt(double a)
 #endif
 }
 
+/* The argument reduction of the exps that must round alike on both
+ * backends (the deblending's sf_db_exp, the fit's sf_fit_exp): 0 with *out
+ * the result for x <= -745 (0; NaN for NaN) and x > 709.78 (+inf); else 1
+ * with x = n ln 2 + r, |r| <= 0.35 (ln 2 in two parts, the first with 11
+ * trailing zero bits, so n ln2_hi is exact). e^x is then e^r 2^n. */
+SF_FIX_FN int ms_exp_reduce(double x, double *n, double *r, double *out)
+{
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
+                 inv_ln2 = 1.4426950408889634074;
+    if (!(x > -745.0)) {
+        *out = x != x ? x : 0.0;
+        return 0;
+    }
+    if (x > 709.78) {
+        *out = INFINITY;
+        return 0;
+    }
+    *n = floor(ms_add(ms_mul(x, inv_ln2), 0.5));
+    *r = ms_sub(ms_sub(x, ms_mul(*n, ln2_hi)), ms_mul(*n, ln2_lo));
+    return 1;
+}
+
 /* Bits to drop from the fixed-point scales on very large images, so that no
  * sum can overflow: a term is below 2^66 * D^2 (|dx|, |dy| < D = max(nx, ny)
  * <= 2^bD) and a label has at most nx*ny <= 2^bN terms, so the sums stay
