@@ -265,16 +265,21 @@ static void fit_island(const sf_fit_px *px, long long n, double *par, int nc,
     }
 }
 
-/* The island's final weighted chi^2 and sum of squared residuals. */
+/* The island's final weighted chi^2 and sum of squared residuals, from one
+ * evaluation of the model per pixel (the residual times 1.0 is itself, so
+ * the weighted one is exactly sf_fit_pixel's). */
 static void final_sums(const sf_fit_px *px, long long n, const double *par, int nc, fit_work *w,
                        double *chi2, double *rss)
 {
-    *chi2 = chi2_at(px, n, par, nc, w->v);
+    double *u2 = w->J; /* the Jacobian's room: n x (np + 1) >= 2 n */
     for (long long i = 0; i < n; i++) {
-        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL, 0);
+        const double u = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL, 0);
+        const double r = ms_mul(u, px[i].w);
         w->v[i] = ms_mul(r, r);
+        u2[i] = ms_mul(u, u);
     }
-    *rss = chunk_sum(w->v, n);
+    *chi2 = chunk_sum(w->v, n);
+    *rss = chunk_sum(u2, n);
 }
 
 /* The seeds of island k's components, brightest first: its objects, or
@@ -326,7 +331,8 @@ static void island_bounds(const sf_fit_px *px, long long n, const sf_fit_in *in,
 
 /* A usable pixel of island k. */
 typedef struct {
-    int x, y, k;
+    sf_fit_px p;
+    int k;
 } fit_cand;
 
 /* The usable labelled pixels in raster order: rows split among the threads
@@ -385,8 +391,7 @@ static sf_status island_pixels(const fit_ctx *x, const sf_mask *mask, fit_cand *
                     }
                     a = b;
                 }
-                a[n].x = xx;
-                a[n].y = y;
+                sf_fit_px_set(&a[n].p, xx, y, m, r);
                 a[n].k = x->isl_of[l];
                 n++;
             }
@@ -461,13 +466,8 @@ sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_
             st = sf_fail(SF_ERR_NOMEM, "fit: pixel lists");
             goto done;
         }
-        for (long long i = 0; i < ncand; i++) {
-            const int k = cand[i].k;
-            float m, r;
-            sf_fit_usable(img->data[(size_t)cand[i].y * img->stride + cand[i].x], &x.mi, cand[i].x,
-                          cand[i].y, &m, &r);
-            sf_fit_px_set(&px[poff[k] + cur[k]++], cand[i].x, cand[i].y, m, r);
-        }
+        for (long long i = 0; i < ncand; i++)
+            px[poff[cand[i].k] + cur[cand[i].k]++] = cand[i].p;
         free(cur);
     }
     if (p->components == SF_FIT_OBJECTS && (st = sf_fit_objects(in, isl_of, &ooff, &olist)))

@@ -447,9 +447,9 @@ static __global__ void __launch_bounds__(LM_THREADS) fit_lm(fit_args a)
     }
 #undef NORMAL_EQ
     // the final chi^2 and sum of squared residuals
-    for (long long i = t; i < n; i += LM_THREADS) {
-        const double r = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, px[i].w, NULL, 0);
+    for (long long i = t; i < n; i += LM_THREADS) { // one model evaluation (cpu/fit.c final_sums)
         const double u = sf_fit_pixel(par, nc, px[i].x, px[i].y, px[i].m, 1.0, NULL, 0);
+        const double r = ms_mul(u, px[i].w);
         J[i] = ms_mul(r, r);
         J[(size_t)np * n + i] = ms_mul(u, u);
     }
