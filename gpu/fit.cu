@@ -11,12 +11,13 @@
 //                cub's segmented sort then puts each segment in raster order
 //   fit_seeds    per island: the pixels' m and weights, the box, the largest
 //                m, the bounds, and the component seeds (objects, or local
-//                maxima: a private top-K per thread merged by thread 0)
+//                maxima: each thread's top-K in its slots of shared memory,
+//                merged by thread 0)
 //                and its work size (pixels x (6 components + 1)); two scans
 //                then place each island's components and Jacobian rows
 //   fit_lm       per island: the guesses, Levenberg-Marquardt (the pixel
-//                passes by all threads, each sum by one warp, the Cholesky
-//                steps column by column), the final sums and the components
+//                passes by all threads, each sum by one warp, warp 0 solving:
+//                lm_solve_warp), the final sums and the components
 #include <stdint.h>
 #include <string.h>
 #include <cub/cub.cuh>
@@ -125,16 +126,16 @@ struct fit_args {
 static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
 {
     __shared__ int bx0[FIT_THREADS], bx1[FIT_THREADS], by0[FIT_THREADS], by1[FIT_THREADS];
-    __shared__ float bm[FIT_THREADS];
+    __shared__ float bm[FIT_THREADS], bb[FIT_THREADS];
     __shared__ long long bi[FIT_THREADS];
     __shared__ sf_fit_seed cand[FIT_THREADS * SF_FIT_MAXCOMP];
     __shared__ int ncand[FIT_THREADS], cmore[FIT_THREADS];
     const int k = blockIdx.x, t = threadIdx.x;
     const long long p0 = a.poff[k], n = (long long)a.poff[k + 1] - p0;
+    sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP;
     int x0 = INT_MAX, x1 = INT_MIN, y0 = INT_MAX, y1 = INT_MIN;
     float mmax = -INFINITY, best = NAN;
     long long bidx = -1;
-    sf_fit_seed mine[SF_FIT_MAXCOMP];
     int nmine = 0, mmore = 0;
     for (long long i = t; i < n; i += FIT_THREADS) {
         const unsigned p = a.keys[p0 + i];
@@ -151,34 +152,37 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
             best = m;
             bidx = i;
         }
+        // the thread's own brightest-first list, in its slots of cand
         if (a.mode == SF_FIT_MAXIMA &&
             sf_fit_is_max(a.img, a.istride, a.lab, a.lstride, &a.mi, a.isl_of, a.nx, a.ny, x, y,
                           k + 1, m, a.nsig, sf_fit_max_reach(&a.in)))
-            sf_fit_seed_insert(mine, &nmine, a.K, m, (long long)y * a.nx + x, &mmore);
+            sf_fit_seed_insert(cand + t * SF_FIT_MAXCOMP, &nmine, a.K, m, (long long)y * a.nx + x,
+                               &mmore);
     }
     bx0[t] = x0;
     bx1[t] = x1;
     by0[t] = y0;
     by1[t] = y1;
     bm[t] = mmax;
+    bb[t] = best;
     bi[t] = bidx;
-    cand[t * SF_FIT_MAXCOMP].m = best; // the thread's brightest, for the fallback
     ncand[t] = nmine;
     cmore[t] = mmore;
     __syncthreads();
     if (t == 0) {
+        // the box, the largest m, the brightest pixel (the fallback seed) and
+        // the seeds: objects in label order, or every thread's maxima merged
         float fb = NAN;
         long long fi = -1;
         int nc = 0, more = 0;
-        sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP;
         for (int u = 0; u < FIT_THREADS; u++) {
             x0 = min(x0, bx0[u]);
             x1 = max(x1, bx1[u]);
             y0 = min(y0, by0[u]);
             y1 = max(y1, by1[u]);
             mmax = fmaxf(mmax, bm[u]);
-            if (bi[u] >= 0 && (fi < 0 || sf_fit_before(cand[u * SF_FIT_MAXCOMP].m, bi[u], fb, fi))) {
-                fb = cand[u * SF_FIT_MAXCOMP].m;
+            if (bi[u] >= 0 && (fi < 0 || sf_fit_before(bb[u], bi[u], fb, fi))) {
+                fb = bb[u];
                 fi = bi[u];
             }
         }
@@ -188,40 +192,24 @@ static __global__ void __launch_bounds__(FIT_THREADS) fit_seeds(fit_args a)
         if (a.mode == SF_FIT_OBJECTS) {
             for (int j = a.ooff[k + 1]; j < a.ooff[k + 2]; j++)
                 sf_fit_seed_insert(sd, &nc, a.K, a.src[a.olist[j] - 1].peak, a.olist[j], &more);
-        } else if (fi >= 0) {
-            // fallback first (a maximum of any thread replaces it below)
-            const sf_fit_px q = a.px[p0 + fi];
-            sd[0].m = q.m;
-            sd[0].key = (long long)q.y * a.nx + q.x;
-        }
-        a.nc[k] = nc;
-        a.more[k] = more;
-    }
-    __syncthreads();
-    if (a.mode == SF_FIT_MAXIMA) {
-        // each thread's list to shared memory, then thread 0 merges them
-        for (int j = 0; j < nmine; j++)
-            cand[t * SF_FIT_MAXCOMP + j] = mine[j];
-        __syncthreads();
-        if (t == 0) {
-            sf_fit_seed *sd = a.seeds + (size_t)k * SF_FIT_MAXCOMP, fb = sd[0];
-            int nc = 0, more = 0;
+        } else {
             for (int u = 0; u < FIT_THREADS; u++) {
                 more |= cmore[u];
                 for (int j = 0; j < ncand[u]; j++)
                     sf_fit_seed_insert(sd, &nc, a.K, cand[u * SF_FIT_MAXCOMP + j].m,
                                        cand[u * SF_FIT_MAXCOMP + j].key, &more);
             }
-            if (nc == 0 && n > 0) {
-                sd[0] = fb;
+            if (nc == 0 && fi >= 0) {
+                const sf_fit_px q = a.px[p0 + fi];
+                sd[0].m = q.m;
+                sd[0].key = (long long)q.y * a.nx + q.x;
                 nc = 1;
             }
-            a.nc[k] = nc;
-            a.more[k] = more;
         }
+        a.nc[k] = nc;
+        a.more[k] = more;
+        a.jsz[k] = (unsigned long long)n * (unsigned long long)(SF_FIT_NP * nc + 1);
     }
-    if (t == 0)
-        a.jsz[k] = (unsigned long long)n * (unsigned long long)(SF_FIT_NP * a.nc[k] + 1);
 }
 
 // One canonical sum over the island's n pixels of f(i), by the calling warp
