@@ -225,32 +225,43 @@ PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 python3 tests
     --out "$OUTDIR/harness" >"$OUTDIR/harness.txt" 2>&1 || echo "harness: failed (exit $?)"
 sed -n '/^# summary/,$p' "$OUTDIR/harness.txt"   # the full table: $OUTDIR/harness/results.md
 fi
+# every stage of some pipelines timed on both backends (bench_pipeline), and
+# radio.pipe end to end with one process per image (CUDA's start, ~0.2-0.3 s,
+# included)
+pipe_bench() {  # title pipelines cpu-max outfile
+    say "benchmark: $1, GPU and CPU twin on all cores"
+    "$BIN/tests/bench/bench_pipeline" -p "$2" --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
+        --cpu-max "$3" --backend both --workdir "$W" | tee "$OUTDIR/$4"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail=1
+}
+one_process_e2e() {
+    for n in $sizes; do
+        [ -f "$W/sim$n.fits" ] || "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"
+        TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
+        time "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
+    done
+}
 if want banebench; then
-say "benchmark: every stage of radio.pipe (background method=bane), GPU and CPU twin on all cores"
-"$BIN/tests/bench/bench_pipeline" -p radio --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
-    --cpu-max 4096 --backend both --workdir "$W" | tee "$OUTDIR/bench_bane.txt"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=1
-for n in $sizes; do # one process per image: CUDA's start (~0.2-0.3 s) included
-    TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
-    time "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
-done
+pipe_bench "every stage of radio.pipe (background method=bane)" radio 4096 bench_bane.txt
+one_process_e2e
 fi
 if want fitbench; then
-say "benchmark: every stage of radio.pipe and aegean.pipe (the fit stage: device time, fits per second), GPU and CPU twin on all cores"
-for n in $sizes; do [ -f "$W/sim$n.fits" ] || "$BIN/skyfind" simulate -q -n $n --seed $n -o "$W/sim$n.fits"; done
-"$BIN/tests/bench/bench_pipeline" -p radio,aegean --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
-    --cpu-max 8192 --backend both --workdir "$W" | tee "$OUTDIR/bench_fit.txt"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=1
-for n in $sizes; do # one process per image: CUDA's start (~0.2-0.3 s) included
-    TIMEFORMAT="end to end (FITS read to CSV, one process) radio.pipe GPU $n: %R s wall"
-    time "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
+pipe_bench "every stage of radio.pipe and aegean.pipe (the fit stage: device time, fits per second)" \
+    radio,aegean 8192 bench_fit.txt
+one_process_e2e
+say "batch throughput, radio.pipe with and without its fit stage (16 images a run, GPU)"
+grep -v '^fit' pipelines/radio.pipe >"$W/radio_nofit.pipe"
+for n in $sizes; do
+    for p in radio "$W/radio_nofit.pipe"; do
+        files=(); for i in $(seq 16); do files+=("$W/sim$n.fits"); done
+        "$BIN/skyfind" run -q -b gpu -p "$p" --json -o "$W/batch" "${files[@]}" 2>/dev/null |
+            grep '"summary"' | sed "s|^|$n $(basename "$p"): |" | tee -a "$OUTDIR/batch_fit.txt"
+    done
 done
 fi
 if want deblendbench; then
-say "benchmark: every stage of the sextractor pipeline (deblending) and the radio pipeline, GPU and CPU twin"
-"$BIN/tests/bench/bench_pipeline" -p sextractor,radio --sizes "${sizes// /,}" --repeat 10 --cpu-repeat 1 \
-    --cpu-max 4096 --backend both --workdir "$W" | tee "$OUTDIR/bench_deblend.txt"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=1
+pipe_bench "every stage of the sextractor pipeline (deblending) and the radio pipeline" \
+    sextractor,radio 4096 bench_deblend.txt
 fi
 if want multigpu; then
 say "one GPU against every GPU (tests/gpu/multi-gpu.sh)"
