@@ -156,17 +156,7 @@ def sky_shape_astropy(w, t):
     x2, y2, xy = (np.asarray(t[k], float) for k in ("x2", "y2", "xy"))
     sing = x2 * y2 - xy * xy < 0.00694
     x2, y2 = np.where(sing, x2 + 0.0833333, x2), np.where(sing, y2 + 0.0833333, y2)
-    l0, b0 = w.all_pix2world(x, y, 0)
-    r0, d0 = np.radians(l0), np.radians(b0)
-
-    def en(dx, dy):
-        lo, la = w.all_pix2world(x + dx, y + dy, 0)
-        lo, la = np.radians(lo), np.radians(la)
-        e = np.cos(la) * np.sin(lo - r0)
-        n = np.sin(la) * np.cos(d0) - np.cos(la) * np.sin(d0) * np.cos(lo - r0)
-        return np.degrees(e) * 3600, np.degrees(n) * 3600
-    (ex1, nx1), (ex0, nx0), (ey1, ny1), (ey0, ny0) = en(.5, 0), en(-.5, 0), en(0, .5), en(0, -.5)
-    j00, j10, j01, j11 = ex1 - ex0, nx1 - nx0, ey1 - ey0, ny1 - ny0
+    j00, j01, j10, j11 = jacobian_astropy(w, x, y)
     cee = j00 * j00 * x2 + 2 * j00 * j01 * xy + j01 * j01 * y2
     cnn = j10 * j10 * x2 + 2 * j10 * j11 * xy + j11 * j11 * y2
     cen = j00 * j10 * x2 + (j00 * j11 + j01 * j10) * xy + j01 * j11 * y2
