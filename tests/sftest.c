@@ -123,6 +123,12 @@ void sftest_random_mask(sf_mask *m, int nx, int ny, uint64_t seed, double p)
         m->data[i] = sftest_uniform(&r) < p;
 }
 
+void sftest_maps_alloc(sf_image *bkg, sf_image *rms, int nx, int ny)
+{
+    ck_assert_int_eq(sf_image_alloc(bkg, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(rms, nx, ny, SF_HOST, NULL), SF_OK);
+}
+
 void sftest_poison(sf_gpu *g, void *dev, size_t bytes)
 {
     ck_assert_int_eq(sf_gpu_memset(g, dev, 0xFF, bytes), SF_OK);

@@ -40,6 +40,10 @@ extern const int sftest_sizes[][2];
 /* 1 when SKYFIND_TEST_QUICK is set (under compute-sanitizer): small sizes only. */
 int sftest_quick(void);
 
+/* A background and an rms map of nx x ny on the host (the test fails if
+ * either allocation does). */
+void sftest_maps_alloc(sf_image *bkg, sf_image *rms, int nx, int ny);
+
 /* Upload helpers that poison the device output first (0xFF bytes). */
 void sftest_poison(sf_gpu *g, void *dev, size_t bytes);
 

@@ -25,12 +25,6 @@ static sf_bkg_params bane_params(int step, int box)
     return p;
 }
 
-static void maps_alloc(sf_image *b, sf_image *r, int nx, int ny)
-{
-    ck_assert_int_eq(sf_image_alloc(b, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_image_alloc(r, nx, ny, SF_HOST, NULL), SF_OK);
-}
-
 static void free3(sf_image *a, sf_image *b, sf_image *c)
 {
     sf_image_free(a, NULL);
@@ -51,7 +45,7 @@ START_TEST(test_noise)
     sftest_noise_image(&im, n, n, 7, 0, 0.0);
     for (size_t i = 0; i < sf_npix(n, n); i++)
         im.data[i] += 5.0f;
-    maps_alloc(&b, &r, n, n);
+    sftest_maps_alloc(&b, &r, n, n);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
     for (size_t i = 0; i < sf_npix(n, n); i++) {
         maxdb = fmax(maxdb, fabs(b.data[i] - 5.0));
@@ -80,7 +74,7 @@ START_TEST(test_plane)
     for (int y = 0; y < ny; y++)
         for (int x = 0; x < nx; x++)
             im.data[(size_t)y * nx + x] = (float)(100.0 + 0.5 * x - 0.25 * y);
-    maps_alloc(&b, &r, nx, ny);
+    sftest_maps_alloc(&b, &r, nx, ny);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
     /* pixels whose four nodes all have whole boxes */
     for (int y = 10; y <= 139; y++)
@@ -109,7 +103,7 @@ START_TEST(test_nan)
         for (int x = 0; x < 60; x++)
             im.data[(size_t)y * n + x] = NAN;
     im.data[(size_t)100 * n + 77] = NAN;
-    maps_alloc(&b, &r, n, n);
+    sftest_maps_alloc(&b, &r, n, n);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
     for (size_t i = 0; i < sf_npix(n, n); i++) {
         ck_assert(isnan(im.data[i]) == isnan(b.data[i]));
@@ -144,7 +138,7 @@ START_TEST(test_params)
         sf_image im, b, r;
         sf_bkg_stats st;
         sftest_noise_image(&im, 2048, 2048, 1, 0, 0.0);
-        maps_alloc(&b, &r, 2048, 2048);
+        sftest_maps_alloc(&b, &r, 2048, 2048);
         p = bane_params(1, 3000);
         ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_PARAM);
         ck_assert_msg(strstr(sf_errdetail(), "step 1 and box 3000 would read"), "%s",
@@ -165,8 +159,8 @@ START_TEST(test_threads)
     sf_bkg_stats s1, s2;
     int nt = omp_get_max_threads();
     sftest_noise_image(&im, 333, 277, 5, 40, 0.05);
-    maps_alloc(&b1, &r1, 333, 277);
-    maps_alloc(&b2, &r2, 333, 277);
+    sftest_maps_alloc(&b1, &r1, 333, 277);
+    sftest_maps_alloc(&b2, &r2, 333, 277);
     for (int c = 0; c < 2; c++) { /* pixel path (box 70), cell path (box 78) */
         sf_bkg_params p = bane_params(13, c ? 78 : 70);
         omp_set_num_threads(1);
@@ -200,8 +194,8 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
     sf_image d = {0}, db = {0}, dr = {0}, cb, cr, hb, hr;
     sf_bkg_stats cs, gs;
     sf_status sc, sg;
-    maps_alloc(&cb, &cr, nx, ny);
-    maps_alloc(&hb, &hr, nx, ny);
+    sftest_maps_alloc(&cb, &cr, nx, ny);
+    sftest_maps_alloc(&hb, &hr, nx, ny);
     ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
     ck_assert_int_eq(sf_image_alloc(&db, nx, ny, SF_DEVICE, g), SF_OK);
     ck_assert_int_eq(sf_image_alloc(&dr, nx, ny, SF_DEVICE, g), SF_OK);

@@ -24,12 +24,6 @@ static sf_bkg_params mesh_params(int box, int filter)
     return p;
 }
 
-static void maps_alloc(sf_image *b, sf_image *r, int nx, int ny)
-{
-    ck_assert_int_eq(sf_image_alloc(b, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_image_alloc(r, nx, ny, SF_HOST, NULL), SF_OK);
-}
-
 static void mesh_alloc(sf_bkg_mesh *m, int nx, int ny, int box)
 {
     int nbx, nby;
@@ -74,7 +68,7 @@ START_TEST(test_constant)
         ck_assert_int_eq(sf_image_alloc(&im, nx, ny, SF_HOST, NULL), SF_OK);
         for (size_t i = 0; i < sf_npix(nx, ny); i++)
             im.data[i] = 3.5f;
-        maps_alloc(&b, &r, nx, ny);
+        sftest_maps_alloc(&b, &r, nx, ny);
         ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
         for (size_t i = 0; i < sf_npix(nx, ny); i++)
             ck_assert_msg(b.data[i] == 3.5f && r.data[i] == 0.0f, "%dx%d pixel %zu: %g %g", nx,
@@ -99,7 +93,7 @@ START_TEST(test_noise)
         double maxb = 0, sr = 0;
         p.estimator = e;
         sftest_noise_image(&im, n, n, 42 + e, 0, 0.0);
-        maps_alloc(&b, &r, n, n);
+        sftest_maps_alloc(&b, &r, n, n);
         ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
         for (size_t i = 0; i < sf_npix(n, n); i++) {
             maxb = fmax(maxb, fabs(b.data[i]));
@@ -137,7 +131,7 @@ START_TEST(test_gradient)
         for (int y = 0; y < ny; y++)
             for (int x = 0; x < nx; x++)
                 im.data[(size_t)y * nx + x] = (float)(a + gx * x + gy * y);
-        maps_alloc(&b, &r, nx, ny);
+        sftest_maps_alloc(&b, &r, nx, ny);
         ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
         for (int y = 0; y < ny; y++)
             for (int x = 0; x < nx; x++) {
@@ -162,7 +156,7 @@ START_TEST(test_nan_positions)
     sf_bkg_params p = mesh_params(32, 3);
     long long nfin = 0;
     sftest_noise_image(&im, 301, 207, 7, 20, 0.1);
-    maps_alloc(&b, &r, 301, 207);
+    sftest_maps_alloc(&b, &r, 301, 207);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
     for (size_t i = 0; i < sf_npix(301, 207); i++) {
         int nan = isnan(im.data[i]);
@@ -225,7 +219,7 @@ START_TEST(test_params)
     sf_bkg_stats st;
     sf_bkg_params p;
     sftest_noise_image(&im, 50, 40, 3, 0, 0.0);
-    maps_alloc(&b, &r, 50, 40);
+    sftest_maps_alloc(&b, &r, 50, 40);
     p = mesh_params(0, 3);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_ERR_PARAM);
     p = mesh_params(16, 2);
@@ -271,8 +265,8 @@ START_TEST(test_threads)
     sf_bkg_params p = mesh_params(24, 5);
     int nt = omp_get_max_threads();
     sftest_noise_image(&im, 333, 277, 5, 40, 0.05);
-    maps_alloc(&b1, &r1, 333, 277);
-    maps_alloc(&b2, &r2, 333, 277);
+    sftest_maps_alloc(&b1, &r1, 333, 277);
+    sftest_maps_alloc(&b2, &r2, 333, 277);
     omp_set_num_threads(1);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &s1, &b1, &r1), SF_OK);
     omp_set_num_threads(nt > 1 ? nt : 3);
@@ -311,8 +305,8 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
     sf_bkg_mesh_shape(nx, ny, p->box, &nbx, &nby);
     nb = (size_t)nbx * nby;
     mesh_alloc(&mc, nx, ny, p->box);
-    maps_alloc(&cb, &cr, nx, ny);
-    maps_alloc(&hb, &hr, nx, ny);
+    sftest_maps_alloc(&cb, &cr, nx, ny);
+    sftest_maps_alloc(&hb, &hr, nx, ny);
     gbk = malloc(nb * sizeof(float));
     grm = malloc(nb * sizeof(float));
     ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
