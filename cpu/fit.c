@@ -3,7 +3,15 @@
  * parallel with OpenMP, each island's arithmetic in the one order both
  * backends share (src/calc/fit_calc.h). Also the host-side finish (sizes,
  * fluxes, Condon errors, deconvolution) and the model renderer both backends
- * use. */
+ * use. Sections, in order:
+ *   the checks and tables both backends use (sf_fit_check, the object ->
+ *     island map, each island's objects, the inputs as ms_in, the beam);
+ *   one island's fit (the canonical sum, the normal equations, the damped
+ *     Cholesky solve, fit_island's Levenberg-Marquardt loop, the seeds and
+ *     bounds);
+ *   the stage (island_pixels: the lists in raster order; sf_fit_cpu);
+ *   derived values (sf_fit_finish: shapes, Condon's errors, deconvolution;
+ *     sf_fit_render). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -328,6 +336,8 @@ static void island_bounds(const sf_fit_px *px, long long n, const sf_fit_in *in,
     }
     sf_fit_bounds_box(b, x0, x1, y0, y1, mmax, in);
 }
+
+/* ---- the stage ------------------------------------------------------------ */
 
 /* A usable pixel of island k. */
 typedef struct {
