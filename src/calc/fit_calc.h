@@ -80,18 +80,20 @@ SF_FIX_FN double sf_fit_pixel(const double *par, int nc, double x, double y, dou
     return ms_mul(ms_sub(m, model), w);
 }
 
-/* The bounds of an island's parameters (sf_fit_bounds_make). */
+/* The bounds of an island's parameters (sf_fit_bounds_box). */
 typedef struct {
     double amax;               /* 0 <= A <= amax */
     double xlo, xhi, ylo, yhi; /* the centre */
     double lmin, lmax;         /* eigenvalues of [[P, R], [R, Q]]: 1/smax^2 .. 1/smin^2 */
 } sf_fit_bounds;
 
-/* smin, smax as fit.h says; the island's box [x0, x1] x [y0, y1], its
- * largest m, the beam's FWHM axes in pixels (0: none). */
-SF_FIX_FN void sf_fit_bounds_make(sf_fit_bounds *b, int x0, int x1, int y0, int y1, double mmax,
-                                  double beam_maj, double beam_min)
+/* The bounds of an island from its box [x0, x1] x [y0, y1] and largest m
+ * (min and max: they do not depend on the order), smin and smax as fit.h
+ * says from the beam's FWHM axes in pixels (in; 0: none). */
+SF_FIX_FN void sf_fit_bounds_box(sf_fit_bounds *b, int x0, int x1, int y0, int y1, float mmax,
+                                 const sf_fit_in *in)
 {
+    const double beam_maj = in->beam_maj, beam_min = in->beam_min;
     double smin = beam_min > 0 ? ms_mul(0.8, ms_mul(beam_min, SF_FIT_F2S)) : 0.3;
     double smax = (double)((x1 - x0 > y1 - y0 ? x1 - x0 : y1 - y0) + 1);
     const double bmax = beam_maj > 0 ? ms_mul(2.0, ms_mul(beam_maj, SF_FIT_F2S)) : 0.0;
@@ -99,7 +101,7 @@ SF_FIX_FN void sf_fit_bounds_make(sf_fit_bounds *b, int x0, int x1, int y0, int 
         smax = bmax;
     if (smax < ms_mul(2.0, smin))
         smax = ms_mul(2.0, smin);
-    b->amax = mmax > 0 ? ms_mul(2.0, mmax) : 0.0;
+    b->amax = mmax > 0 ? ms_mul(2.0, (double)mmax) : 0.0;
     b->xlo = (double)x0 - 1.0;
     b->xhi = (double)x1 + 1.0;
     b->ylo = (double)y0 - 1.0;
@@ -400,13 +402,6 @@ SF_FIX_FN void sf_fit_substitute(const double *L, const double *b, double *x, in
     }
 }
 
-/* The bounds of an island from its box and largest m (min and max do not
- * depend on the order) and the beam. */
-SF_FIX_FN void sf_fit_bounds_box(sf_fit_bounds *b, int x0, int x1, int y0, int y1, float mmax,
-                                 const sf_fit_in *in)
-{
-    sf_fit_bounds_make(b, x0, x1, y0, y1, (double)mmax, in->beam_maj, in->beam_min);
-}
 
 /* Background and noise at a pixel: the maps, else the global level (NaN
  * when unknown) and sigma. */
