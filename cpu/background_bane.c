@@ -341,7 +341,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
                 const float *v;
                 long long o;
                 const int cnt = cell_at(c, cx, cy, &v, &o);
-                int a = sf_bane_upper(v, cnt, l), b = sf_bane_lower(v, cnt, h);
+                int a = sf_bane_upper_from(v, ab[2 * i], ab[2 * i + 1], l),
+                    b = sf_bane_lower_from(v, ab[2 * i], ab[2 * i + 1], h);
                 if (b < a)
                     b = a;
                 ab[2 * (ncl + i)] = a;
@@ -378,11 +379,11 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
             for (int cx = cx0; cx <= cx1; cx++, i++) {
                 const float *v;
                 long long o;
-                const int cnt = cell_at(c, cx, cy, &v, &o);
-                int a = ab[2 * i], b = ab[2 * i + 1];
-                int la = sf_bane_lower(v, cnt, vlo), ub = sf_bane_upper(v, cnt, vhi);
-                la = la < a ? a : (la > b ? b : la);
-                ub = ub < a ? a : (ub > b ? b : ub);
+                (void)cell_at(c, cx, cy, &v, &o);
+                const int a = ab[2 * i], b = ab[2 * i + 1];
+                /* within the kept range: the whole cell's indices clamped to it */
+                const int la = a + sf_bane_lower(v + a, b - a, vlo),
+                          ub = sf_bane_upper_from(v, la, b, vhi); /* a few values past la */
                 nb_ += (size_t)(la - a);
                 nu += (size_t)(ub - a);
                 ab[2 * (ncl + i)] = la;
@@ -423,35 +424,24 @@ sf_status sf_bane_no_node(const sf_bkg_params *p, int nx, int ny)
 }
 
 /* sf_bkg_median of v[0..n) (the mesh method's: the middle value, or the
- * float sum of the two middle values halved in double) by selection, not a
- * sort: an 8192^2 image has 233,000 nodes. */
-static float grid_median(float *v, int n)
+ * float sum of the two middle values halved in double) by radix selection,
+ * not a sort: an 8192^2 image has 233,000 nodes. */
+static float grid_median(const float *v, int n)
 {
     float lo, hi;
     if (n & 1)
-        return sf_select_kth(v, (size_t)n, (size_t)n / 2);
-    hi = sf_select_kth_prev(v, (size_t)n, (size_t)n / 2, &lo);
+        return sf_select_radix(v, (size_t)n, (size_t)n / 2, NULL);
+    hi = sf_select_radix(v, (size_t)n, (size_t)n / 2, &lo);
     return (float)((double)(lo + hi) / 2.0);
 }
 
 void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfinite, int niter,
                         sf_bkg_stats *st)
 {
-    float *sorted = malloc((size_t)nb * sizeof(float));
-    double sum = 0;
     memset(st, 0, sizeof *st);
-    for (int i = 0; i < nb; i++)
-        sum += fb[i];
-    st->mean = sum / nb;
-    if (sorted) {
-        memcpy(sorted, fb, (size_t)nb * sizeof(float));
-        st->median = grid_median(sorted, nb);
-        memcpy(sorted, fs, (size_t)nb * sizeof(float));
-        st->sigma = grid_median(sorted, nb);
-        free(sorted);
-    } else { /* no memory for the summary: the maps are still right */
-        st->median = st->sigma = NAN;
-    }
+    st->mean = sf_bane_grid_mean(fb, nb);
+    st->median = grid_median(fb, nb);
+    st->sigma = grid_median(fs, nb);
     st->nvalid = st->nused = nfinite;
     st->niter = niter;
     st->converged = 1;

@@ -27,6 +27,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/warp/warp_merge_sort.cuh>
 #include "common.cuh"
 #include "skyfind/background.h"
 #include "background_bane.h"
@@ -125,7 +128,9 @@ struct bane_args {
     double kappa;
     float *rawb, *raws;
     int *iters;
-    int mode; // 0: every node; 1: the cell-aligned nodes; 2: the others (last column, last row)
+    int mode; // 0: every node; 1: the cell-aligned nodes; 2: the others (last column, last row);
+              // 3: the aligned nodes bane_nodes_warp listed (slow[0 .. *nslow))
+    const int *slow, *nslow;
 };
 
 // Shared arrays of the median.
@@ -332,6 +337,11 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     __shared__ int flag[4];
     const int tid = threadIdx.y * BN_TX + threadIdx.x;
     int node = blockIdx.x;
+    if (a.mode == 3) { // the nodes bane_nodes_warp listed
+        if (node >= *a.nslow)
+            return;
+        node = a.slow[node];
+    }
     if (a.mode == 2) { // the last column's nodes (when nx % step), then the last row's
         const int col = a.nx % a.step != 0 ? a.ncy : 0;
         node = node < col ? node * a.ncx + a.ncx - 1 : (a.ncy - 1) * a.ncx + (node - col);
@@ -347,7 +357,7 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     const float *src = a.img + (size_t)(h ? y0 : 0) * a.stride + (w ? x0 : 0);
     size_t pitch = a.stride;
     const bool cells = a.cells && sf_bane_aligned(px, py, a.step, a.box);
-    if (a.mode == 1 && !cells)
+    if ((a.mode == 1 || a.mode == 3) && !cells)
         return; // left to the mode 2 launch
     // the cell path's arrays: running-sum parts, kept ranges, window ranges
     const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = w ? (x1 - 1) / a.step - cx0 + 1 : 0,
@@ -515,6 +525,383 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     }
 }
 
+// ---- the cell path, a warp per cell or node -------------------------------
+// The common case (radio.pipe: step = 4 beams, box = 6 steps) has nodes of
+// 36 cells of a few hundred pixels: too little work for a 256-thread block
+// and its barriers. These kernels give each cell, then each aligned node, a
+// warp, several a block, with only __syncwarp between steps; they compute
+// what bane_cellsort and bane_nodes (mode 1) compute, in the same
+// operations where the bits depend on them (the running sums, the raster
+// order of the node sums), so the maps are unchanged.
+#define BW_WARPS 8     // warps (nodes) a block
+#define BW_CELLS 64    // cells a node at most ((box / step)^2 <= 64: 8 x 8)
+#define BW_CAND 512    // median candidates ordered in shared memory (about 260 on noise)
+#define BW_NARROW 64   // ... narrowed to about 50 when there are more
+
+// Each cell's finite count and largest |v| (-1: none), a warp a cell.
+__global__ void bane_cellstat(const float *img, size_t stride, int nx, int ny, int step, int ccx,
+                              int nc, long long *cnt, float *cm)
+{
+    const int lane = threadIdx.x & 31, c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (c >= nc)
+        return;
+    const int cx = c % ccx, cy = c / ccx, area = step * step;
+    unsigned m = 0;
+    float mx = -1.0f;
+    for (int i = lane; i < area; i += 32) {
+        const int x = cx * step + i % step, y = cy * step + i / step;
+        if (x < nx && y < ny) {
+            const float a = fabsf(img[(size_t)y * stride + x]);
+            if (isfinite(a)) {
+                m++;
+                mx = a > mx ? a : mx;
+            }
+        }
+    }
+    for (int o = 16; o; o >>= 1) {
+        m += __shfl_xor_sync(0xffffffffu, m, o);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    }
+    if (lane == 0) {
+        cnt[c] = m;
+        cm[c] = mx;
+    }
+}
+
+// Warp bitonic sort of P keys (a power of two) in shared memory.
+__device__ void bane_warp_bitonic(unsigned *keys, int P)
+{
+    const int lane = threadIdx.x & 31;
+    for (int k = 2; k <= P; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int t = lane; t < P / 2; t += 32) {
+                const int i = 2 * t - (t & (j - 1)), ixj = i + j; // i has bit j clear
+                const unsigned u = keys[i], v = keys[ixj];
+                if ((u > v) == ((i & k) == 0)) {
+                    keys[i] = v;
+                    keys[ixj] = u;
+                }
+            }
+            __syncwarp();
+        }
+}
+
+// One of a cell's running sums (sf_bane_running: sq 0 the values, 1 their
+// squares) over one half (sf_bane_half), a chunk a lane: the chunk's own
+// sums, the chunks' offsets added in lane order through shuffles, then the
+// entries P + u into dst (cell-relative indices).
+__device__ void bane_half_warp(const unsigned *ks, int m, int len, int dir, int sq, double *dst)
+{
+    const int lane = threadIdx.x & 31, cl = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS,
+              j0 = lane * cl, j1 = min(j0 + cl, len);
+    double u = 0.0, acc = 0.0, p = 0.0;
+    for (int j = j0; j < j1; j++) {
+        const double d = (double)sf_fkey_value(ks[dir > 0 ? m + j : m - 1 - j]);
+        u = u + (sq ? __dmul_rn(d, d) : d);
+    }
+    for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+        const double t = __shfl_sync(0xffffffffu, u, q);
+        if (lane == q)
+            p = acc;
+        acc = acc + t;
+    }
+    u = 0.0;
+    for (int j = j0; j < j1; j++) {
+        const int i = dir > 0 ? m + j : m - 1 - j;
+        const double d = (double)sf_fkey_value(ks[i]);
+        u = u + (sq ? __dmul_rn(d, d) : d);
+        dst[i] = p + u;
+    }
+}
+
+// A cell's running sums a1, a2 (global, the cell's offset applied) from its
+// n sorted keys ks, by one warp; through stage (n doubles of shared memory,
+// so the global writes are whole lines) when it is not NULL.
+__device__ void bane_running_warp(const unsigned *ks, int n, double *a1, double *a2, double *stage)
+{
+    const int lane = threadIdx.x & 31, m = n / 2;
+    for (int sq = 0; sq < 2; sq++) {
+        double *g = sq ? a2 : a1, *d = stage ? stage : g;
+        bane_half_warp(ks, m, n - m, 1, sq, d);
+        bane_half_warp(ks, m, m, -1, sq, d);
+        if (stage) {
+            __syncwarp();
+            for (int i = lane; i < n; i += 32)
+                g[i] = stage[i];
+            __syncwarp();
+        }
+    }
+}
+
+struct bane_less {
+    __device__ bool operator()(unsigned a, unsigned b) const { return a < b; }
+};
+
+// Each cell's finite values sorted and their running sums (what
+// bane_cellsort computes), a warp a cell: the keys gathered in raster order,
+// cub's warp merge sort (ITEMS keys a lane: cells of up to 32 ITEMS
+// pixels), then bane_running_warp through shared memory.
+template <int ITEMS, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
+    bane_cellsort_warp(const float *img, size_t stride, int nx, int ny, int step, int ccx, int nc,
+                       const long long *off, float *vals, double *a1, double *a2)
+{
+    typedef cub::WarpMergeSort<unsigned, ITEMS, 32> sorter;
+    __shared__ typename sorter::TempStorage ts[WARPS];
+    __shared__ unsigned kss[WARPS][32 * ITEMS];
+    __shared__ double stg[WARPS][32 * ITEMS];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, c = blockIdx.x * WARPS + w;
+    if (c >= nc)
+        return;
+    unsigned *ks = kss[w];
+    const int cx = c % ccx, cy = c / ccx, area = step * step;
+    const long long o = off[c];
+    const int n = (int)(off[c + 1] - o);
+    if (n == 0)
+        return;
+    int base = 0;
+    for (int i0 = 0; i0 < area; i0 += 32) {
+        const int i = i0 + lane, x = cx * step + i % step, y = cy * step + i / step;
+        float f = NAN;
+        if (i < area && x < nx && y < ny)
+            f = img[(size_t)y * stride + x];
+        const bool ok = isfinite(f);
+        const unsigned bal = __ballot_sync(0xffffffffu, ok);
+        if (ok)
+            ks[base + __popc(bal & ((1u << lane) - 1u))] = sf_fkey(f);
+        base += __popc(bal);
+    }
+    __syncwarp();
+    unsigned k[ITEMS];
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++) {
+        const int idx = lane * ITEMS + j;
+        k[j] = idx < n ? ks[idx] : 0xffffffffu;
+    }
+    sorter(ts[w]).Sort(k, bane_less(), n, 0xffffffffu);
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < ITEMS; j++)
+        ks[lane * ITEMS + j] = k[j];
+    __syncwarp();
+    for (int i = lane; i < n; i += 32)
+        vals[o + i] = sf_fkey_value(ks[i]);
+    bane_running_warp(ks, n, a1 + o, a2 + o, stg[w]);
+}
+
+// The launch of bane_cellsort_warp for cells of step^2 pixels (0: none fits).
+static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, int ny, int step,
+                                     int ccx, int nc, const long long *off, float *vals, double *a1,
+                                     double *a2, cudaStream_t s)
+{
+    const int area = step * step;
+#define BCS_LAUNCH(I, W)                                                                           \
+    bane_cellsort_warp<I, W><<<(nc + (W)-1) / (W), 32 * (W), 0, s>>>(img, stride, nx, ny, step,   \
+                                                                     ccx, nc, off, vals, a1, a2)
+    if (area <= 32 * 4)
+        BCS_LAUNCH(4, 8);
+    else if (area <= 32 * 8)
+        BCS_LAUNCH(8, 8);
+    else if (area <= 32 * 10)
+        BCS_LAUNCH(10, 8);
+    else if (area <= 32 * 16)
+        BCS_LAUNCH(16, 4);
+    else if (area <= 32 * 32)
+        BCS_LAUNCH(32, 2);
+    else
+        return 0;
+#undef BCS_LAUNCH
+    return 1;
+}
+
+struct bane_warp_shared {
+    double r1[BW_CELLS], r2[BW_CELLS];
+    int ca[BW_CELLS], cb[BW_CELLS], ta[BW_CELLS], tb[BW_CELLS];
+    unsigned cand[BW_CAND];
+};
+
+// The sum over a warp of an int each lane holds.
+__device__ __forceinline__ unsigned bane_warp_sum(unsigned v)
+{
+    return __reduce_add_sync(0xffffffffu, v);
+}
+
+// The cell-aligned nodes, a warp each (bane_nodes' cell path, mode 1). A
+// node whose median window holds more than BW_CAND values (many equal
+// values) is listed in slow[] for bane_nodes (mode 3), which does all of it
+// again with the box fallback.
+__global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a, int *slow, int *nslow)
+{
+    __shared__ bane_warp_shared WS[BW_WARPS];
+    const int lane = threadIdx.x & 31, node = blockIdx.x * BW_WARPS + (threadIdx.x >> 5);
+    if (node >= a.ncx * a.ncy)
+        return;
+    bane_warp_shared &S = WS[threadIdx.x >> 5];
+    const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
+              py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
+    if (!sf_bane_aligned(px, py, a.step, a.box))
+        return; // the mode 2 launch
+    int x0, x1, y0, y1, it = 0;
+    double lo = -INFINITY, hi = INFINITY, mean = 0, sigma = 0, n = 0;
+    sf_bane_box(px, a.box, a.nx, &x0, &x1);
+    sf_bane_box(py, a.box, a.ny, &y0, &y1);
+    const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = (x1 - 1) / a.step - cx0 + 1,
+              ncl = ncw * ((y1 - 1) / a.step - cy0 + 1);
+    for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
+        double l = lo, hh = hi, s0 = 0;
+        if (pass) {
+            s0 = sigma;
+            sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
+        }
+        for (int i = lane; i < ncl; i += 32) {
+            const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+            const long long o = a.off[ci];
+            const int cnt = (int)(a.off[ci + 1] - o);
+            int ia = 0, ib = cnt;
+            if (pass) {
+                ia = sf_bane_upper_from(a.vals + o, S.ca[i], S.cb[i], l);
+                ib = sf_bane_lower_from(a.vals + o, S.ca[i], S.cb[i], hh);
+                if (ib < ia)
+                    ib = ia;
+            }
+            S.ta[i] = ia;
+            S.tb[i] = ib;
+            S.r1[i] = sf_bane_range(a.a1 + o, cnt, ia, ib);
+            S.r2[i] = sf_bane_range(a.a2 + o, cnt, ia, ib);
+        }
+        __syncwarp();
+        double un = 0, u1 = 0, u2 = 0; // every lane: the twin's raster-order sums
+        for (int i = 0; i < ncl; i++) {
+            un += S.tb[i] - S.ta[i];
+            u1 += S.r1[i];
+            u2 += S.r2[i];
+        }
+        if (un == 0) {
+            if (!pass) {
+                if (lane == 0) {
+                    a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
+                    a.iters[node] = 0;
+                }
+                return;
+            }
+            break;
+        }
+        for (int i = lane; i < ncl; i += 32) {
+            S.ca[i] = S.ta[i];
+            S.cb[i] = S.tb[i];
+        }
+        if (pass)
+            it++;
+        lo = l;
+        hi = hh;
+        n = un;
+        sf_bane_mean_sigma_d(un, u1, u2, &mean, &sigma);
+        __syncwarp(); // the sums are read before the next pass writes
+        if (pass && sf_bane_settled(s0, sigma))
+            break;
+    }
+    // the median: the kept values in a window around the mean that holds
+    // ranks km and k (the twin's windows), sorted by key in shared memory
+    const unsigned nk = (unsigned)n, k = nk / 2, km = nk & 1 ? k : k - 1;
+    for (int tries = 0; tries < 5; tries++) {
+        const double wd = sigma / 32.0 * (double)(1 << (3 * tries));
+        if (!(wd > 0))
+            break;
+        const double vlo = mean - wd, vhi = mean + wd;
+        unsigned below = 0, upto = 0;
+        for (int i = lane; i < ncl; i += 32) {
+            const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+            const float *v = a.vals + a.off[ci];
+            const int ca = S.ca[i], cb = S.cb[i];
+            const int la = ca + sf_bane_lower(v + ca, cb - ca, vlo),
+                      ub = sf_bane_upper_from(v, la, cb, vhi); // a few values past la
+            S.ta[i] = la;
+            S.tb[i] = ub;
+            below += la - ca;
+            upto += ub - ca;
+        }
+        below = bane_warp_sum(below);
+        upto = bane_warp_sum(upto);
+        if (!(below <= km && k < upto))
+            continue;
+        unsigned m = upto - below;
+        if (m > BW_CAND)
+            break; // many equal values: the block path
+        if (m > BW_NARROW) {
+            // Ranks km and k within a narrower window, where they should fall
+            // if the window's values were spread evenly (they nearly are,
+            // some hundredths of sigma around the mean), 24 ranks wider on
+            // each side; searched inside the first one. Fewer candidates to
+            // order: sorting about 260 of them cost more than the rest of the
+            // node.
+            const double span = vhi - vlo;
+            const double nlo = vlo + span * (((double)(km - below) - 24.0) / m),
+                         nhi = vlo + span * (((double)(k - below) + 25.0) / m);
+            unsigned nb0 = 0, nu0 = 0;
+            int na[2] = {0, 0}, nbb[2] = {0, 0};
+            for (int i = lane, r = 0; i < ncl; i += 32, r++) {
+                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const float *v = a.vals + a.off[ci];
+                const int ta = S.ta[i], tb = S.tb[i];
+                na[r] = ta + sf_bane_lower(v + ta, tb - ta, nlo);
+                nbb[r] = sf_bane_upper_from(v, na[r], tb, nhi);
+                nb0 += na[r] - ta;
+                nu0 += nbb[r] - ta;
+            }
+            nb0 = below + bane_warp_sum(nb0);
+            nu0 = below + bane_warp_sum(nu0);
+            if (nb0 <= km && k < nu0) { // the narrow window holds them
+                for (int i = lane, r = 0; i < ncl; i += 32, r++) {
+                    S.ta[i] = na[r];
+                    S.tb[i] = nbb[r];
+                }
+                below = nb0;
+                m = nu0 - nb0;
+            }
+        }
+        __syncwarp();
+        // each cell's candidates at the sum of the cells before it (a warp
+        // scan of the counts; cells lane and lane + 32)
+        {
+            unsigned c0 = lane < ncl ? S.tb[lane] - S.ta[lane] : 0,
+                     c1 = lane + 32 < ncl ? S.tb[lane + 32] - S.ta[lane + 32] : 0, x0 = c0, x1 = c1;
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned y0 = __shfl_up_sync(0xffffffffu, x0, o),
+                               y1 = __shfl_up_sync(0xffffffffu, x1, o);
+                if (lane >= o) {
+                    x0 += y0;
+                    x1 += y1;
+                }
+            }
+            const unsigned t0 = __shfl_sync(0xffffffffu, x0, 31);
+            unsigned at[2] = {x0 - c0, t0 + x1 - c1};
+            for (int i = lane, r = 0; i < ncl; i += 32, r++) {
+                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const float *v = a.vals + a.off[ci];
+                for (int j = S.ta[i]; j < S.tb[i]; j++)
+                    S.cand[at[r]++] = sf_fkey(v[j]);
+            }
+        }
+        unsigned P = 32;
+        while (P < m)
+            P <<= 1;
+        for (unsigned i = m + lane; i < P; i += 32)
+            S.cand[i] = 0xffffffffu;
+        __syncwarp();
+        bane_warp_bitonic(S.cand, (int)P);
+        if (lane == 0) {
+            const float lomid = sf_fkey_value(S.cand[km - below]),
+                        himid = sf_fkey_value(S.cand[k - below]);
+            a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
+            a.raws[node] = (float)sigma;
+            a.iters[node] = it;
+        }
+        return;
+    }
+    if (lane == 0)
+        slow[atomicAdd(nslow, 1)] = node;
+}
+
 // The cell path's arrays (background_bane.h). 1. finite pixels a cell.
 __global__ void bane_cellcount(const float *img, size_t stride, int nx, int ny, int step, int ccx,
                                int ccy, long long *cnt)
@@ -601,27 +988,8 @@ __global__ void bane_cellsort(const float *img, size_t stride, int nx, int ny, i
         }
     for (int i = tid; i < n; i += blockDim.x)
         vals[o + i] = sf_fkey_value(keys[i]);
-    __syncthreads();
-    const int m = n / 2;
-    if (tid == 0) {
-        double u1 = 0.0, u2 = 0.0;
-        for (int i = m; i < n; i++) {
-            double d = (double)sf_fkey_value(keys[i]);
-            u1 = u1 + d;
-            u2 = u2 + __dmul_rn(d, d);
-            a1[o + i] = u1;
-            a2[o + i] = u2;
-        }
-    } else if (tid == 1) {
-        double u1 = 0.0, u2 = 0.0;
-        for (int i = m - 1; i >= 0; i--) {
-            double d = (double)sf_fkey_value(keys[i]);
-            u1 = u1 + d;
-            u2 = u2 + __dmul_rn(d, d);
-            a1[o + i] = u1;
-            a2[o + i] = u2;
-        }
-    }
+    if (tid < 32) // sf_bane_running's operations, by the first warp
+        bane_running_warp(keys, n, a1 + o, a2 + o, NULL);
 }
 
 __global__ void bane_fill(const float *rawb, const float *raws, float *fb, float *fs, int ncx, int ncy)
@@ -636,26 +1004,80 @@ __global__ void bane_fill(const float *rawb, const float *raws, float *fb, float
     fs[i] = s;
 }
 
+// The run summary on the device (sf_bane_grid_stats' values): the mean of
+// the levels in sf_bane_grid_mean's association (a chunk a thread, the
+// chunks' sums added by thread 0 in order), the medians from the sorted
+// grids sb and ss, the most passes; one block of SF_BANE_GRID_CHUNKS threads.
+struct bane_summary_out {
+    double mean;
+    float median, sigma, first;
+    int niter;
+};
+
+__device__ float bane_grid_median(const float *s, int n)
+{
+    if (n & 1)
+        return s[n / 2];
+    return (float)((double)__fadd_rn(s[n / 2 - 1], s[n / 2]) / 2.0);
+}
+
+__global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
+    bane_summary(const float *fb, const float *sb, const float *ss, const int *iters, int nb,
+                 bane_summary_out *out)
+{
+    __shared__ double part[SF_BANE_GRID_CHUNKS];
+    __shared__ int most[SF_BANE_GRID_CHUNKS / 32];
+    const int t = threadIdx.x, cl = (nb + SF_BANE_GRID_CHUNKS - 1) / SF_BANE_GRID_CHUNKS;
+    double u = 0.0;
+    int mx = 0;
+    for (int i = t * cl; i < (t + 1) * cl && i < nb; i++)
+        u = u + (double)fb[i];
+    for (int i = t; i < nb; i += SF_BANE_GRID_CHUNKS)
+        mx = max(mx, iters[i]);
+    part[t] = u;
+    mx = __reduce_max_sync(0xffffffffu, mx);
+    if ((t & 31) == 0)
+        most[t >> 5] = mx;
+    __syncthreads();
+    if (t == 0) {
+        double s = 0.0;
+        for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++)
+            s = s + part[q];
+        for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++)
+            mx = max(mx, most[w]);
+        out->mean = s / nb;
+        out->median = bane_grid_median(sb, nb);
+        out->sigma = bane_grid_median(ss, nb);
+        out->first = fb[0];
+        out->niter = mx;
+    }
+}
+
+#define BM_PIX 1024 // pixels a block of bane_maps
 __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int step, int ncx,
                           int ncy, const float *fb, const float *fs, float *ob, size_t bstride,
                           float *os, size_t rstride)
 {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
-    if (x >= nx)
-        return;
-    int kx, ky;
-    double tx, ty;
+    // a block a row segment of BM_PIX pixels, BM_PIX / blockDim.x a thread
+    // (coalesced: thread t takes x0 + t, x0 + t + blockDim.x, ...)
+    const int y = blockIdx.y, x0 = blockIdx.x * BM_PIX;
+    int ky;
+    double ty;
     sf_bane_axis(y, ny, step, ncy, &ky, &ty);
-    sf_bane_axis(x, nx, step, ncx, &kx, &tx);
-    float b, s;
-    if (isnan(img[(size_t)y * istride + x])) {
-        b = s = __int_as_float(0x7fc00000);
-    } else {
-        b = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
-        s = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
+    for (int x = x0 + threadIdx.x; x < x0 + BM_PIX && x < nx; x += blockDim.x) {
+        int kx;
+        double tx;
+        sf_bane_axis(x, nx, step, ncx, &kx, &tx);
+        float b, s;
+        if (isnan(img[(size_t)y * istride + x])) {
+            b = s = __int_as_float(0x7fc00000);
+        } else {
+            b = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
+            s = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
+        }
+        ob[(size_t)y * bstride + x] = b;
+        os[(size_t)y * rstride + x] = s;
     }
-    ob[(size_t)y * bstride + x] = b;
-    os[(size_t)y * rstride + x] = s;
 }
 
 extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
@@ -680,8 +1102,14 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     float *rawb, *raws, *fb, *fs, *cm, *cvals = NULL;
     double *ca1 = NULL, *ca2 = NULL;
     long long *coff = NULL, *ccnt = NULL;
-    int *iters;
+    void *ctemp = NULL, *stemp;
+    float *gsort;
+    bane_summary_out *dsum;
+    int *iters, *slow, *nslow;
     const int use_cells = sf_bane_use_cells(step, p->box);
+    // SKYFIND_BANE_BLOCK=1: the block-per-cell and block-per-node kernels
+    // (the warp kernels' reference in benchmarks; the same maps)
+    const int blockpath = getenv("SKYFIND_BANE_BLOCK") != NULL;
     const int ccx = (nx + step - 1) / step, ccy = (ny + step - 1) / step;
     if (!bkg || !rms)
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
@@ -699,7 +1127,12 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     fs = (float *)(q + 3 * fbytes);
     iters = (int *)(q + 4 * fbytes);
     cm = (float *)(q + 5 * fbytes);
-    q += 6 * fbytes;
+    slow = (int *)(q + 6 * fbytes);
+    nslow = (int *)((char *)base + 2048);
+    gsort = (float *)(q + 7 * fbytes); // the summary's sorted grids, then the sort's storage
+    stemp = q + 9 * fbytes;
+    dsum = (bane_summary_out *)((char *)base + 1024);
+    q += 9 * fbytes + SF_BANE_SORT_TEMP(nb);
     if (use_cells) { // the layout of sf_bane_scratch_bytes
         const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny;
         coff = (long long *)q;
@@ -711,27 +1144,54 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         ca1 = (double *)q;
         q += SF_BANE_ALIGN(np * 8);
         ca2 = (double *)q;
+        q += SF_BANE_ALIGN(np * 8);
+        ctemp = q;
     }
     SF_CUDA(cudaMemsetAsync(dscan, 0, sizeof *dscan, g->stream));
-    bane_scan<<<2 * g->sm_count, 256, 0, g->stream>>>(img->data, img->stride, nx, ny, dscan);
-    SF_LAUNCHED();
-    bane_cellmax<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
-        img->data, img->stride, nx, ny, step, ccx, ccy, cm);
-    SF_LAUNCHED();
+    SF_CUDA(cudaMemsetAsync(nslow, 0, sizeof *nslow, g->stream));
+    if (!use_cells || blockpath) { // the cell path counts them in its offsets
+        bane_scan<<<2 * g->sm_count, 256, 0, g->stream>>>(img->data, img->stride, nx, ny, dscan);
+        SF_LAUNCHED();
+    }
+    if (!use_cells || blockpath) {
+        bane_cellmax<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
+            img->data, img->stride, nx, ny, step, ccx, ccy, cm);
+        SF_LAUNCHED();
+    }
     if (use_cells) {
         int P = 1;
         while (P < step * step)
             P <<= 1;
-        bane_cellcount<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
-            img->data, img->stride, nx, ny, step, ccx, ccy, ccnt);
+        if (blockpath) {
+            bane_cellcount<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
+                img->data, img->stride, nx, ny, step, ccx, ccy, ccnt);
+        } else {
+            bane_cellstat<<<sf_blocks((size_t)ccx * ccy * 32, 256), 256, 0, g->stream>>>(
+                img->data, img->stride, nx, ny, step, ccx, ccx * ccy, ccnt, cm);
+        }
         SF_LAUNCHED();
-        bane_cellscan<<<1, 1024, 0, g->stream>>>(ccnt, coff, ccx * ccy);
-        SF_LAUNCHED();
-        if (P * 4 > 48 * 1024)
-            SF_CUDA(cudaFuncSetAttribute(bane_cellsort, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         P * 4));
-        bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
-            img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, ca1, ca2);
+        {
+            // the offsets: cub's scan of the counts (its temporary storage
+            // after the cell arrays, sf_bane_scratch_bytes), else one block
+            size_t tb = 0;
+            const int nc = ccx * ccy;
+            SF_CUDA(cub::DeviceScan::InclusiveSum(NULL, tb, ccnt, coff + 1, nc, g->stream));
+            if (!blockpath && tb <= SF_BANE_SCAN_TEMP(nc)) {
+                SF_CUDA(cudaMemsetAsync(coff, 0, sizeof *coff, g->stream));
+                SF_CUDA(cub::DeviceScan::InclusiveSum(ctemp, tb, ccnt, coff + 1, nc, g->stream));
+            } else {
+                bane_cellscan<<<1, 1024, 0, g->stream>>>(ccnt, coff, nc);
+                SF_LAUNCHED();
+            }
+        }
+        if (blockpath || !bane_cellsort_warp_launch(img->data, img->stride, nx, ny, step, ccx,
+                                                    ccx * ccy, coff, cvals, ca1, ca2, g->stream)) {
+            if (P * 4 > 48 * 1024)
+                SF_CUDA(cudaFuncSetAttribute(bane_cellsort,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, P * 4));
+            bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
+                img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, ca1, ca2);
+        }
         SF_LAUNCHED();
     }
     {
@@ -747,13 +1207,20 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                                  : 0;
         bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
                        step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
-                       raws,      iters,       use_cells ? 1 : 0};
+                       raws,      iters,       use_cells ? 1 : 0, slow, nslow};
         const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
         // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
         // block gets without asking
         if (dyn)
             SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)dyn));
+        if (use_cells && !blockpath && (p->box / step) * (p->box / step) <= BW_CELLS) {
+            // a warp a node, then the few it lists (mode 3) a block each
+            bane_nodes_warp<<<(nb + BW_WARPS - 1) / BW_WARPS, 32 * BW_WARPS, 0, g->stream>>>(
+                a, slow, nslow);
+            SF_LAUNCHED();
+            a.mode = 3;
+        }
         bane_nodes<<<nb, dim3(BN_TX, BN_TY), use_cells ? cdyn : sdyn, g->stream>>>(a);
         SF_LAUNCHED();
         if (ne) {
@@ -764,25 +1231,59 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
     SF_LAUNCHED();
-    bane_maps<<<dim3(sf_blocks(nx, 128), ny), 128, 0, g->stream>>>(
+    bane_maps<<<dim3((nx + BM_PIX - 1) / BM_PIX, ny), 256, 0, g->stream>>>(
         img->data, img->stride, nx, ny, step, ncx, ncy, fb, fs, bkg->data, bkg->stride, rms->data,
         rms->stride);
     SF_LAUNCHED();
-    hb = (float *)malloc((size_t)nb * sizeof(float));
-    hs = (float *)malloc((size_t)nb * sizeof(float));
-    hit = (int *)malloc((size_t)nb * sizeof(int));
-    if (!hb || !hs || !hit) {
-        st = sf_fail(SF_ERR_NOMEM, "background bane: %d nodes on the host", nb);
-        goto fail;
+    // the finite pixels: the last cell offset on the cell path
+    if (use_cells && !blockpath) {
+        long long nf = 0;
+        SF_TRY(sf_gpu_to_host(g, &nf, coff + (size_t)ccx * ccy, sizeof nf));
+        scan.nfinite = (unsigned long long)nf;
+    } else {
+        SF_TRY(sf_gpu_to_host(g, &scan, dscan, sizeof scan));
     }
-    SF_TRY(sf_gpu_to_host(g, &scan, dscan, sizeof scan));
-    SF_TRY(sf_gpu_to_host(g, hb, fb, (size_t)nb * sizeof(float)));
-    SF_TRY(sf_gpu_to_host(g, hs, fs, (size_t)nb * sizeof(float)));
-    SF_TRY(sf_gpu_to_host(g, hit, iters, (size_t)nb * sizeof(int)));
     if (scan.nfinite == 0) {
         st = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
         goto fail;
     }
+    {
+        // the summary on the device (both grids sorted by cub), 24 bytes
+        // back, when the sort's storage fits; else the grids come back
+        size_t tb = 0;
+        SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, tb, fb, gsort, nb, 0, 32, g->stream));
+        if (tb <= SF_BANE_SORT_TEMP(nb) && !blockpath) {
+            bane_summary_out *hsum = (bane_summary_out *)g->pinned;
+            SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, tb, fb, gsort, nb, 0, 32, g->stream));
+            SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, tb, fs, (float *)((char *)gsort + fbytes),
+                                                   nb, 0, 32, g->stream));
+            bane_summary<<<1, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(fb, gsort, (float *)((char *)gsort + fbytes),
+                                                  iters, nb, dsum);
+            SF_LAUNCHED();
+            SF_TRY(sf_gpu_to_host(g, hsum, dsum, sizeof *hsum));
+            if (isnan(hsum->first)) { // filled: NaN only when no node was valid
+                st = sf_bane_no_node(p, img->nx, img->ny);
+                goto fail;
+            }
+            memset(out, 0, sizeof *out);
+            out->mean = hsum->mean;
+            out->median = hsum->median;
+            out->sigma = hsum->sigma;
+            out->nvalid = out->nused = (long long)scan.nfinite;
+            out->niter = hsum->niter;
+            out->converged = 1;
+            goto done;
+        }
+    }
+    // the filled grids and the passes (contiguous: fb, fs, iters) in one copy
+    hb = (float *)malloc(3 * fbytes);
+    if (!hb) {
+        st = sf_fail(SF_ERR_NOMEM, "background bane: %d nodes on the host", nb);
+        goto fail;
+    }
+    hs = (float *)((char *)hb + fbytes);
+    hit = (int *)((char *)hb + 2 * fbytes);
+    SF_TRY(sf_gpu_to_host(g, hb, fb, 3 * fbytes));
     if (isnan(hb[0])) { // filled: NaN only when no node was valid
         st = sf_bane_no_node(p, img->nx, img->ny);
         goto fail;
@@ -790,9 +1291,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     for (int i = 0; i < nb; i++)
         niter = hit[i] > niter ? hit[i] : niter;
     sf_bane_grid_stats(hb, hs, nb, (long long)scan.nfinite, niter, out);
+done:
 fail:
     free(hb);
-    free(hs);
-    free(hit);
     return st;
 }

@@ -233,13 +233,16 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
 START_TEST(test_gpu_random)
 {
     /* cell path with a staged box, pixel path, box 1, pixel path unstaged,
-     * cell path unstaged (180^2 pixels) */
-    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}, {30, 180}};
+     * cell path unstaged (180^2 pixels); the cell path with nodes of 10 x 10
+     * cells (more than the GPU's warp-per-node kernel takes: its block
+     * kernel) and with cells of 33^2 pixels (more than its warp sort takes) */
+    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}, {30, 180}, {4, 40}, {33, 198}};
+    const int nsteps = (int)(sizeof steps / sizeof steps[0]);
     for (int k = 0; sftest_sizes[k][0]; k++) {
         if (sftest_quick() && sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 300 * 300)
             continue;
         for (int nan = 0; nan < 2; nan++)
-            for (int s = 0; s < 5; s++) {
+            for (int s = 0; s < nsteps; s++) {
                 sf_image im;
                 sf_bkg_params p = bane_params(steps[s][0], steps[s][1]);
                 char what[96];

@@ -203,7 +203,8 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
  * cells narrower). Such nodes do not read pixels: each cell's finite values
  * are sorted once (by sf_fkey order) with running sums outward from the
  * cell's middle index m = c/2 (a1[i] = s[m] + ... + s[i] for i >= m, a1[i]
- * = s[i] + ... + s[m-1] for i < m; a2 the same of s*s), so the kept values
+ * = s[i] + ... + s[m-1] for i < m, in sf_bane_running's association; a2
+ * the same of s*s), so the kept values
  * of a cell (lo < v < hi) are an index range [a, b) found by two binary
  * searches, and their sums come from at most two running sums that never
  * reach past the range's far end (an outlier at a cell's end does not
@@ -255,6 +256,67 @@ SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
     return a;
 }
 
+/* The same two searches within a cell's kept range [a, b) of the previous
+ * pass, galloping in from its ends: a clipping pass moves the bounds in by
+ * a few values a cell, so this reads O(log d) values for d values clipped
+ * instead of O(log c). They need only that every value before a is <= l
+ * (upper) and every value from b on is >= h (lower); then the index found
+ * is the one sf_bane_upper / sf_bane_lower find in the whole cell, clamped
+ * to [a, b]. Bounds only tighten from pass to pass (l >= the previous low
+ * bound, h <= the previous high one), so the passes meet that; so does the
+ * median's window, whose upper end is searched from its lower end's index. */
+SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, double l)
+{
+    int lo = a, hi, g = 1;
+    for (;;) { /* s[a..lo) <= l */
+        const int p = lo + g - 1;
+        if (p >= b) {
+            hi = b;
+            break;
+        }
+        if ((double)s[p] > l) {
+            hi = p;
+            break;
+        }
+        lo = p + 1;
+        g <<= 1;
+    }
+    while (lo < hi) { /* the answer is in [lo, hi] */
+        int m = lo + (hi - lo) / 2;
+        if ((double)s[m] > l)
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    return lo;
+}
+
+SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, double h)
+{
+    int lo, hi = b, g = 1;
+    for (;;) { /* s[hi..b) >= h */
+        const int p = hi - g;
+        if (p < a) {
+            lo = a;
+            break;
+        }
+        if ((double)s[p] < h) {
+            lo = p + 1;
+            break;
+        }
+        hi = p;
+        g <<= 1;
+    }
+    while (lo < hi) {
+        int m = lo + (hi - lo) / 2;
+        if ((double)s[m] >= h)
+            hi = m;
+        else
+            lo = m + 1;
+    }
+    return lo;
+}
+
 /* Sum of r[a..b) of a cell of c values from its running sums r (a1 or a2). */
 SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int b)
 {
@@ -268,26 +330,58 @@ SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int 
     return r[a] + r[b - 1];
 }
 
-/* A cell's running sums (s sorted, c values). */
+/* A cell's running sums (s sorted, c values). Each half (upward from m =
+ * c/2, and downward from m-1) is cut into 32 chunks of ceil(len/32) values
+ * (SF_BANE_CHUNKS; the last ones short or empty); inside a chunk the sums
+ * run from its start (u = u + d), the chunks' totals are added in chunk
+ * order into each chunk's offset P (P_0 = 0, P_q+1 = P_q + t_q), and an
+ * entry is P + u. So a1[i] is a sum of s[m..i] (or s[i..m-1]) in a fixed
+ * association that a warp computes with one chunk a lane (the GPU's
+ * bane_running_warp: the same operations, so the same bits). */
+#define SF_BANE_CHUNKS 32
+SF_BKG_HD static inline void sf_bane_half(const float *s, int m, int len, int dir, double *a1,
+                                          double *a2)
+{
+    const int cl = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS;
+    double p1 = 0.0, p2 = 0.0;
+    for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+        double u1 = 0.0, u2 = 0.0;
+        for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
+            const int i = dir > 0 ? m + j : m - 1 - j;
+            const double d = (double)s[i];
+            u1 = u1 + d;
+            u2 = u2 + SF_BKG_DMUL(d, d);
+            a1[i] = p1 + u1;
+            a2[i] = p2 + u2;
+        }
+        p1 = p1 + u1;
+        p2 = p2 + u2;
+    }
+}
+
 SF_BKG_HD static inline void sf_bane_running(const float *s, int c, double *a1, double *a2)
 {
     const int m = c / 2;
-    double u1 = 0.0, u2 = 0.0;
-    for (int i = m; i < c; i++) {
-        double d = (double)s[i];
-        u1 = u1 + d;
-        u2 = u2 + SF_BKG_DMUL(d, d);
-        a1[i] = u1;
-        a2[i] = u2;
+    sf_bane_half(s, m, c - m, 1, a1, a2);
+    sf_bane_half(s, m, m, -1, a1, a2);
+}
+
+/* The mean of the nb node levels for the run summary: each of
+ * SF_BANE_GRID_CHUNKS chunks of ceil(nb/1024) values summed from its start,
+ * the chunks' sums added in chunk order (a GPU block of 1024 threads, a
+ * chunk each, computes the same). */
+#define SF_BANE_GRID_CHUNKS 1024
+SF_BKG_HD static inline double sf_bane_grid_mean(const float *fb, int nb)
+{
+    const int cl = (nb + SF_BANE_GRID_CHUNKS - 1) / SF_BANE_GRID_CHUNKS;
+    double t = 0.0;
+    for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++) {
+        double u = 0.0;
+        for (int i = q * cl; i < (q + 1) * cl && i < nb; i++)
+            u = u + (double)fb[i];
+        t = t + u;
     }
-    u1 = u2 = 0.0;
-    for (int i = m - 1; i >= 0; i--) {
-        double d = (double)s[i];
-        u1 = u1 + d;
-        u2 = u2 + SF_BKG_DMUL(d, d);
-        a1[i] = u1;
-        a2[i] = u2;
-    }
+    return t / nb;
 }
 
 /* Mean and sigma (ddof 0) from plain double sums (the cell path). */
@@ -323,10 +417,16 @@ static inline sf_status sf_bane_check_work(int nx, int ny, int step, int box)
 
 /* Bytes of device scratch the GPU version needs (step 0: auto, counted as
  * 4, the least a beam of a pixel or more gives, with the cell path's arrays;
- * scratch grows on demand): the node grids and cell maxima, and for the
- * cell path each cell's count and offset and every finite pixel's value and
+ * scratch grows on demand): the node grids, cell maxima, the list of nodes
+ * the GPU's warp path leaves to its block path and the sorted grids of the
+ * summary with their sort's storage, and for the cell path each cell's count and offset and every finite pixel's value and
  * two running sums. */
 #define SF_BANE_ALIGN(b) (((b) + 255) / 256 * 256)
+/* the GPU's scan of the cell counts: its temporary storage (cub asks for
+ * about 16 bytes a tile of a few thousand counts) */
+#define SF_BANE_SCAN_TEMP(nc) SF_BANE_ALIGN((size_t)(nc) + 65536)
+/* ... and of its sort of the node grids for the run summary's medians */
+#define SF_BANE_SORT_TEMP(nb) SF_BANE_ALIGN(8 * (size_t)(nb) + (1 << 20))
 static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
 {
     size_t nb, nc, np = (size_t)nx * (size_t)ny, bytes;
@@ -338,10 +438,10 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     }
     nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
     nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
-    bytes = 4096 + 6 * SF_BANE_ALIGN(nb * 4);
+    bytes = 4096 + 9 * SF_BANE_ALIGN(nb * 4) + SF_BANE_SORT_TEMP(nb);
     if (sf_bane_use_cells(step, box))
         bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(np * 4) +
-                 2 * SF_BANE_ALIGN(np * 8);
+                 2 * SF_BANE_ALIGN(np * 8) + SF_BANE_SCAN_TEMP(nc);
     return bytes;
 }
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Issue 18 on the GPU machine: the default pipelines against their floors.
+#   . .gpu-bundle/env.sh && tests/gpu/floor.sh OUT [SECTION...]
+# Sections (default: all, in this order):
+#   suites  the suites of the stages changed for it (GPU against the CPU twin)
+#   sanitizer  compute-sanitizer memcheck and racecheck on SAN_SUITES
+#           (default background_bane) and on a whole radio.pipe run
+#   bench   bench_pipeline -p radio,lesson,sextractor on the GPU at 2048, 4096
+#           and 8192 (median of 10, CUDA events), today's kernels and, in the
+#           same process run, SKYFIND_BANE_BLOCK=1 (the block-per-cell and
+#           block-per-node bane kernels they replace) alternated twice
+#   ncu     Nsight Compute kernel times of one radio.pipe run at 8192^2
+#   e2e     one process per image, FITS in to catalogue out, radio.pipe GPU
+# Logs go to OUT as they are written (a call that times out keeps them).
+set -u
+OUTDIR=${1:?usage: floor.sh OUT [SECTION...]}
+shift
+SECTIONS=${*:-suites sanitizer bench ncu e2e}
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
+BIN=$B/bin
+export SKYFIND_TEST_DATA=${SKYFIND_TEST_DATA:-$B/extra/data}
+export SKYFIND_PIPELINES=$PWD/pipelines CK_FORK=no
+W=$OUTDIR/work
+mkdir -p "$W"
+LOG=$OUTDIR/floor.log
+sizes=${SIZES:-2048 4096 8192}
+fail=0
+say() { printf '\n=== %s\n' "$*" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+for n in $sizes; do
+    [ -f "$W/sim$n.fits" ] || "$BIN/skyfind" simulate -q -n "$n" --seed "$n" -o "$W/sim$n.fits"
+done
+
+if want suites; then
+    say "suites (GPU against the CPU twin)"
+    for t in ${FLOOR_SUITES:-background_bane background background_mesh convolve threshold segment}; do
+        "$BIN/tests/test_$t" >"$W/test_$t.log" 2>&1
+        rc=$?
+        printf '%-24s rc=%d  %s\n' "test_$t" $rc "$(grep -E '^[0-9]+%|SKIP' "$W/test_$t.log" | tr '\n' ' ')" | tee -a "$LOG"
+        [ $rc = 0 ] || { fail=1; tail -20 "$W/test_$t.log" | tee -a "$LOG"; }
+    done
+fi
+
+if want sanitizer; then
+    say "compute-sanitizer memcheck and racecheck (quick sizes) on the suites and a whole radio run"
+    "$BIN/skyfind" simulate -q -n 512 --seed 5 --pairs 20 -o "$W/san512.fits"
+    for tool in memcheck racecheck; do
+        for t in ${SAN_SUITES:-background_bane}; do
+            SKYFIND_TEST_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+                "$BIN/tests/test_$t" >"$W/san_${tool}_$t.log" 2>&1
+            rc=$?
+            printf '%-10s %-22s rc=%d  %s\n' $tool "test_$t" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_$t.log" | tr '\n' ' ')" | tee -a "$LOG"
+            [ $rc = 0 ] || fail=1
+        done
+        compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p radio \
+            -o "$W/san_out" "$W/san512.fits" >"$W/san_${tool}_run.log" 2>&1
+        rc=$?
+        printf '%-10s %-22s rc=%d  %s\n' $tool "run radio" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_run.log" | tr '\n' ' ')" | tee -a "$LOG"
+        [ $rc = 0 ] || fail=1
+    done
+fi
+
+if want bench; then
+    say "bench_pipeline, GPU stages (median of 10): today's kernels, then SKYFIND_BANE_BLOCK=1, twice"
+    for rep in 1 2; do
+        for v in new block; do
+            if [ $v = block ]; then export SKYFIND_BANE_BLOCK=1; else unset SKYFIND_BANE_BLOCK; fi
+            say "variant $v, round $rep"
+            "$BIN/tests/bench/bench_pipeline" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
+                --sizes "${sizes// /,}" --repeat 10 --backend gpu --workdir "$W" 2>&1 | tee -a "$LOG"
+        done
+    done
+    unset SKYFIND_BANE_BLOCK
+fi
+
+if want ncu; then
+    say "Nsight Compute: kernel times of radio.pipe on the 8192^2 sky (one run)"
+    n=${NCU_SIZE:-8192}
+    ncu --csv --metrics gpu__time_duration.sum "$BIN/skyfind" run -q -b gpu -o "$W/ncu" "$W/sim$n.fits" \
+        >"$W/ncu.csv" 2>"$W/ncu.err"
+    python3 - "$W/ncu.csv" <<'EOF' | tee -a "$LOG"
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
+tot = collections.OrderedDict()
+for r in rows[1:]:
+    name = r[k].split("(")[0].split("<")[0]
+    val = float(r[v].replace(",", ""))
+    val = val / 1e6 if r[u] in ("ns", "nsecond") else val / 1e3 if r[u] in ("us", "usecond") else val
+    c, s = tot.get(name, (0, 0.0)); tot[name] = (c + 1, s + val)
+all_ms = sum(s for _, s in tot.values())
+for name, (c, s) in sorted(tot.items(), key=lambda t: -t[1][1]):
+    print(f"{s:9.3f} ms {100*s/all_ms:5.1f}%  x{c:<4d} {name}")
+print(f"{all_ms:9.3f} ms in all (kernels only, serialised by ncu)")
+EOF
+fi
+
+if want e2e; then
+    say "end to end, one process per image (FITS in, catalogues out), radio.pipe on the GPU"
+    for n in $sizes; do
+        for rep in 1 2 3; do
+            s=$(date +%s.%N)
+            "$BIN/skyfind" run -q -b gpu -o "$W/e2e" "$W/sim$n.fits"
+            e=$(date +%s.%N)
+            echo "$n run $rep: $(python3 -c "print(f'{$e-$s:.3f}')") s" | tee -a "$LOG"
+        done
+    done
+fi
+say "floor.sh: $([ $fail = 0 ] && echo all passed || echo FAILURES)"
+exit $fail
