@@ -1,17 +1,25 @@
 // Stage `background`, method=bane, GPU version (twin: cpu/background_bane.c;
 // the rules and why both backends get the same bits: src/calc/background_bane.h).
 // Kernels in launch order (sf_background_bane_gpu, at the end, launches them):
-// 1. bane_scan: the image's finite pixels (for the run summary).
-// 2. bane_cellmax: the largest |v| of each step x step cell (the pixel
-//    path's first scale).
-// 3. The cell path's arrays (when sf_bane_use_cells): bane_cellcount,
-//    bane_cellscan (offsets), bane_cellsort (each cell sorted in shared
-//    memory, then its running sums).
-// 4. bane_nodes, one block of 32 x 8 threads per node, launched twice on the
-//    cell path (mode 1: the aligned nodes with small shared arrays; mode 2:
-//    the last column and row with staged boxes):
-//    - cell path: per-cell ranges by binary search, range sums added by
-//      thread 0 in the twin's raster order; the median from a window of
+// 1. bane_scan: the image's finite pixels, for the run summary (the pixel
+//    path only: the cell path has the count in its last cell offset).
+// 2. Cell maxima (the pixel path's first scale) and, on the cell path (when
+//    sf_bane_use_cells), its arrays: bane_cellstat (each cell's finite count
+//    and largest |v|, a warp a cell), cub's scan of the counts into offsets,
+//    bane_cellsort_warp (a warp a cell: cub's warp merge sort, then the
+//    running sums a chunk a lane, bane_running_warp). Cells of more than
+//    1024 pixels: bane_cellsort, a block a cell.
+// 3. bane_nodes_warp: the cell-aligned nodes, a warp each, 8 a block
+//    (nodes of up to 8 x 8 cells): per-cell kept ranges by galloping
+//    searches from the previous pass's, range sums added in the twin's
+//    raster order; the median from a window of candidates around the mean,
+//    narrowed to about 50, sorted in shared memory. A node with too many
+//    candidates (many equal values) is listed for the block kernel.
+// 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
+//    nodes, mode 2 the others (last column and row, not cell-aligned), mode
+//    1 every aligned node when nodes have more than 64 cells, mode 0 every
+//    node without the cell path:
+//    - cell path: as bane_nodes_warp, thread 0 adding the range sums;
 //      candidates ranked exactly (bane_rank);
 //    - pixel path: the box staged in shared memory once (up to BN_STAGE_MAX
 //      pixels), each pass summing the kept pixels' v and v*v as exact
@@ -22,8 +30,12 @@
 //      falls back to it too.
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
 // 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
-// The filled grids come back to the host for the run summary (the twin's
-// sf_bane_grid_stats).
+// 7. The run summary (sf_bane_grid_stats' values) on the device: both grids
+//    sorted by cub, bane_summary (medians, the mean in sf_bane_grid_mean's
+//    association, the most passes); 24 bytes come back. The grids come back
+//    instead when cub's storage would not fit.
+// SKYFIND_BANE_BLOCK=1 runs the block kernels everywhere (the warp kernels'
+// reference in benchmarks; the same maps).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
