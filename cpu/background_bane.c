@@ -5,7 +5,7 @@
  * - bane_median: the exact median of a node's kept pixels (histogram, then
  *   only the middle bins ordered);
  * - bane_node: a node that reads its box (exact integer sums in doubles);
- * - the cell path (bane_cellset, key_sort, bane_cells_build,
+ * - the cell path (bane_cellset, key_sort, bane_ring_alloc, bane_cell_fill,
  *   bane_node_cells): cell-aligned nodes from sorted cells and running sums;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
  *   stage (cells, nodes in parallel, fill, maps).
@@ -189,11 +189,18 @@ static long long bane_cells(const sf_image *img, int step, float *cm, int ccx, i
 }
 
 /* ---- the cell path (background_bane.h) ---------------------------------- */
+/* The cells are kept for a band of cell rows only: a ring of w rows (the
+ * box's span in cells, at most the image's), cell row cy in ring row cy % w,
+ * each cell in a slot of step^2 values. The nodes are done a node row at a
+ * time, every thread on the same row, and the ring takes the next cell row
+ * before each (bane_ring_fill): a few MB that stay in cache, instead of
+ * 20 bytes a pixel for the whole image (at 2048^2, 84 MB whose first touch
+ * cost more than sorting them on the development VM). */
 typedef struct {
-    float *v;        /* every cell's finite values, sorted, cell after cell */
+    float *v;        /* each cell's finite values, sorted */
     double *a1, *a2; /* their running sums outward from each cell's middle */
-    long long *off;  /* cell c's values at v[off[c] .. off[c+1]) */
-    int ccx, ccy;
+    int *cnt;        /* each cell's count */
+    int ccx, ccy, w, step, slot;
 } bane_cellset;
 
 /* Sort n keys (sf_fkey order): insertion below 48, else an LSD radix sort
@@ -235,65 +242,57 @@ static void key_sort(uint32_t *k, uint32_t *tmp, int n)
         memcpy(k, src, (size_t)n * sizeof *k);
 }
 
-static sf_status bane_cells_build(const sf_image *img, int step, bane_cellset *c)
+static sf_status bane_ring_alloc(int ccx, int ccy, int step, int span, bane_cellset *c)
 {
-    const int nx = img->nx, ny = img->ny;
-    const size_t nc = (size_t)c->ccx * c->ccy;
-    long long tot = 0;
-    c->off = malloc((nc + 1) * sizeof *c->off);
-    if (!c->off)
-        return sf_fail(SF_ERR_NOMEM, "background bane: %zu cells", nc);
-#pragma omp parallel for schedule(static)
-    for (int cy = 0; cy < c->ccy; cy++)
-        for (int cx = 0; cx < c->ccx; cx++) {
-            long long m = 0;
-            for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
-                for (int x = cx * step; x < (cx + 1) * step && x < nx; x++)
-                    m += isfinite(img->data[(size_t)y * img->stride + x]) != 0;
-            c->off[(size_t)cy * c->ccx + cx] = m;
-        }
-    for (size_t i = 0; i < nc; i++) {
-        long long m = c->off[i];
-        c->off[i] = tot;
-        tot += m;
-    }
-    c->off[nc] = tot;
-    c->v = malloc((size_t)(tot ? tot : 1) * sizeof *c->v);
-    c->a1 = malloc((size_t)(tot ? tot : 1) * sizeof *c->a1);
-    c->a2 = malloc((size_t)(tot ? tot : 1) * sizeof *c->a2);
-    if (!c->v || !c->a1 || !c->a2)
-        return sf_fail(SF_ERR_NOMEM, "background bane: sorted cells of %lld pixels", tot);
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int cy = 0; cy < c->ccy; cy++) {
-        uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
-        for (int cx = 0; cx < c->ccx; cx++) {
-            const size_t ci = (size_t)cy * c->ccx + cx;
-            float *v = c->v + c->off[ci];
-            uint32_t *k = (uint32_t *)v;
-            int m = 0, n = (int)(c->off[ci + 1] - c->off[ci]);
-            for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
-                for (int x = cx * step; x < (cx + 1) * step && x < nx; x++) {
-                    float f = img->data[(size_t)y * img->stride + x];
-                    if (isfinite(f))
-                        k[m++] = sf_fkey(f);
-                }
-            key_sort(k, tmp, n);
-            for (int i = 0; i < n; i++)
-                v[i] = sf_fkey_value(k[i]);
-            sf_bane_running(v, n, c->a1 + c->off[ci], c->a2 + c->off[ci]);
-        }
+    c->ccx = ccx;
+    c->ccy = ccy;
+    c->w = span < ccy ? span : ccy;
+    c->step = step;
+    c->slot = step * step;
+    {
+        const size_t n = (size_t)c->w * ccx * c->slot;
+        c->v = malloc(n * sizeof *c->v);
+        c->a1 = malloc(n * sizeof *c->a1);
+        c->a2 = malloc(n * sizeof *c->a2);
+        c->cnt = malloc((size_t)c->w * ccx * sizeof *c->cnt);
+        if (!c->v || !c->a1 || !c->a2 || !c->cnt)
+            return sf_fail(SF_ERR_NOMEM, "background bane: %d rows of sorted cells (%.1f MB)",
+                           c->w, n * 20.0 / 1e6);
     }
     return SF_OK;
 }
 
-/* Cell (cx, cy): its sorted values at *v, their running sums from offset
- * *o; returns its count. */
+/* Cell (cx, cy) into its ring row: its finite values sorted (by sf_fkey
+ * order), then their running sums. */
+static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
+{
+    const int step = c->step, nx = img->nx, ny = img->ny;
+    const size_t ci = (size_t)(cy % c->w) * c->ccx + cx, o = ci * c->slot;
+    uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
+    float *v = c->v + o;
+    uint32_t *k = (uint32_t *)v;
+    int n = 0;
+    for (int y = cy * step; y < (cy + 1) * step && y < ny; y++)
+        for (int x = cx * step; x < (cx + 1) * step && x < nx; x++) {
+            float f = img->data[(size_t)y * img->stride + x];
+            if (isfinite(f))
+                k[n++] = sf_fkey(f);
+        }
+    key_sort(k, tmp, n);
+    for (int i = 0; i < n; i++)
+        v[i] = sf_fkey_value(k[i]);
+    sf_bane_running(v, n, c->a1 + o, c->a2 + o);
+    c->cnt[ci] = n;
+}
+
+/* Cell (cx, cy), in the ring: its sorted values at *v, their running sums
+ * from offset *o; returns its count. */
 static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v, long long *o)
 {
-    const size_t ci = (size_t)cy * c->ccx + cx;
-    *o = c->off[ci];
+    const size_t ci = (size_t)(cy % c->w) * c->ccx + cx;
+    *o = (long long)(ci * c->slot);
     *v = c->v + *o;
-    return (int)(c->off[ci + 1] - *o);
+    return c->cnt[ci];
 }
 
 static void bane_cells_free(bane_cellset *c)
@@ -301,7 +300,7 @@ static void bane_cells_free(bane_cellset *c)
     free(c->v);
     free(c->a1);
     free(c->a2);
-    free(c->off);
+    free(c->cnt);
 }
 
 /* One cell-aligned node (see bane_node for the rule); ab: 2 ints a cell of
@@ -392,6 +391,32 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         if (!(nb_ <= km && k < nu))
             continue;
         below = nb_;
+        if (tries < 5 && nu - nb_ > 64) {
+            /* A narrower window where ranks km..k fall if the window's values
+             * were spread evenly (they nearly are, some hundredths of sigma
+             * around the mean), 24 ranks wider each side, searched inside
+             * this one (the kept ranges in ab are not needed any more): about
+             * 50 values to select from instead of about 260 (the GPU does
+             * the same) */
+            const double span = vhi - vlo, mw = (double)(nu - nb_);
+            const double nlo = vlo + span * (((double)(km - nb_) - 24.0) / mw),
+                         nhi = vlo + span * (((double)(k - nb_) + 25.0) / mw);
+            size_t b2 = nb_, u2 = nb_;
+            for (i = 0; i < ncl; i++) {
+                const float *v;
+                long long o;
+                const int la = ab[2 * (ncl + i)], ub = ab[2 * (ncl + i) + 1];
+                (void)cell_at(c, cx0 + i % (cx1 - cx0 + 1), cy0 + i / (cx1 - cx0 + 1), &v, &o);
+                ab[2 * i] = la + sf_bane_lower(v + la, ub - la, nlo);
+                ab[2 * i + 1] = sf_bane_upper_from(v, ab[2 * i], ub, nhi);
+                b2 += (size_t)(ab[2 * i] - la);
+                u2 += (size_t)(ab[2 * i + 1] - la);
+            }
+            if (b2 <= km && k < u2) { /* it holds them: its ranges replace the window's */
+                below = b2;
+                memcpy(ab + 2 * ncl, ab, (size_t)ncl * 2 * sizeof *ab);
+            }
+        }
         m = 0;
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
@@ -454,6 +479,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     const int nx = img->nx, ny = img->ny, step = p->step;
     int ncx, ncy, nb, nvalid = 0, niter = 0;
     float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *sorted = NULL, *cm = NULL;
+    int *xk = NULL;
+    double *xt = NULL;
     int ccx, ccy;
     long long nfinite = 0;
     int nt = 1;
@@ -494,9 +521,9 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         int *iters = (int *)sorted; /* reused: same size */
         const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 4 * (p->box / step) * (p->box / step) + 4;
-        bane_cellset cl = {NULL, NULL, NULL, NULL, ccx, ccy};
+        bane_cellset cl = {NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1};
         int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);
-        if (!abuf || (use_cells && (s = bane_cells_build(img, step, &cl)) != SF_OK)) {
+        if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step, &cl)) != SF_OK)) {
             if (!abuf)
                 s = sf_fail(SF_ERR_NOMEM, "background bane: cell ranges");
             free(abuf);
@@ -505,22 +532,45 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             goto fail;
         }
         nfinite = bane_cells(img, step, cm, ccx, ccy);
-#pragma omp parallel for schedule(dynamic, 8)
-        for (int i = 0; i < nb; i++) {
-            int tid = 0, px = sf_bane_node_pos(i % ncx, ncx, nx, step),
-                py = sf_bane_node_pos(i / ncx, ncy, ny, step);
+        /* a node row at a time, every thread on it; the ring first takes the
+         * cell rows the row's boxes reach (the rows it drops are above every
+         * box of this row and the next) */
+#pragma omp parallel
+        {
+            int tid = 0, built = -1; /* the last cell row in the ring (the same in every thread) */
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            if (use_cells && sf_bane_aligned(px, py, step, p->box)) {
-                int x0, x1, y0, y1;
-                sf_bane_box(px, p->box, nx, &x0, &x1);
-                sf_bane_box(py, p->box, ny, &y0, &y1);
-                iters[i] = bane_node_cells(&cl, p, x0, x1, y0, y1, abuf + (size_t)tid * per_ab,
-                                           buf + (size_t)tid * per, &nb_b[i], &nb_s[i]);
-            } else {
-                iters[i] = bane_node(img, p, cm, ccx, px, py, buf + (size_t)tid * per,
-                                     hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
+            for (int iy = 0; iy < ncy; iy++) {
+                const int py = sf_bane_node_pos(iy, ncy, ny, step);
+                int need = -1;
+                if (use_cells && py % step == 0) {
+                    int y0, y1;
+                    sf_bane_box(py, p->box, ny, &y0, &y1);
+                    need = y1 > y0 ? (y1 - 1) / step : -1;
+                }
+                if (need > built) {
+                    const int r0 = built + 1, nr = need - built;
+#pragma omp for schedule(static)
+                    for (int t = 0; t < nr * ccx; t++)
+                        bane_cell_fill(img, &cl, t % ccx, r0 + t / ccx);
+                    built = need;
+                }
+#pragma omp for schedule(dynamic, 4)
+                for (int ix = 0; ix < ncx; ix++) {
+                    const int i = iy * ncx + ix, px = sf_bane_node_pos(ix, ncx, nx, step);
+                    if (use_cells && sf_bane_aligned(px, py, step, p->box)) {
+                        int x0, x1, y0, y1;
+                        sf_bane_box(px, p->box, nx, &x0, &x1);
+                        sf_bane_box(py, p->box, ny, &y0, &y1);
+                        iters[i] = bane_node_cells(&cl, p, x0, x1, y0, y1,
+                                                   abuf + (size_t)tid * per_ab,
+                                                   buf + (size_t)tid * per, &nb_b[i], &nb_s[i]);
+                    } else {
+                        iters[i] = bane_node(img, p, cm, ccx, px, py, buf + (size_t)tid * per,
+                                             hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
+                    }
+                }
             }
         }
         free(abuf);
@@ -544,21 +594,29 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         if (isnan(nb_b[i]))
             sf_bkg_fill_one(nb_b, nb_s, ncx, ncy, i % ncx, i / ncx, &fb[i], &fs[i]);
     }
+    /* every row has the same columns: their nodes and fractions once */
+    xk = malloc((size_t)nx * sizeof *xk);
+    xt = malloc((size_t)nx * sizeof *xt);
+    if (!xk || !xt) {
+        s = sf_fail(SF_ERR_NOMEM, "background bane: %d columns", nx);
+        goto fail;
+    }
+    for (int x = 0; x < nx; x++)
+        sf_bane_axis(x, nx, step, ncx, &xk[x], &xt[x]);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++) {
         const float *in = img->data + (size_t)y * img->stride;
         float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
-        int ky, kx;
-        double ty, tx;
+        int ky;
+        double ty;
         sf_bane_axis(y, ny, step, ncy, &ky, &ty);
         for (int x = 0; x < nx; x++) {
-            sf_bane_axis(x, nx, step, ncx, &kx, &tx);
             if (isnan(in[x])) {
                 ob[x] = os[x] = NAN;
                 continue;
             }
-            ob[x] = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
-            os[x] = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
+            ob[x] = sf_bane_bilinear(fb, ncx, xk[x], ky, xt[x], ty);
+            os[x] = sf_bane_bilinear(fs, ncx, xk[x], ky, xt[x], ty);
         }
     }
     sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);
@@ -570,5 +628,7 @@ fail:
     free(buf);
     free(sorted);
     free(cm);
+    free(xk);
+    free(xt);
     return s;
 }
