@@ -5,7 +5,7 @@
 # 1, 2, 4, ... threads up to the cores of the machine; the median of REPS
 # runs, each stage's time from the run report (--json) of the median run,
 # and a check that the CSV catalogue is byte-identical to the one-thread one.
-#   tests/bench/threads.sh SKYFIND OUTDIR [SIZES] [REPS]
+#   [PIPES="radio lesson"] tests/bench/threads.sh SKYFIND OUTDIR [SIZES] [REPS]
 # Writes OUTDIR/threads.md (a table) and OUTDIR/threads.csv; exits 1 if any
 # catalogue differs between thread counts.
 set -u
@@ -25,7 +25,7 @@ echo "size,pipeline,threads,wall_ms,stages_ms,stage_ms,identical" >"$OUT/threads
 for n in $SIZES; do
     "$SF" simulate -q -n "$n" --seed 11 -o "$W/sim$n.fits" || exit 2
     cat "$W/sim$n.fits" >/dev/null # in the page cache
-    for p in radio sextractor lesson; do
+    for p in ${PIPES:-radio sextractor lesson}; do
         for t in $T; do
             rm -f "$W/runs.txt"
             for r in $(seq "$REPS"); do
