@@ -301,7 +301,10 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
         s->gbps = s->bytes / (s->ms * 1e6);
         s->floor_ms = bw > 0 ? s->bytes / (bw * 1e6) : 0;
         if (!strcmp(s->stage, "background") && in->box[pi])
-            snprintf(s->note, sizeof s->note, "mesh box %d px", in->box[pi]);
+            snprintf(s->note, sizeof s->note, "%s box %d px",
+                     ((const sf_bkg_params *)pl->steps[k].params)->method == SF_BKG_BANE ? "bane"
+                                                                                     : "mesh",
+                     in->box[pi]);
         else if (!strcmp(s->stage, "measure"))
             s->nsrc = nsrc;
         else if (!strcmp(s->stage, "fit") && ncomp >= 0) {
