@@ -145,6 +145,13 @@ struct bane_args {
     const int *slow, *nslow;
 };
 
+// A node whose box has no finite pixel: NaN, filled later by bane_fill.
+__device__ void bane_node_empty(const bane_args &a, int node)
+{
+    a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
+    a.iters[node] = 0;
+}
+
 // Shared arrays of the median.
 struct bane_med_shared {
     unsigned hist[BN_BINS];
@@ -414,10 +421,8 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
             __syncthreads();
             if (tot[0] == 0) {
                 if (!pass) {
-                    if (tid == 0) {
-                        a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
-                        a.iters[node] = 0;
-                    }
+                    if (tid == 0)
+                        bane_node_empty(a, node);
                     return;
                 }
                 break;
@@ -449,10 +454,8 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
             area ? sf_bane_cells_max(a.cm, a.ccx, a.step, x0, x1, y0, y1) : 0.0, area);
         sf_bane_sums t = bane_pass(src, pitch, w, h, lo, hi, k0, sh);
         if (t.n == 0) {
-            if (tid == 0) {
-                a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
-                a.iters[node] = 0;
-            }
+            if (tid == 0)
+                bane_node_empty(a, node);
             return;
         }
         sf_bane_mean_sigma(t, &k0, &mean, &sigma);
@@ -790,10 +793,8 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         }
         if (un == 0) {
             if (!pass) {
-                if (lane == 0) {
-                    a.rawb[node] = a.raws[node] = __int_as_float(0x7fc00000);
-                    a.iters[node] = 0;
-                }
+                if (lane == 0)
+                    bane_node_empty(a, node);
                 return;
             }
             break;

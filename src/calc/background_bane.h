@@ -281,14 +281,7 @@ SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, dou
         lo = p + 1;
         g <<= 1;
     }
-    while (lo < hi) { /* the answer is in [lo, hi] */
-        int m = lo + (hi - lo) / 2;
-        if ((double)s[m] > l)
-            hi = m;
-        else
-            lo = m + 1;
-    }
-    return lo;
+    return lo + sf_bane_upper(s + lo, hi - lo, l); /* the answer is in [lo, hi] */
 }
 
 SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, double h)
@@ -307,14 +300,7 @@ SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, dou
         hi = p;
         g <<= 1;
     }
-    while (lo < hi) {
-        int m = lo + (hi - lo) / 2;
-        if ((double)s[m] >= h)
-            hi = m;
-        else
-            lo = m + 1;
-    }
-    return lo;
+    return lo + sf_bane_lower(s + lo, hi - lo, h);
 }
 
 /* Sum of r[a..b) of a cell of c values from its running sums r (a1 or a2). */
