@@ -193,7 +193,7 @@ static long long bane_cells(const sf_image *img, int step, float *cm, int ccx, i
  * box's span in cells, at most the image's), cell row cy in ring row cy % w,
  * each cell in a slot of step^2 values. The nodes are done a node row at a
  * time, every thread on the same row, and the ring takes the next cell row
- * before each (bane_ring_fill): a few MB that stay in cache, instead of
+ * before each (bane_cell_fill): a few MB that stay in cache, instead of
  * 20 bytes a pixel for the whole image (at 2048^2, 84 MB whose first touch
  * cost more than sorting them on the development VM). */
 typedef struct {
