@@ -156,15 +156,22 @@ def sky_shape_astropy(w, t):
     x2, y2, xy = (np.asarray(t[k], float) for k in ("x2", "y2", "xy"))
     sing = x2 * y2 - xy * xy < 0.00694
     x2, y2 = np.where(sing, x2 + 0.0833333, x2), np.where(sing, y2 + 0.0833333, y2)
-    j00, j01, j10, j11 = jacobian_astropy(w, x, y)
-    cee = j00 * j00 * x2 + 2 * j00 * j01 * xy + j01 * j01 * y2
-    cnn = j10 * j10 * x2 + 2 * j10 * j11 * xy + j11 * j11 * y2
-    cen = j00 * j10 * x2 + (j00 * j11 + j01 * j10) * xy + j01 * j11 * y2
+    return cov_on_sky(jacobian_astropy(w, x, y), x2, y2, xy)
+
+
+def cov_on_sky(J, xx, yy, xy):
+    """A pixel-frame covariance [[xx, xy], [xy, yy]] through the Jacobian J
+    (J00, J01, J10, J11; east and north per pixel): its axes (the square
+    roots of the eigenvalues) and the major axis's position angle east of
+    north in [0, 180)."""
+    j00, j01, j10, j11 = J
+    cee = j00 * j00 * xx + 2 * j00 * j01 * xy + j01 * j01 * yy
+    cnn = j10 * j10 * xx + 2 * j10 * j11 * xy + j11 * j11 * yy
+    cen = j00 * j10 * xx + (j00 * j11 + j01 * j10) * xy + j01 * j11 * yy
     q = np.sqrt((cee - cnn) ** 2 / 4 + cen * cen)
     a = np.sqrt((cee + cnn) / 2 + q)
     b = np.sqrt(np.maximum((cee + cnn) / 2 - q, 0))
-    pa = np.mod(90 - np.degrees(np.arctan2(2 * cen, cee - cnn) / 2), 180)
-    return a, b, pa
+    return a, b, np.mod(90 - np.degrees(np.arctan2(2 * cen, cee - cnn) / 2), 180)
 
 
 def one(image, has_wcs, tmp):
@@ -356,16 +363,9 @@ def jacobian_astropy(w, x, y):
 def fwhm_on_sky(J, maj, mn, pa):
     """The FWHM matrix of (maj, min, pa from +x) through J: axes and the
     position angle east of north in [0, 180)."""
-    j00, j01, j10, j11 = J
     c, s = np.cos(np.radians(pa)), np.sin(np.radians(pa))
     xx, yy, xy = maj**2 * c * c + mn**2 * s * s, maj**2 * s * s + mn**2 * c * c, (maj**2 - mn**2) * s * c
-    cee = j00 * j00 * xx + 2 * j00 * j01 * xy + j01 * j01 * yy
-    cnn = j10 * j10 * xx + 2 * j10 * j11 * xy + j11 * j11 * yy
-    cen = j00 * j10 * xx + (j00 * j11 + j01 * j10) * xy + j01 * j11 * yy
-    q = np.sqrt((cee - cnn) ** 2 / 4 + cen * cen)
-    a = np.sqrt((cee + cnn) / 2 + q)
-    b = np.sqrt(np.maximum((cee + cnn) / 2 - q, 0))
-    return a, b, np.mod(90 - np.degrees(np.arctan2(2 * cen, cee - cnn) / 2), 180)
+    return cov_on_sky(J, xx, yy, xy)
 
 
 def angle_diff(a, b, period=180.0):
