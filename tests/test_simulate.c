@@ -1,7 +1,11 @@
 /* Check suite for the sky simulator (src/sim/simulate.c): determinism, noise
  * statistics (white and beam-correlated), point and extended source peaks,
  * fluxes and convolved shapes, the beam's position angle, parameter validation,
- * and the FITS + truth CSV written to disk. */
+ * and the FITS + truth CSV written to disk. In this file, in order: helpers
+ * (beam area, box sums, one-source skies); defaults and determinism; white
+ * noise; point and extended sources and the beam's angle; non-square images
+ * and the WCS; beam-correlated noise (correlation, edges, determinism);
+ * parameter validation; the files written and read back; main. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <math.h>

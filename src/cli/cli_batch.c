@@ -1,7 +1,10 @@
 /* `skyfind run`: the inputs (paths, @LIST files, - for paths on standard
  * input, --shard), output names from a template, --resume markers, the batch
  * engine's write function (catalogues, check images, the marker last), the
- * progress line, the summary and --merge. */
+ * progress line, the summary and --merge. Sections, in order: timers;
+ * inputs; output names; resume markers; merged catalogue records
+ * (--merge); the engine's write function; progress and summary; which
+ * inputs this process takes (--shard, MPI ranks); cmd_run. */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>

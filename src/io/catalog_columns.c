@@ -2,7 +2,12 @@
  * island table world coordinates of the centroid and peak, the sky shape
  * (a, b, position angle through the WCS Jacobian at the centroid) and fluxes
  * in Jy; for the component table the fitted Gaussians' positions, errors and
- * shapes on the sky through the same Jacobian. */
+ * shapes on the sky through the same Jacobian. Sections, in order: the
+ * island table's getters and column definitions; the component table's;
+ * building the column lists (sf_cat_columns, sf_cat_comp_columns, the beam
+ * area); world coordinates and sky shapes (offsets, the Jacobian, axes and
+ * FWHM through it); the two tables' rows, ellipses and header texts
+ * (sf_cat_table_sources, sf_cat_table_comps). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

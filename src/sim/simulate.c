@@ -1,7 +1,12 @@
 /* skyfind's sky simulator (`skyfind simulate`): Gaussian noise in Jy/beam (white,
  * or convolved with the beam) plus point and extended Gaussian sources convolved
  * with the elliptical restoring beam, bit-identical for a seed, with a truth
- * catalogue and an atomic FITS+CSV writer. */
+ * catalogue and an atomic FITS+CSV writer. Sections, in order: defaults;
+ * the random numbers (splitmix64 seeding xoshiro256**); the parameter
+ * checks; geometry (Gaussian covariances, rendering, world positions); the
+ * simulation (source counts and draws, white and beam-correlated noise,
+ * sf_simulate); writing (temporary names, FITS, truth CSV,
+ * sf_simulate_write). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
