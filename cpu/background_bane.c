@@ -478,8 +478,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     sf_status s = sf_bkg_check_params(p);
     const int nx = img->nx, ny = img->ny, step = p->step;
     int ncx, ncy, nb, nvalid = 0, niter = 0;
-    float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *sorted = NULL, *cm = NULL;
-    int *xk = NULL;
+    float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *cm = NULL;
+    int *xk = NULL, *iters = NULL; /* passes per node */
     double *xt = NULL;
     int ccx, ccy;
     long long nfinite = 0;
@@ -502,12 +502,12 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     nb_s = malloc((size_t)nb * sizeof(float));
     fb = malloc((size_t)nb * sizeof(float));
     fs = malloc((size_t)nb * sizeof(float));
-    sorted = malloc((size_t)nb * sizeof(float));
+    iters = malloc((size_t)nb * sizeof *iters);
     buf = malloc((size_t)nt * bane_per(p, nx, ny) * sizeof(float));
     ccx = (nx + step - 1) / step;
     ccy = (ny + step - 1) / step;
     cm = malloc((size_t)ccx * ccy * sizeof(float));
-    if (!nb_b || !nb_s || !fb || !fs || !sorted || !buf || !cm) {
+    if (!nb_b || !nb_s || !fb || !fs || !iters || !buf || !cm) {
         s = sf_fail(SF_ERR_NOMEM, "background bane: work space for %d nodes", nb);
         goto fail;
     }
@@ -518,7 +518,6 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             s = sf_fail(SF_ERR_NOMEM, "background bane: histograms");
             goto fail;
         }
-        int *iters = (int *)sorted; /* reused: same size */
         const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 4 * (p->box / step) * (p->box / step) + 4;
         bane_cellset cl = {NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1};
@@ -626,7 +625,7 @@ fail:
     free(fb);
     free(fs);
     free(buf);
-    free(sorted);
+    free(iters);
     free(cm);
     free(xk);
     free(xt);
