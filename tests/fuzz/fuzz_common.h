@@ -37,6 +37,17 @@ static long fuzz_card_long(const char *c, long def)
     return end == v ? def : x;
 }
 
+/* Pixels of a plane of naxis axes a[0] x a[1] as the skip rule compares them
+ * with FUZZ_MAXPIX: each axis clamped to [-1, FUZZ_MAXPIX + 1] first, so the
+ * product cannot overflow (NAXIS1 = 440 and NAXIS2 = 2^63 - 1 did, in the
+ * harness itself); the decision is the same for every header. */
+static long fuzz_plane_pix(long naxis, const long a[2])
+{
+    long a0 = a[0] < -1 ? -1 : a[0] > FUZZ_MAXPIX ? FUZZ_MAXPIX + 1 : a[0];
+    long a1 = a[1] < -1 ? -1 : a[1] > FUZZ_MAXPIX ? FUZZ_MAXPIX + 1 : a[1];
+    return naxis >= 2 ? a0 * (a1 > 0 ? a1 : 1) : naxis == 1 ? a0 : 0;
+}
+
 static int fuzz_card_has(const char *c, const char *word)
 {
     char t[81];
@@ -70,8 +81,7 @@ static const char *fuzz_scan_cards(const uint8_t *d, size_t n)
         else if (!memcmp(c, "ZNAXIS1 ", 8) || !memcmp(c, "ZNAXIS2 ", 8))
             zax[c[6] - '1'] = fuzz_card_long(c, 1);
         if (!memcmp(c, "END", 3) && (c[3] == ' ' || c[3] == '=')) { /* as CFITSIO ends a header */
-            long px = naxis >= 2 ? ax[0] * (ax[1] > 0 ? ax[1] : 1) : naxis == 1 ? ax[0] : 0;
-            long zpx = znaxis >= 2 ? zax[0] * (zax[1] > 0 ? zax[1] : 1) : znaxis == 1 ? zax[0] : 0;
+            long px = fuzz_plane_pix(naxis, ax), zpx = fuzz_plane_pix(znaxis, zax);
             if ((ax[0] > FUZZ_MAXPIX || ax[1] > FUZZ_MAXPIX || px > FUZZ_MAXPIX) && naxis >= 1)
                 return "image plane over 512x512 pixels";
             if ((zax[0] > FUZZ_MAXPIX || zax[1] > FUZZ_MAXPIX || zpx > FUZZ_MAXPIX) && znaxis >= 1)
