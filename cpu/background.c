@@ -9,11 +9,16 @@
 #include "skyfind/background.h"
 #include "fixsum.h"
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #include "background_mesh.h"
 #include "background_bane.h"
+#include "background_global.h"
+#include "select.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -62,22 +67,293 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
     return SF_OK;
 }
 
-/* method=global sorts the finite pixels once, by their floats'
- * order-preserving keys (sf_fkey: an LSD radix sort of 11, 11 and 10 bits,
- * in parallel and stable, so the sorted array is the same whatever the
- * number of threads). Then every iteration is cheap: the clipped set is a
- * range [a, b) of the sorted keys (two binary searches), its median is read
- * at its middle ranks and its extremes at its ends; the sums of v - shift
- * and of their squares (shift: the median of all the finite pixels, so the
- * sums do not cancel; sigma^2 = s2/n - (s/n)^2, as gpu/background.cu
- * computes it with its own shift) are taken once over the whole range, in
- * BKG_CHUNKS fixed slices summed in a fixed order, and each iteration
- * subtracts the few values it clips at the two ends. */
+/* method=global follows the plan of src/calc/background_global.h: FULL
+ * passes over the image in BKG_CHUNKS fixed pixel ranges (each with its own
+ * region of window and edge values and its own partial sums, added in
+ * chunk order), EDGE iterations over the regions only, and the median by a
+ * two-level radix selection (16 + 16 bits of the order-preserving keys,
+ * sf_fkey) over the window or the image. */
 #define BKG_CHUNKS 64
+#define BKG_HBINS 65536
 #define BKG_BINS 2048
 
-/* One stable pass of the radix sort: src -> dst by the digit (key >> shift)
- * & mask, in nth contiguous parts (cnt: nth * BKG_BINS counters). */
+typedef struct { /* one chunk's share of a FULL or an EDGE pass */
+    size_t n, below, wwin, ecnt, rlo, rhi; /* EDGE: n, below = clipped low, high */
+    double s, s2;
+    float mn, mx;
+} bkg_part;
+
+typedef struct {
+    const sf_image *img;
+    size_t n, cap;          /* pixels; values one chunk's region may keep */
+    float *reg;             /* [BKG_CHUNKS * cap] */
+    size_t efill[BKG_CHUNKS]; /* edge values kept at the end of each region */
+    bkg_part part[BKG_CHUNKS];
+    size_t wwin[BKG_CHUNKS]; /* window values in each region */
+    uint32_t *hist;         /* [nth * 2 * BKG_HBINS] */
+    uint32_t *wkeys, *wtmp; /* the window's keys, sorted; wkcap of each */
+    size_t wkcap, *cnt;     /* cnt: nth * BKG_BINS counters of the sort */
+    int nth, wsorted;
+} bkg_ctx;
+
+/* Pixels [i, end) of chunk rows: the run starting at raster index i, at
+ * most to the end of its row, in *len. */
+static inline const float *run_at(const sf_image *im, size_t i, size_t end, size_t *len)
+{
+    size_t y = i / (size_t)im->nx, x = i % (size_t)im->nx, l = (size_t)im->nx - x;
+    *len = l < end - i ? l : end - i;
+    return im->data + y * im->stride + x;
+}
+
+static inline size_t chunk_start(const bkg_ctx *c, int k) { return c->n * (size_t)k / BKG_CHUNKS; }
+
+/* A collected value into a region of cap values: window values from its
+ * start, edge values from its end (counted on when it is full). A region
+ * holds cap - 1 values: the vector path of full_pass writes every lane it
+ * looks at to the next free slot of both ends. */
+static inline void keep(float *reg, size_t cap, bkg_part *pt, float v, int win)
+{
+    if (pt->wwin + pt->ecnt < cap - 1)
+        reg[win ? pt->wwin : cap - 1 - pt->ecnt] = v;
+    if (win)
+        pt->wwin++;
+    else
+        pt->ecnt++;
+}
+
+/* One kept value into lane j of a chunk's partial (the scalar path of
+ * full_pass; the SSE2 path does the same per lane, in the same order). */
+#define FULL_ONE(v, j)                                                                   \
+    do {                                                                                 \
+        const float v_ = (v);                                                            \
+        const int in_ = v_ > lo && v_ < hi; /* also false for NaN and infinities */     \
+        const double d_ = in_ ? (double)v_ - sh : 0.0;                                   \
+        q[j] += d_;                                                                      \
+        q2[j] += d_ * d_;                                                                \
+        pt.n += (size_t)in_;                                                             \
+        pt.mn = in_ && v_ < pt.mn ? v_ : pt.mn;                                          \
+        pt.mx = in_ && v_ > pt.mx ? v_ : pt.mx;                                          \
+        pt.below += (size_t)(in_ && v_ < wlo);                                           \
+        if (collect && in_ && ((v_ >= wlo && v_ <= whi) || v_ <= elo || v_ >= ehi))     \
+            keep(reg, c->cap, &pt, v_, v_ >= wlo && v_ <= whi);                          \
+    } while (0)
+
+/* FULL pass: the kept values lo < v < hi of every chunk (sums of v - shift
+ * in four lanes, value x of a row run in lane x % 4), the count below the
+ * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
+ * values copied into the chunk's region. */
+static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, float whi, float elo,
+                      float ehi, int collect)
+{
+    const double sh = (double)shift;
+#pragma omp parallel for schedule(static) num_threads(c->nth)
+    for (int k = 0; k < BKG_CHUNKS; k++) {
+        bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+        double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+        float *reg = c->reg + (size_t)k * c->cap;
+        size_t len, end = chunk_start(c, k + 1);
+        for (size_t i = chunk_start(c, k); i < end; i += len) {
+            const float *p = run_at(c->img, i, end, &len);
+            size_t x = 0;
+#ifdef __SSE2__
+            {
+                const __m128 LO = _mm_set1_ps(lo), HI = _mm_set1_ps(hi), WLO = _mm_set1_ps(wlo),
+                             WHI = _mm_set1_ps(whi), ELO = _mm_set1_ps(elo), EHI = _mm_set1_ps(ehi),
+                             PINF = _mm_set1_ps(INFINITY), NINF = _mm_set1_ps(-INFINITY);
+                const __m128d SH = _mm_set1_pd(sh);
+                __m128d a0 = _mm_setr_pd(q[0], q[1]), a1 = _mm_setr_pd(q[2], q[3]);
+                __m128d b0 = _mm_setr_pd(q2[0], q2[1]), b1 = _mm_setr_pd(q2[2], q2[3]);
+                __m128 mn = _mm_set1_ps(pt.mn), mx = _mm_set1_ps(pt.mx);
+                __m128i cnt = _mm_setzero_si128(), blw = _mm_setzero_si128();
+                for (; x + 4 <= len; x += 4) {
+                    const __m128 v = _mm_loadu_ps(p + x);
+                    const __m128 in = _mm_and_ps(_mm_cmpgt_ps(v, LO), _mm_cmplt_ps(v, HI));
+                    const __m128d d0 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(v), SH),
+                                                  _mm_castps_pd(_mm_unpacklo_ps(in, in)));
+                    const __m128d d1 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(v, v)), SH),
+                                                  _mm_castps_pd(_mm_unpackhi_ps(in, in)));
+                    a0 = _mm_add_pd(a0, d0);
+                    a1 = _mm_add_pd(a1, d1);
+                    b0 = _mm_add_pd(b0, _mm_mul_pd(d0, d0));
+                    b1 = _mm_add_pd(b1, _mm_mul_pd(d1, d1));
+                    cnt = _mm_sub_epi32(cnt, _mm_castps_si128(in));
+                    mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, PINF)));
+                    mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, NINF)));
+                    blw = _mm_sub_epi32(blw, _mm_castps_si128(_mm_and_ps(in, _mm_cmplt_ps(v, WLO))));
+                    if (collect) {
+                        const __m128 win = _mm_and_ps(_mm_cmpge_ps(v, WLO), _mm_cmple_ps(v, WHI));
+                        const __m128 col = _mm_and_ps(
+                            in, _mm_or_ps(win, _mm_or_ps(_mm_cmple_ps(v, ELO), _mm_cmpge_ps(v, EHI))));
+                        const int cm = _mm_movemask_ps(col), wm = _mm_movemask_ps(win);
+                        { /* branch-free: unkept lanes write a free slot */
+                            const size_t top = c->cap - 1;
+                            for (int j = 0; j < 4; j++) {
+                                const size_t cw = (size_t)(cm & wm) >> j & 1;
+                                const size_t ce = (size_t)(cm & ~wm) >> j & 1;
+                                reg[pt.wwin < top ? pt.wwin : top] = p[x + j];
+                                reg[top - (pt.ecnt < top ? pt.ecnt : top)] = p[x + j];
+                                pt.wwin += cw;
+                                pt.ecnt += ce;
+                            }
+                        }
+                    }
+                }
+                {
+                    float f[4];
+                    int32_t u[4];
+                    _mm_storeu_pd(q, a0);
+                    _mm_storeu_pd(q + 2, a1);
+                    _mm_storeu_pd(q2, b0);
+                    _mm_storeu_pd(q2 + 2, b1);
+                    _mm_storeu_si128((__m128i *)u, cnt);
+                    pt.n += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
+                    _mm_storeu_si128((__m128i *)u, blw);
+                    pt.below += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
+                    _mm_storeu_ps(f, mn);
+                    for (int j = 0; j < 4; j++)
+                        pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
+                    _mm_storeu_ps(f, mx);
+                    for (int j = 0; j < 4; j++)
+                        pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
+                }
+            }
+#endif
+            for (; x < len; x++)
+                FULL_ONE(p[x], x & 3);
+        }
+        pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+        pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+        c->part[k] = pt;
+        c->efill[k] = pt.ecnt;
+        c->wwin[k] = pt.wwin;
+    }
+    c->wsorted = 0;
+}
+#undef FULL_ONE
+
+/* EDGE pass: in every region, the edge values now clipped (v <= lo below,
+ * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
+ * values left on either side. */
+static void edge_pass(bkg_ctx *c, float lo, float hi, float shift, float elo, float ehi)
+{
+    const double sh = (double)shift;
+#pragma omp parallel for schedule(static) num_threads(c->nth)
+    for (int k = 0; k < BKG_CHUNKS; k++) {
+        bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+        const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
+        double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+        size_t cl = 0, ch = 0, rl = 0, rh = 0;
+        for (size_t i = 0; i < c->efill[k]; i++) { /* branch-free, four lanes */
+            const float v = reg[i];
+            const int low = v <= elo, high = v >= ehi; /* bitwise: no branches */
+            const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
+            const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
+            q[i & 3] += d;
+            q2[i & 3] += d * d;
+            cl += (size_t)cl1;
+            ch += (size_t)ch1;
+            rl += (size_t)(low & !cl1);
+            rh += (size_t)(high & !ch1);
+        }
+        pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+        pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+        pt.n = cl;
+        pt.below = ch;
+        pt.rlo = rl;
+        pt.rhi = rh;
+        c->part[k] = pt;
+    }
+}
+
+/* The chunks' partials added in chunk order. */
+static bkg_part sum_parts(const bkg_ctx *c, int *over)
+{
+    bkg_part t = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    *over = 0;
+    for (int k = 0; k < BKG_CHUNKS; k++) {
+        const bkg_part *p = &c->part[k];
+        t.n += p->n;
+        t.below += p->below;
+        t.wwin += p->wwin;
+        t.rlo += p->rlo;
+        t.rhi += p->rhi;
+        t.s += p->s;
+        t.s2 += p->s2;
+        t.mn = p->mn < t.mn ? p->mn : t.mn;
+        t.mx = p->mx > t.mx ? p->mx : t.mx;
+        *over |= p->wwin + p->ecnt > c->cap - 1;
+    }
+    return t;
+}
+
+/* One radix level over the image's kept values (lo < v < hi): per thread,
+ * the histogram of key >> 16 (level 1, two = -1) or of key & 0xffff for the
+ * keys whose top half is pre[0] (and, when two, pre[1] in a second
+ * histogram); summed into c->hist. */
+static void radix_level(bkg_ctx *c, float lo, float hi, const uint32_t pre[2], int two)
+{
+    memset(c->hist, 0, (size_t)c->nth * 2 * BKG_HBINS * sizeof *c->hist);
+#pragma omp parallel num_threads(c->nth)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        uint32_t *h = c->hist + (size_t)t * 2 * BKG_HBINS;
+#pragma omp for schedule(static)
+        for (int k = 0; k < BKG_CHUNKS; k++) {
+            size_t len, end = chunk_start(c, k + 1);
+            for (size_t i = chunk_start(c, k); i < end; i += len) {
+                const float *p = run_at(c->img, i, end, &len);
+                for (size_t x = 0; x < len; x++) {
+                    const float v = p[x];
+                    if (!(v > lo && v < hi))
+                        continue;
+                    const uint32_t key = sf_fkey(v);
+                    if (two < 0) {
+                        h[key >> 16]++;
+                    } else {
+                        if (key >> 16 == pre[0])
+                            h[key & 0xffffu]++;
+                        if (two && key >> 16 == pre[1])
+                            h[BKG_HBINS + (key & 0xffffu)]++;
+                    }
+                }
+            }
+        }
+    }
+    for (int t = 1; t < c->nth; t++)
+        for (size_t b = 0; b < 2 * (size_t)BKG_HBINS; b++)
+            c->hist[b] += c->hist[(size_t)t * 2 * BKG_HBINS + b];
+}
+
+/* The bin of h[0..BKG_HBINS) holding rank *r; *r becomes the rank in it. */
+static uint32_t find_bin(const uint32_t *h, size_t *r)
+{
+    uint32_t b = 0;
+    while (*r >= h[b])
+        *r -= h[b++];
+    return b;
+}
+
+/* The values at ranks r0 and r1 of the image's kept values, by two radix
+ * levels (when the median is not in the window). */
+static void select_image(bkg_ctx *c, float lo, float hi, size_t r0, size_t r1, float *v0, float *v1)
+{
+    uint32_t pre[2] = {0, 0}, hb[2];
+    size_t rk[2] = {r0, r1};
+    radix_level(c, lo, hi, pre, -1);
+    for (int j = 0; j < 2; j++)
+        hb[j] = find_bin(c->hist, &rk[j]);
+    radix_level(c, lo, hi, hb, hb[1] != hb[0]);
+    pre[0] = hb[0] << 16 | find_bin(c->hist, &rk[0]);
+    pre[1] = hb[1] << 16 | find_bin(c->hist + (hb[1] != hb[0] ? BKG_HBINS : 0), &rk[1]);
+    *v0 = sf_fkey_value(pre[0]);
+    *v1 = sf_fkey_value(pre[1]);
+}
+
+/* One stable pass of an LSD radix sort: src -> dst by the digit
+ * (key >> shift) & mask, in nth contiguous parts (cnt: nth * BKG_BINS). */
 static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, uint32_t mask, int nth,
                        size_t *cnt)
 {
@@ -109,55 +385,95 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
     }
 }
 
-/* Sum of v - shift over the sorted keys [i0, i1), and in *sq of its square,
- * in four interleaved partials added in a fixed order. */
-static double range_sum(const uint32_t *k, size_t i0, size_t i1, float shift, double *sq)
+/* The window values of every region, in chunk order, sorted
+ * by their keys into c->wkeys (once per FULL pass). */
+static int sort_window(bkg_ctx *c, size_t wtotal)
 {
-    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
-    const double sh = (double)shift;
-    size_t i = i0;
-    for (; i + 4 <= i1; i += 4)
-        for (int j = 0; j < 4; j++) {
-            const double d = (double)sf_fkey_value(k[i + j]) - sh;
-            q[j] += d;
-            q2[j] += d * d;
-        }
-    for (int j = 0; i < i1; i++, j++) {
-        const double d = (double)sf_fkey_value(k[i]) - sh;
-        q[j] += d;
-        q2[j] += d * d;
+    size_t off[BKG_CHUNKS + 1];
+    if (c->wsorted)
+        return 0;
+    if (wtotal > c->wkcap) {
+        free(c->wkeys);
+        free(c->wtmp);
+        c->wkeys = malloc(wtotal * sizeof *c->wkeys);
+        c->wtmp = malloc(wtotal * sizeof *c->wtmp);
+        c->wkcap = c->wkeys && c->wtmp ? wtotal : 0;
+        if (!c->wkcap)
+            return -1;
     }
-    *sq = (q2[0] + q2[1]) + (q2[2] + q2[3]);
-    return (q[0] + q[1]) + (q[2] + q[3]);
+    off[0] = 0;
+    for (int k = 0; k < BKG_CHUNKS; k++)
+        off[k + 1] = off[k] + c->wwin[k];
+#pragma omp parallel for schedule(static) num_threads(c->nth)
+    for (int k = 0; k < BKG_CHUNKS; k++) {
+        const float *reg = c->reg + (size_t)k * c->cap;
+        uint32_t *o = c->wtmp + off[k];
+        for (size_t i = 0; i < c->wwin[k]; i++)
+            o[i] = sf_fkey(reg[i]);
+    }
+    radix_pass(c->wtmp, c->wkeys, wtotal, 0, 2047u, c->nth, c->cnt);
+    radix_pass(c->wkeys, c->wtmp, wtotal, 11, 2047u, c->nth, c->cnt);
+    radix_pass(c->wtmp, c->wkeys, wtotal, 22, 1023u, c->nth, c->cnt);
+    c->wsorted = 1;
+    return 0;
 }
 
-/* First index i in [lo, hi) of the sorted keys whose value is > v (gt) or
- * >= v (!gt); hi if none. */
-static size_t key_bound(const uint32_t *k, size_t lo, size_t hi, float v, int gt)
+/* The first pass's window, [*a, *b], and edges, (-inf, *elo] and
+ * [*ehi, inf), from m >= 256 finite pixels sampled at a fixed step
+ * (background_global.h); 0 when the image has too few. */
+static int first_window(const sf_image *img, size_t n, float kappa, float *a, float *b, float *elo,
+                        float *ehi)
 {
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        float x = sf_fkey_value(k[mid]);
-        if (gt ? x > v : x >= v)
-            hi = mid;
-        else
-            lo = mid + 1;
+    size_t step = n / SF_BKG_SAMPLES > 1 ? n / SF_BKG_SAMPLES : 1, m = 0, half, ka, kb;
+    double q = 0, q2 = 0, dm, var;
+    float ms;
+    float *smp = malloc((n / step + 1) * sizeof *smp);
+    if (!smp)
+        return 0;
+    for (size_t i = step / 2; i < n; i += step) {
+        const float v = img->data[i / (size_t)img->nx * img->stride + i % (size_t)img->nx];
+        if (isfinite(v))
+            smp[m++] = v;
     }
-    return lo;
+    if (m < 256) {
+        free(smp);
+        return 0;
+    }
+    half = (size_t)(3.0 * sqrt((double)m));
+    ka = m / 2 - half;
+    kb = m / 2 + half < m ? m / 2 + half : m - 1;
+    ms = sf_select_kth(smp, m, m / 2);
+    for (size_t i = 0; i < m; i++) {
+        const double d = (double)smp[i] - ms;
+        q += d;
+        q2 += d * d;
+    }
+    dm = q / (double)m;
+    var = q2 / (double)m - dm * dm;
+    sf_bkg_first_edges(ms, (float)sqrt(var > 0 ? var : 0), kappa, elo, ehi);
+    *a = sf_select_kth(smp, m / 2, ka); /* (all before m/2 are <= ms) */
+    *b = kb > m / 2 ? sf_select_kth(smp + m / 2, m - m / 2, kb - m / 2) : ms;
+    free(smp);
+    return 1;
 }
 
 sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
                             sf_image *bkg, sf_image *rms)
 {
     sf_status s = sf_bkg_check_params(p);
-    size_t n = sf_npix(img->nx, img->ny), m = 0, a, b, nprev = 0;
-    uint32_t *keys = NULL, *tmp = NULL;
-    size_t *cnt = NULL, *rowcnt = NULL;
-    double csum[BKG_CHUNKS], css[BKG_CHUNKS], sum = 0, ss = 0;
-    int nth = 1;
-    float shift;
+    size_t n = sf_npix(img->nx, img->ny), nprev = 0;
+    bkg_ctx *c = NULL;
     sf_bkg_stats r;
-    const float kf = (float)p->kappa;
+    const float kf = (float)p->kappa, wfac = sf_bkg_window_factor();
+    const int edges_on = sf_bkg_edges_on();
+    /* this iteration's bounds; the last median, sigma and move of the bounds */
+    float lo = -INFINITY, hi = INFINITY, med = 0.0f, sig = 0.0f, move = INFINITY;
+    /* the last FULL pass: sums, shift, window size and edges */
+    size_t bn = 0, bbelow = 0, wtotal = 0;
+    double bs = 0, bs2 = 0;
+    float bshift = 0.0f, elo = -INFINITY, ehi = INFINITY;
+    float cmin = 0.0f; /* the last FULL pass's smallest value (constant data) */
+    int base_ok = 0, win_ok = 0, nfull = 0;
 
     if (s)
         return s;
@@ -168,62 +484,96 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);
+    c = calloc(1, sizeof *c);
+    if (c) {
+        c->img = img;
+        c->n = n;
+        c->nth = 1;
 #ifdef _OPENMP
-    nth = omp_get_max_threads();
+        c->nth = omp_get_max_threads();
 #endif
-    keys = malloc(n * sizeof *keys);
-    tmp = malloc(n * sizeof *tmp);
-    cnt = malloc((size_t)nth * BKG_BINS * sizeof *cnt);
-    rowcnt = calloc((size_t)img->ny + 1, sizeof *rowcnt);
-    if (!keys || !tmp || !cnt || !rowcnt) {
-        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", 2 * n * sizeof(float));
+        c->cap = n / BKG_CHUNKS / 4 + 1024;
+        c->reg = malloc(BKG_CHUNKS * c->cap * sizeof *c->reg);
+        c->hist = malloc((size_t)c->nth * 2 * BKG_HBINS * sizeof *c->hist);
+        c->cnt = malloc((size_t)c->nth * BKG_BINS * sizeof *c->cnt);
+    }
+    if (!c || !c->reg || !c->hist || !c->cnt) {
+        s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
-    /* the finite pixels' keys, in raster order: each row's count, then each
-     * row copied to its place */
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int y = 0; y < img->ny; y++) {
-        const float *row = img->data + (size_t)y * img->stride;
-        size_t c = 0;
-        for (int x = 0; x < img->nx; x++)
-            c += isfinite(row[x]) != 0;
-        rowcnt[y + 1] = c;
-    }
-    for (int y = 0; y < img->ny; y++)
-        rowcnt[y + 1] += rowcnt[y];
-    m = rowcnt[img->ny];
-    r.nvalid = (long long)m;
-    if (m == 0) {
-        s = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
-        goto fail;
-    }
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int y = 0; y < img->ny; y++) {
-        const float *row = img->data + (size_t)y * img->stride;
-        uint32_t *o = tmp + rowcnt[y];
-        for (int x = 0; x < img->nx; x++)
-            if (isfinite(row[x]))
-                *o++ = sf_fkey(row[x]);
-    }
-    radix_pass(tmp, keys, m, 0, 2047u, nth, cnt);
-    radix_pass(keys, tmp, m, 11, 2047u, nth, cnt);
-    radix_pass(tmp, keys, m, 22, 1023u, nth, cnt);
-    shift = sf_fkey_value(keys[m / 2]);
-    a = 0;
-    b = m;
     for (int it = 1;; it++) {
-        size_t nn, a0 = a, b0 = b;
-        double dn, dm, var;
-        float med, sig, mn, mx, m0, m1;
-        if (it > 1) { /* the clipped set: the keys with lo < v < hi */
-            volatile float ks = kf * (float)r.sigma;
-            const float lo = (float)r.median - ks, hi = (float)r.median + ks;
-            a = key_bound(keys, a, b, lo, 1);
-            b = key_bound(keys, a, b, hi, 0);
+        size_t nn = 0, below = 0;
+        double sum = 0, ss = 0, dn, dm, var;
+        float shift = 0.0f, m0, m1;
+        int constant = 0, edge = base_ok && lo < elo && hi > ehi, over;
+        if (edge) { /* only the edge values near the bounds */
+            bkg_part t;
+            edge_pass(c, lo, hi, bshift, elo, ehi);
+            t = sum_parts(c, &over);
+            if (t.rlo == 0 || t.rhi == 0) {
+                edge = 0; /* one side has no edge value left: count it all again */
+            } else {
+                nn = bn - t.n - t.below;
+                below = bbelow - t.n;
+                sum = bs - t.s;
+                ss = bs2 - t.s2;
+                shift = bshift;
+            }
         }
-        nn = b - a;
+        if (!edge) { /* the whole image */
+            float cwlo = INFINITY, cwhi = -INFINITY, celo = -INFINITY, cehi = INFINITY;
+            int edges = 0;
+            bkg_part t;
+            shift = it == 1 ? sf_bkg_first_shift(img->data[(size_t)(img->ny / 2) * img->stride +
+                                                           (size_t)(img->nx / 2)])
+                            : med;
+            if (it == 1) {
+                if (wfac == 0.0f || !first_window(img, n, kf, &cwlo, &cwhi, &celo, &cehi)) {
+                    cwlo = INFINITY; /* no window: the median is selected over the image */
+                    cwhi = -INFINITY;
+                }
+                edges = edges_on && isfinite(celo) && isfinite(cehi) && celo < cwlo && cehi > cwhi;
+                if (!edges) {
+                    celo = -INFINITY;
+                    cehi = INFINITY;
+                }
+            } else { /* the window around the last median, and the edges */
+                volatile float ww = wfac * sig, e = edges_on ? sf_bkg_edge_width(move, sig) : 0.0f;
+                cwlo = med - ww;
+                cwhi = med + ww;
+                celo = lo + e;
+                cehi = hi - e;
+                edges = e > 0.0f && celo < cwlo && cehi > cwhi;
+                if (!edges) {
+                    celo = -INFINITY;
+                    cehi = INFINITY;
+                }
+            }
+            full_pass(c, lo, hi, shift, cwlo, cwhi, celo, cehi, 1);
+            t = sum_parts(c, &over);
+            nfull++;
+            nn = t.n;
+            below = t.below;
+            sum = t.s;
+            ss = t.s2;
+            constant = t.mn == t.mx; /* sigma is then exactly 0 */
+            bn = nn;
+            bbelow = below;
+            bs = sum;
+            bs2 = ss;
+            bshift = shift;
+            elo = celo;
+            ehi = cehi;
+            wtotal = t.wwin;
+            win_ok = !over;
+            base_ok = edges && win_ok;
+            cmin = t.mn;
+            if (it == 1)
+                r.nvalid = (long long)nn;
+        }
         if (nn == 0) {
-            s = sf_fail(SF_ERR_EMPTY, "background: clipping removed every pixel (sigma is 0?)");
+            s = sf_fail(SF_ERR_EMPTY, it == 1 ? "background: the image has no finite pixels"
+                                              : "background: clipping removed every pixel (sigma is 0?)");
             goto fail;
         }
         if (it > 1 && nn == nprev) { /* the last iteration clipped nothing */
@@ -232,32 +582,22 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         }
         if (it > p->maxiter)
             break;
-        if (it == 1) { /* the sums of v - shift and (v - shift)^2 over the range */
-            sum = ss = 0;
-#pragma omp parallel for schedule(static) num_threads(nth)
-            for (int c = 0; c < BKG_CHUNKS; c++) {
-                const size_t i0 = nn * (size_t)c / BKG_CHUNKS, i1 = nn * (size_t)(c + 1) / BKG_CHUNKS;
-                csum[c] = range_sum(keys, i0, i1, shift, &css[c]);
-            }
-            for (int c = 0; c < BKG_CHUNKS; c++) {
-                sum += csum[c];
-                ss += css[c];
-            }
-        } else { /* less what this iteration clipped at both ends */
-            double q2a, q2b;
-            sum -= range_sum(keys, a0, a, shift, &q2a) + range_sum(keys, b, b0, shift, &q2b);
-            ss -= q2a + q2b;
-        }
-        mn = sf_fkey_value(keys[a]);
-        mx = sf_fkey_value(keys[b - 1]);
         dn = (double)nn;
         dm = sum / dn;
         var = ss / dn - dm * dm;
-        r.mean = mn == mx ? (double)mn : (double)shift + dm;
-        r.sigma = mn == mx ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
-        /* the median: ranks (nn - 1) / 2 and nn / 2 of the range */
-        m0 = sf_fkey_value(keys[a + (nn - 1) / 2]);
-        m1 = sf_fkey_value(keys[a + nn / 2]);
+        r.mean = constant ? (double)cmin : (double)shift + dm;
+        r.sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
+        { /* the median: ranks (nn - 1) / 2 and nn / 2, in the window when it holds them */
+            size_t r0 = (nn - 1) / 2, r1 = nn / 2;
+            int window = win_ok && r0 >= below && r1 - below < wtotal;
+            if (window && sort_window(c, wtotal) == 0) {
+                m0 = sf_fkey_value(c->wkeys[r0 - below]);
+                m1 = sf_fkey_value(c->wkeys[r1 - below]);
+            } else {
+                select_image(c, lo, hi, r0, r1, &m0, &m1);
+                base_ok = win_ok = 0; /* the window is stale: count the image next time */
+            }
+        }
         if (m1 == 0.0f)
             m1 = 0.0f; /* -0 and +0: +0 */
         if (nn % 2) {
@@ -275,7 +615,17 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             r.converged = 1;
             break;
         }
+        {
+            volatile float ks = kf * sig;
+            float nlo = med - ks, nhi = med + ks;
+            nlo = nlo > lo ? nlo : lo;
+            nhi = nhi < hi ? nhi : hi;
+            move = it == 1 ? INFINITY : (nlo - lo > hi - nhi ? nlo - lo : hi - nhi);
+            lo = nlo;
+            hi = nhi;
+        }
     }
+    r.npasses = nfull;
     if (bkg || rms) {
         for (size_t i = 0; i < n; i++) {
             if (bkg)
@@ -286,9 +636,13 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     }
     *st = r;
 fail:
-    free(keys);
-    free(tmp);
-    free(cnt);
-    free(rowcnt);
+    if (c) {
+        free(c->reg);
+        free(c->hist);
+        free(c->cnt);
+        free(c->wkeys);
+        free(c->wtmp);
+    }
+    free(c);
     return s;
 }

@@ -1,79 +1,140 @@
 // Stage `background`, GPU version. method=global: the lesson's kappa-sigma
-// clipping around the median, without sorting the image. The whole loop is
-// one cooperative kernel (grid-wide barriers between phases, no host round
-// trips): each iteration streams the image once (pass S: count, double sums,
-// extremes, and a copy of the values in a narrow window around the previous
-// median into per-block regions), then finds the exact median by a
-// three-level radix selection (11, 11 and 10 bits of each float's
-// order-preserving key, shared-memory histograms) over that window; the first
-// iteration, or one whose median left the window, selects over the image.
-// Every block reduces the per-block partials in the same fixed order, so all
-// blocks take the same decisions and the result is deterministic.
+// clipping around the median, without sorting the image, as planned in
+// src/calc/background_global.h (FULL passes over the image, EDGE iterations
+// over the values collected near the bounds, the median selected from a
+// window around the last one). The whole loop is one cooperative kernel
+// (grid-wide barriers between phases, no host round trips):
+//   pass S (FULL): every block streams its share of the image: count, double
+//       sums, extremes, the count below the window, the window's and the
+//       edges' values copied into the block's region, and level 1 of the
+//       radix selection (the top 11 bits of each float's order-preserving
+//       key) of the window, or of the image in the first iteration;
+//   pass E (EDGE): every block reads its region only: the edge values now
+//       clipped, their count and sums, and the edge values left;
+//   levels 1 (only when the median left the window), 2 and 3 of the radix
+//       selection (11, 11 and 10 bits, shared-memory histograms) over the
+//       window or the image.
+// Every block reduces the per-block partials in the same fixed order, so
+// all blocks take the same decisions and the result is deterministic.
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <cooperative_groups.h>
 #include <cub/cub.cuh>
 #include "common.cuh"
 #include "skyfind/background.h"
+#include "background_global.h"
 
 namespace cg = cooperative_groups;
 
-#define BKG_THREADS 512
+#define BKG_THREADS 1024 // one block an SM: every block reads all the partials and
+                         // histograms after each barrier, so few blocks read less
 #define BKG_H1 2048       // bins of the first two radix levels (11 bits)
 #define BKG_H3 1024       // bins of the last level (10 bits)
-#define BKG_WINDOW 0.05f  // half-width of the median window, in units of sigma
-                          // (SKYFIND_GPU_BKG_WINDOW overrides it, for tests)
+#define BKG_SAMPLES SF_BKG_SAMPLES // pixels sampled for the first pass's window and
+                                   // edges: every n / this-th, fewer than twice this
+#define BKG_SORT_TEMP (1u << 20) // cub's temporary storage for sorting them
+#define BKG_PROF 8        // phases timed by SKYFIND_BKG_PROFILE: E pass, E sync,
+                          // combine, S pass, S sync, radix passes, radix syncs, rest
 
 struct bkg_result {
     double median, sigma, mean;
     unsigned long long n, nvalid;
-    int niter, converged, error, iter;
+    int niter, converged, error, iter, nfull;
+    unsigned long long prof[BKG_PROF]; // SKYFIND_BKG_PROFILE: ns in each phase, block 0
 };
 
-struct bkg_part { // one block's share of pass S
-    unsigned long long n, below;
-    double s, s2;
-    float mn, mx;
-    unsigned wcnt, pad;
+struct bkg_part { // one block's share of pass S (FULL) or pass E (EDGE)
+    unsigned long long n, below; // S: kept, kept below the window; E: clipped low, clipped high
+    double s, s2;                // sums of v - shift of the kept (S) or clipped (E) values
+    float mn, mx;                // S: the kept values' extremes
+    unsigned wcnt, wwin;         // S: values collected (over wcap: the region overflowed), window values
+    unsigned rlo, rhi;           // E: edge values left below and above
 };
 
 struct bkg_work {
     bkg_part *part;     // [grid]
-    unsigned *h1;       // [BKG_H1]
+    unsigned *h1;       // [2 * BKG_H1] level 1 of the FULL passes' sources, in turn
+    unsigned *h1x;      // [BKG_H1] level 1 over the image when the median left the window
     unsigned *h2;       // [2 * BKG_H1]
     unsigned *h3;       // [2 * BKG_H3]
-    float *win;         // [grid * wcap]
-    unsigned wcap;      // window values one block may keep
-    int maxiter;
+    float *reg;         // [grid * wcap] the blocks' window and edge values
+    unsigned wcap;      // values one block may keep
+    int maxiter, edges;
     float kappa, wfac;
+    size_t mid;         // the middle pixel (the first shift)
+    int prof;           // time the phases (block 0, thread 0; SKYFIND_BKG_PROFILE)
+    const float *first; // [4] the first pass's window and edges (bkg_bracket)
     bkg_result *res;
 };
 
 typedef cub::BlockReduce<double, BKG_THREADS> DReduce;
-typedef cub::BlockReduce<unsigned long long, BKG_THREADS> UReduce;
 typedef cub::BlockScan<unsigned, BKG_THREADS> UScan;
-typedef cub::BlockReduce<float, BKG_THREADS> FReduce;
+
+// The sums of a pass, added by one block-wide reduction (cub, with
+// bkg_add: the same tree in every block, so every block gets the same bits).
+struct bkg_sums {
+    unsigned long long n, below, wwin, rlo, rhi, over;
+    double s, s2;
+    float mn, mx;
+};
+
+struct bkg_add {
+    __device__ __forceinline__ bkg_sums operator()(const bkg_sums &a, const bkg_sums &b) const
+    {
+        bkg_sums r;
+        r.n = a.n + b.n;
+        r.below = a.below + b.below;
+        r.wwin = a.wwin + b.wwin;
+        r.rlo = a.rlo + b.rlo;
+        r.rhi = a.rhi + b.rhi;
+        r.over = a.over | b.over;
+        r.s = a.s + b.s;
+        r.s2 = a.s2 + b.s2;
+        r.mn = fminf(a.mn, b.mn);
+        r.mx = fmaxf(a.mx, b.mx);
+        return r;
+    }
+};
+
+typedef cub::BlockReduce<bkg_sums, BKG_THREADS> SReduce;
 
 struct bkg_smem {
     union {
+        typename SReduce::TempStorage sums;
         typename DReduce::TempStorage d;
-        typename UReduce::TempStorage u;
         typename UScan::TempStorage scan;
-        typename FReduce::TempStorage f;
     } tmp;
     unsigned h[2 * BKG_H1];
-    float wmin[BKG_THREADS / 32], wmax[BKG_THREADS / 32];
-    unsigned wfill;
+    unsigned wfill, efill; // window values from the region's start, edge values from its end
     unsigned bin, rank;
-    // the block's copy of the shared state (identical in every block)
+    // the block's copy of the combined partials (identical in every block)
     unsigned long long n, below;
     double s, s2;
     float mn, mx;
-    unsigned wtotal, wover;
+    unsigned wtotal, wover, rlo, rhi;
 };
 
 // kernels
+
+static __device__ __forceinline__ unsigned long long gtime()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// SKYFIND_BKG_PROFILE: block 0's thread 0 adds the time since the last mark
+// to phase k
+#define MARK(k)                                                                    \
+    do {                                                                           \
+        if (prof) {                                                                \
+            unsigned long long t_ = gtime();                                       \
+            pacc[k] += t_ - tlast;                                                 \
+            tlast = t_;                                                            \
+        }                                                                          \
+    } while (0)
 
 static __device__ __forceinline__ unsigned key_of(float v)
 {
@@ -88,36 +149,53 @@ static __device__ __forceinline__ float value_of(unsigned k)
 }
 
 // Visit every value of v[0..n) assigned to this block's threads in a
-// grid-stride loop, with 16-byte loads (buffers are 256-byte aligned).
+// grid-stride loop, two 16-byte loads in flight per thread (buffers are
+// 256-byte aligned).
 template <typename F>
 static __device__ __forceinline__ void grid_values(const float *__restrict__ v, size_t n, F f)
 {
     const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t stride = (size_t)gridDim.x * blockDim.x, n4 = n / 4;
     const float4 *v4 = reinterpret_cast<const float4 *>(v);
-    for (size_t i = tid; i < n4; i += stride) {
-        float4 q = v4[i];
-        f(q.x);
-        f(q.y);
-        f(q.z);
-        f(q.w);
+    size_t i = tid;
+    for (; i + stride < n4; i += 2 * stride) {
+        float4 a = __ldcs(&v4[i]), b = __ldcs(&v4[i + stride]);
+        f(a.x);
+        f(a.y);
+        f(a.z);
+        f(a.w);
+        f(b.x);
+        f(b.y);
+        f(b.z);
+        f(b.w);
     }
-    for (size_t i = n4 * 4 + tid; i < n; i += stride)
+    if (i < n4) {
+        float4 a = __ldcs(&v4[i]);
+        f(a.x);
+        f(a.y);
+        f(a.z);
+        f(a.w);
+    }
+    for (i = n4 * 4 + tid; i < n; i += stride)
         f(v[i]);
 }
 
-// The values a radix level reads: the block's window region, or the image.
+// The values a radix level reads: the block's window values (the first
+// fill of its region), or the kept values of the image.
 template <typename F>
 static __device__ __forceinline__ void source_values(const float *img, size_t n, const bkg_work &w,
-                                                     bool window, F f)
+                                                     bool window, unsigned fill, float lo, float hi,
+                                                     F f)
 {
     if (window) {
-        unsigned cnt = min(__ldcg(&w.part[blockIdx.x].wcnt), w.wcap);
-        const float *r = w.win + (size_t)blockIdx.x * w.wcap;
-        for (unsigned i = threadIdx.x; i < cnt; i += blockDim.x)
+        const float *r = w.reg + (size_t)blockIdx.x * w.wcap;
+        for (unsigned i = threadIdx.x; i < fill; i += blockDim.x)
             f(r[i]);
     } else {
-        grid_values(img, n, f);
+        grid_values(img, n, [&](float v) {
+            if (v > lo && v < hi) // false for NaN and infinities
+                f(v);
+        });
     }
 }
 
@@ -125,8 +203,8 @@ static __device__ __forceinline__ void source_values(const float *img, size_t n,
 // rank inside the bin is left in *r. Identical in every block.
 static __device__ unsigned find_bin(const unsigned *hist, int nbins, unsigned *r, bkg_smem &sm)
 {
-    const int per = nbins / BKG_THREADS; // 2 or 4
-    unsigned h[4], tot = 0, before;
+    const int per = nbins / BKG_THREADS; // 1 or 2
+    unsigned h[2], tot = 0, before;
     for (int k = 0; k < per; k++) {
         h[k] = __ldcg(&hist[threadIdx.x * per + k]);
         tot += h[k];
@@ -162,142 +240,341 @@ static __device__ void zero_smem_hist(unsigned *h, int nbins)
     __syncthreads();
 }
 
-static __global__ void __launch_bounds__(BKG_THREADS)
+// Level 1 into the shared histogram: the top 11 bits of v's key when sel
+// (noise piles into few bins, so a warp adds each bin once).
+static __device__ __forceinline__ void hist1_add(unsigned *h, bool sel, float v, unsigned lane)
+{
+    const unsigned act = __activemask();
+    if (!__any_sync(act, sel))
+        return;
+    unsigned bin = sel ? key_of(v) >> 21 : 0xFFFFFFFFu;
+    unsigned peers = __match_any_sync(act, bin);
+    if (sel && lane == (unsigned)(__ffs(peers) - 1))
+        atomicAdd(&h[bin], (unsigned)__popc(peers));
+}
+
+
+// After the grid barrier, every block combines all the blocks' partials in
+// the same fixed order into sm.
+static __device__ void combine_parts(const bkg_work &w, bkg_smem &sm)
+{
+    const unsigned per = (gridDim.x + BKG_THREADS - 1) / BKG_THREADS;
+    bkg_sums t = {0, 0, 0, 0, 0, 0, 0.0, 0.0, INFINITY, -INFINITY};
+    for (unsigned b = threadIdx.x * per; b < (threadIdx.x + 1) * per && b < gridDim.x; b++) {
+        // written by other blocks before the barrier: read past L1
+        const bkg_part *pp = &w.part[b];
+        t.n += __ldcg(&pp->n);
+        t.below += __ldcg(&pp->below);
+        t.s += __ldcg(&pp->s);
+        t.s2 += __ldcg(&pp->s2);
+        t.mn = fminf(t.mn, __ldcg(&pp->mn));
+        t.mx = fmaxf(t.mx, __ldcg(&pp->mx));
+        t.wwin += __ldcg(&pp->wwin);
+        t.over |= __ldcg(&pp->wcnt) > w.wcap;
+        t.rlo += __ldcg(&pp->rlo);
+        t.rhi += __ldcg(&pp->rhi);
+    }
+    t = SReduce(sm.tmp.sums).Reduce(t, bkg_add());
+    if (threadIdx.x == 0) {
+        sm.n = t.n;
+        sm.below = t.below;
+        sm.s = t.s;
+        sm.s2 = t.s2;
+        sm.mn = t.mn;
+        sm.mx = t.mx;
+        sm.wtotal = (unsigned)t.wwin;
+        sm.wover = (unsigned)t.over;
+        sm.rlo = (unsigned)(t.rlo > 0xFFFFFFFFull ? 0xFFFFFFFFull : t.rlo);
+        sm.rhi = (unsigned)(t.rhi > 0xFFFFFFFFull ? 0xFFFFFFFFull : t.rhi);
+    }
+    __syncthreads();
+}
+
+// Reduce this block's counts and sums and write them as its partial.
+static __device__ void write_part(const bkg_work &w, bkg_smem &sm, unsigned long long n,
+                                  unsigned long long below, double s, double s2, float mn, float mx,
+                                  unsigned wwin, unsigned rlo, unsigned rhi)
+{
+    bkg_sums t = {n, below, wwin, rlo, rhi, 0, s, s2, mn, mx};
+    t = SReduce(sm.tmp.sums).Reduce(t, bkg_add());
+    if (threadIdx.x == 0) {
+        bkg_part p;
+        p.n = t.n;
+        p.below = t.below;
+        p.s = t.s;
+        p.s2 = t.s2;
+        p.mn = t.mn;
+        p.mx = t.mx;
+        p.wcnt = sm.wfill + sm.efill;
+        p.wwin = (unsigned)t.wwin;
+        p.rlo = (unsigned)t.rlo;
+        p.rhi = (unsigned)t.rhi;
+        w.part[blockIdx.x] = p;
+    }
+    __syncthreads();
+}
+
+// One thread's share of pass S.
+struct pass_acc {
+    unsigned c, cb, nw; // kept, kept below the window, in the window
+    double s, s2;       // sums of v - shift and its square over the kept values
+    float mn, mx;
+};
+
+// Pass S, 8 values a lane and step (two float4s, the next step's loads in
+// flight while this one is counted): the counts (as bit masks, popc'd),
+// the sums, the window's level-1 histogram (shared atomics: few values),
+// and the window's and the edges' values copied into the block's region,
+// each lane's at offsets from one warp scan of its packed counts (window |
+// edges << 16) and one shared atomic a warp. The loop is warp-uniform
+// (lanes past the end read NaN, which is never kept).
+static __device__ __forceinline__ void pass_s(const float *__restrict__ img, size_t n,
+                                              const bkg_work &w, bkg_smem &sm, float lo, float hi,
+                                              float cwlo, float cwhi, float celo, float cehi,
+                                              float shift, pass_acc &acc)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, warp0 = tid - lane;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, n4 = n / 4;
+    const float4 *v4 = reinterpret_cast<const float4 *>(img);
+    const float4 none = make_float4(NAN, NAN, NAN, NAN);
+    const double sh = (double)shift;
+    float *region = w.reg + (size_t)blockIdx.x * w.wcap;
+    unsigned c = 0, cb = 0, nw = 0;
+    double s = 0, s2 = 0;
+    float mn = INFINITY, mx = -INFINITY;
+    auto step = [&](const float (&v)[8]) {
+        unsigned inb = 0, bb = 0, wb = 0, eb = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float t = v[k];
+            const bool in = t > lo && t < hi; // false for NaN and infinities
+            const bool win = in && t >= cwlo && t <= cwhi;
+            const bool edg = in && !win && (t <= celo || t >= cehi);
+            const double d = in ? (double)t - sh : 0.0;
+            s += d;
+            s2 = fma(d, d, s2);
+            mn = fminf(mn, in ? t : INFINITY);
+            mx = fmaxf(mx, in ? t : -INFINITY);
+            if (win)
+                atomicAdd(&sm.h[key_of(t) >> 21], 1u);
+            inb |= (unsigned)in << k;
+            bb |= (unsigned)(in && t < cwlo) << k;
+            wb |= (unsigned)win << k;
+            eb |= (unsigned)edg << k;
+        }
+        c += (unsigned)__popc(inb);
+        cb += (unsigned)__popc(bb);
+        nw += (unsigned)__popc(wb);
+        const unsigned cnt = (unsigned)__popc(wb) | (unsigned)__popc(eb) << 16;
+        unsigned x = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= (unsigned)o)
+                x += y;
+        }
+        const unsigned total = __shfl_sync(0xffffffffu, x, 31);
+        if (total) {
+            unsigned bw = 0, be = 0;
+            if (lane == 31) {
+                if (total & 0xFFFFu)
+                    bw = atomicAdd(&sm.wfill, total & 0xFFFFu);
+                if (total >> 16)
+                    be = atomicAdd(&sm.efill, total >> 16);
+            }
+            bw = __shfl_sync(0xffffffffu, bw, 31);
+            be = __shfl_sync(0xffffffffu, be, 31);
+            const unsigned ex = x - cnt;
+            unsigned pw = bw + (ex & 0xFFFFu), pe = be + (ex >> 16);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                if (wb >> k & 1) {
+                    if (pw < w.wcap)
+                        region[pw] = v[k];
+                    pw++;
+                }
+                if (eb >> k & 1) {
+                    if (pe < w.wcap)
+                        region[w.wcap - 1 - pe] = v[k];
+                    pe++;
+                }
+            }
+        }
+    };
+    auto load = [&](size_t i0, float (&v)[8]) {
+        const size_t i = i0 + lane;
+        const float4 x = i < n4 ? __ldcs(&v4[i]) : none;
+        const float4 y = i + stride < n4 ? __ldcs(&v4[i + stride]) : none;
+        v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+        v[4] = y.x, v[5] = y.y, v[6] = y.z, v[7] = y.w;
+    };
+    if (warp0 < n4) {
+        float v[8], nv[8];
+        load(warp0, v);
+        for (size_t i0 = warp0;; i0 += 2 * stride) {
+            const bool more = i0 + 2 * stride < n4;
+            if (more)
+                load(i0 + 2 * stride, nv);
+            step(v);
+            if (!more)
+                break;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = nv[k];
+        }
+    }
+    if (warp0 == 0 && n4 * 4 < n) { // the n % 4 values past the float4s
+        float v[8];
+        for (int k = 0; k < 8; k++)
+            v[k] = NAN;
+        if (n4 * 4 + lane < n)
+            v[0] = img[n4 * 4 + lane];
+        step(v);
+    }
+    acc.c = c;
+    acc.cb = cb;
+    acc.nw = nw;
+    acc.s = s;
+    acc.s2 = s2;
+    acc.mn = mn;
+    acc.mx = mx;
+}
+
+static __global__ void __launch_bounds__(BKG_THREADS, 1)
 bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
 {
     __shared__ bkg_smem sm;
     cg::grid_group grid = cg::this_grid();
     const unsigned lane = threadIdx.x & 31;
-    float lo = -INFINITY, hi = INFINITY, wlo = -INFINITY, whi = INFINITY, shift = 0.0f;
-    bool use_window = false;
+    float lo = -INFINITY, hi = INFINITY; // this iteration's bounds
+    float med = 0.0f, sig = 0.0f, move = INFINITY; // the last iteration's median, sigma, bounds' move
+    // the last FULL pass: its sums, shift, window, edges and this block's region fill
+    unsigned long long bn = 0, bbelow = 0;
+    double bs = 0, bs2 = 0;
+    float bshift = 0.0f, elo = -INFINITY, ehi = INFINITY;
+    unsigned fill = 0, efill = 0, wtotal = 0;
+    bool base_ok = false, win_ok = false;
+    int nfull = 0;
     unsigned long long nprev = 0, nvalid = 0;
     double fmed = 0, fsig = 0, fmean = 0;
     unsigned long long fn = 0;
     int niter = 0, converged = 0, error = 0, iter;
+    const bool prof = w.prof && blockIdx.x == 0 && threadIdx.x == 0;
+    unsigned long long pacc[BKG_PROF] = {0, 0, 0, 0, 0, 0, 0, 0}, tlast = prof ? gtime() : 0;
 
     for (iter = 1;; iter++) {
-        // ---- pass S over the image -------------------------------------------
-        unsigned long long c = 0, cb = 0;
-        double s = 0, s2 = 0;
-        float mn = INFINITY, mx = -INFINITY;
-        if (threadIdx.x == 0)
-            sm.wfill = 0;
-        __syncthreads();
-        float *region = w.win + (size_t)blockIdx.x * w.wcap;
-        grid_values(img, n, [&](float v) {
-            bool in = isfinite(v) && v > lo && v < hi;
-            if (in) {
-                double d = (double)v - (double)shift;
-                c++;
-                s += d;
-                s2 += d * d;
-                mn = fminf(mn, v);
-                mx = fmaxf(mx, v);
-                cb += v < wlo;
-            }
-            if (use_window) {
-                bool inw = in && v >= wlo && v <= whi;
-                unsigned act = __activemask();
-                unsigned m = __ballot_sync(act, inw);
-                if (m) {
-                    int leader = __ffs(m) - 1;
-                    unsigned base = 0;
-                    if ((int)lane == leader)
-                        base = atomicAdd(&sm.wfill, (unsigned)__popc(m));
-                    base = __shfl_sync(act, base, leader);
-                    unsigned at = base + __popc(m & ((1u << lane) - 1));
-                    if (inw && at < w.wcap)
-                        region[at] = v;
-                }
-            }
-        });
-        for (int o = 16; o > 0; o >>= 1) {
-            mn = fminf(mn, __shfl_down_sync(0xffffffffu, mn, o));
-            mx = fmaxf(mx, __shfl_down_sync(0xffffffffu, mx, o));
-        }
-        if (lane == 0) {
-            sm.wmin[threadIdx.x >> 5] = mn;
-            sm.wmax[threadIdx.x >> 5] = mx;
-        }
-        {
-            double ts = DReduce(sm.tmp.d).Sum(s);
-            __syncthreads();
-            double ts2 = DReduce(sm.tmp.d).Sum(s2);
-            __syncthreads();
-            unsigned long long tc = UReduce(sm.tmp.u).Sum(c);
-            __syncthreads();
-            unsigned long long tb = UReduce(sm.tmp.u).Sum(cb);
-            if (threadIdx.x == 0) {
-                bkg_part p;
-                p.n = tc;
-                p.below = tb;
-                p.s = ts;
-                p.s2 = ts2;
-                p.mn = sm.wmin[0];
-                p.mx = sm.wmax[0];
-                for (int k = 1; k < BKG_THREADS / 32; k++) {
-                    p.mn = fminf(p.mn, sm.wmin[k]);
-                    p.mx = fmaxf(p.mx, sm.wmax[k]);
-                }
-                p.wcnt = sm.wfill;
-                p.pad = 0;
-                w.part[blockIdx.x] = p;
-            }
-        }
-        grid.sync();
+        unsigned long long nn, below;
+        double s, s2;
+        float shift;
+        bool constant = false, edge = base_ok && lo < elo && hi > ehi;
 
-        // ---- every block: combine the partials (the same fixed order everywhere) --
-        {
-            const unsigned per = (gridDim.x + BKG_THREADS - 1) / BKG_THREADS;
-            unsigned long long tn = 0, tb = 0, wt = 0;
-            double ts = 0, ts2 = 0;
-            float tmn = INFINITY, tmx = INFINITY; // tmx holds -max
-            unsigned wo = 0;
-            for (unsigned b = threadIdx.x * per; b < (threadIdx.x + 1) * per && b < gridDim.x; b++) {
-                // written by other blocks before the barrier: read past L1
-                const bkg_part *pp = &w.part[b];
-                unsigned wc = __ldcg(&pp->wcnt);
-                tn += __ldcg(&pp->n);
-                tb += __ldcg(&pp->below);
-                ts += __ldcg(&pp->s);
-                ts2 += __ldcg(&pp->s2);
-                tmn = fminf(tmn, __ldcg(&pp->mn));
-                tmx = fminf(tmx, -__ldcg(&pp->mx));
-                wt += min(wc, w.wcap);
-                wo |= wc > w.wcap;
+        if (edge) { // ---- pass E over the block's region ------------------------------
+            unsigned long long cl = 0, ch = 0;
+            double q = 0, q2 = 0;
+            unsigned rl = 0, rh = 0;
+            const float *r = w.reg + (size_t)(blockIdx.x + 1) * w.wcap - efill;
+            for (unsigned i = threadIdx.x; i < efill; i += blockDim.x) {
+                float v = r[i];
+                bool low = v <= elo, high = v >= ehi;
+                bool cut = (low && v <= lo) || (high && v >= hi);
+                if (cut) {
+                    double d = (double)v - (double)bshift;
+                    q += d;
+                    q2 += d * d;
+                }
+                cl += low && cut;
+                ch += high && cut;
+                rl += low && !cut;
+                rh += high && !cut;
             }
-            auto fmin_op = [](float a, float b) { return fminf(a, b); };
-            tn = UReduce(sm.tmp.u).Sum(tn);
-            __syncthreads();
-            tb = UReduce(sm.tmp.u).Sum(tb);
-            __syncthreads();
-            wt = UReduce(sm.tmp.u).Sum(wt);
-            __syncthreads();
-            wo = (unsigned)UReduce(sm.tmp.u).Sum((unsigned long long)wo);
-            __syncthreads();
-            ts = DReduce(sm.tmp.d).Sum(ts);
-            __syncthreads();
-            ts2 = DReduce(sm.tmp.d).Sum(ts2);
-            __syncthreads();
-            tmn = FReduce(sm.tmp.f).Reduce(tmn, fmin_op);
-            __syncthreads();
-            tmx = FReduce(sm.tmp.f).Reduce(tmx, fmin_op);
-            if (threadIdx.x == 0) {
-                sm.n = tn;
-                sm.below = tb;
-                sm.s = ts;
-                sm.s2 = ts2;
-                sm.mn = tmn;
-                sm.mx = -tmx;
-                sm.wtotal = (unsigned)wt;
-                sm.wover = wo;
+            write_part(w, sm, cl, ch, q, q2, INFINITY, -INFINITY, 0, rl, rh);
+            MARK(0);
+            grid.sync();
+            MARK(1);
+            combine_parts(w, sm);
+            MARK(2);
+            if (blockIdx.x == 0)
+                for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
+                    w.h3[i] = 0; // everyone read it before the barrier above
+            if (sm.rlo == 0 || sm.rhi == 0) {
+                edge = false; // one side has no edge value left: count it all again
+                grid.sync();  // (after everyone has read the partials)
+            } else {
+                nn = bn - sm.n - sm.below;
+                below = bbelow - sm.n;
+                s = bs - sm.s;
+                s2 = bs2 - sm.s2;
+                shift = bshift;
             }
         }
-        if (blockIdx.x == 0)
-            for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
-                w.h3[i] = 0; // everyone read it before the barrier above
+        if (!edge) { // ---- pass S over the image --------------------------------------
+            float cwlo = INFINITY, cwhi = -INFINITY, celo = -INFINITY, cehi = INFINITY;
+            bool edges = false;
+            unsigned *h1 = w.h1 + (nfull & 1) * BKG_H1;
+            shift = iter == 1 ? sf_bkg_first_shift(img[w.mid]) : med;
+            if (iter == 1) { // the sampled pixels' window and edges
+                cwlo = __ldcg(&w.first[0]);
+                cwhi = __ldcg(&w.first[1]);
+                celo = __ldcg(&w.first[2]);
+                cehi = __ldcg(&w.first[3]);
+                edges = w.edges && isfinite(celo) && isfinite(cehi) && celo < cwlo && cehi > cwhi;
+                if (!edges) {
+                    celo = -INFINITY;
+                    cehi = INFINITY;
+                }
+            } else { // the window around the last median, and the edges
+                const float ww = __fmul_rn(w.wfac, sig);
+                cwlo = __fsub_rn(med, ww);
+                cwhi = __fadd_rn(med, ww);
+                const float e = w.edges ? sf_bkg_edge_width(move, sig) : 0.0f;
+                celo = __fadd_rn(lo, e);
+                cehi = __fsub_rn(hi, e);
+                edges = e > 0.0f && celo < cwlo && cehi > cwhi;
+                if (!edges) {
+                    celo = -INFINITY;
+                    cehi = INFINITY;
+                }
+            }
+            pass_acc a = {0, 0, 0, 0.0, 0.0, INFINITY, -INFINITY};
+            if (threadIdx.x == 0)
+                sm.wfill = sm.efill = 0;
+            zero_smem_hist(sm.h, BKG_H1);
+            MARK(7);
+            pass_s(img, n, w, sm, lo, hi, cwlo, cwhi, celo, cehi, shift, a);
+            flush_hist(sm.h, h1, BKG_H1);
+            write_part(w, sm, a.c, a.cb, a.s, a.s2, a.mn, a.mx, a.nw, 0, 0);
+            fill = sm.wfill;
+            efill = sm.efill;
+            MARK(3);
+            grid.sync();
+            MARK(4);
+            combine_parts(w, sm);
+            MARK(2);
+            if (blockIdx.x == 0) {
+                for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
+                    w.h3[i] = 0; // everyone read it before the barrier above
+                for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
+                    w.h1[((nfull + 1) & 1) * BKG_H1 + i] = 0; // the last FULL pass's, read before it
+            }
+            nfull++;
+            nn = sm.n;
+            below = sm.below;
+            s = sm.s;
+            s2 = sm.s2;
+            constant = sm.mn == sm.mx; // sigma is then exactly 0, as on the CPU
+            bn = nn;
+            bbelow = below;
+            bs = s;
+            bs2 = s2;
+            bshift = shift;
+            elo = celo;
+            ehi = cehi;
+            wtotal = sm.wtotal;
+            win_ok = !sm.wover;
+            base_ok = edges && win_ok;
+        }
         __syncthreads();
-        const unsigned long long nn = sm.n;
         if (iter == 1)
             nvalid = nn;
         if (nn == 0) {
@@ -310,41 +587,40 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         }
         if (iter > w.maxiter)
             break;
-        const bool constant = sm.mn == sm.mx; // sigma is then exactly 0, as on the CPU
-        double dn = (double)nn, dm = sm.s / dn, var = sm.s2 / dn - dm * dm;
+        double dn = (double)nn, dm = s / dn, var = s2 / dn - dm * dm;
         const double mean = constant ? (double)sm.mn : (double)shift + dm;
         const double sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
         unsigned long long r0 = (nn - 1) / 2, r1 = nn / 2;
-        bool window = use_window;
-        if (window) {
-            if (sm.wover || r0 < sm.below || r1 - sm.below >= sm.wtotal)
-                window = false; // the median left the window: select over the image
-            else {
-                r0 -= sm.below;
-                r1 -= sm.below;
-            }
+        // where the median is selected: in the window, unless it left it
+        bool window = true, miss = false;
+        if (!win_ok || r0 < below || r1 - below >= wtotal) {
+            window = false;
+            miss = true;
+        } else {
+            r0 -= below;
+            r1 -= below;
         }
+        const unsigned *l1 = w.h1 + ((nfull - 1) & 1) * BKG_H1;
 
-        // ---- radix level 1: top 11 bits ------------------------------------------
-        zero_smem_hist(sm.h, BKG_H1);
-        source_values(img, n, w, window, [&](float v) {
-            bool in = isfinite(v) && v > lo && v < hi;
-            unsigned bin = in ? key_of(v) >> 21 : 0xFFFFFFFFu;
-            unsigned peers = __match_any_sync(__activemask(), bin); // noise piles into few bins
-            if (in && lane == (unsigned)(__ffs(peers) - 1))
-                atomicAdd(&sm.h[bin], (unsigned)__popc(peers));
-        });
-        flush_hist(sm.h, w.h1, BKG_H1);
-        grid.sync();
+        // ---- radix level 1 over the image, when the median left the window ---------
+        if (miss) {
+            zero_smem_hist(sm.h, BKG_H1);
+            source_values(img, n, w, false, fill, lo, hi,
+                          [&](float v) { hist1_add(sm.h, true, v, lane); });
+            flush_hist(sm.h, w.h1x, BKG_H1);
+            MARK(5);
+            grid.sync();
+            MARK(6);
+            l1 = w.h1x;
+        }
         unsigned rk[2] = {(unsigned)r0, (unsigned)r1}, pre[2];
         for (int j = 0; j < 2; j++)
-            pre[j] = find_bin(w.h1, BKG_H1, &rk[j], sm);
+            pre[j] = find_bin(l1, BKG_H1, &rk[j], sm);
 
         // ---- radix level 2: next 11 bits -----------------------------------------
         zero_smem_hist(sm.h, 2 * BKG_H1);
-        source_values(img, n, w, window, [&](float v) {
-            if (!(isfinite(v) && v > lo && v < hi))
-                return;
+        MARK(7);
+        source_values(img, n, w, window, fill, lo, hi, [&](float v) {
             unsigned k = key_of(v), p = k >> 21, b = (k >> 10) & 0x7FFu;
             if (p == pre[0])
                 atomicAdd(&sm.h[b], 1u);
@@ -352,15 +628,16 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
                 atomicAdd(&sm.h[BKG_H1 + b], 1u);
         });
         flush_hist(sm.h, w.h2, 2 * BKG_H1);
+        MARK(5);
         grid.sync();
+        MARK(6);
         for (int j = 0; j < 2; j++)
             pre[j] = (pre[j] << 11) | find_bin(w.h2 + j * BKG_H1, BKG_H1, &rk[j], sm);
 
         // ---- radix level 3: last 10 bits -----------------------------------------
         zero_smem_hist(sm.h, 2 * BKG_H3);
-        source_values(img, n, w, window, [&](float v) {
-            if (!(isfinite(v) && v > lo && v < hi))
-                return;
+        MARK(7);
+        source_values(img, n, w, window, fill, lo, hi, [&](float v) {
             unsigned k = key_of(v), p = k >> 10, b = k & 0x3FFu;
             if (p == pre[0])
                 atomicAdd(&sm.h[b], 1u);
@@ -368,18 +645,23 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
                 atomicAdd(&sm.h[BKG_H3 + b], 1u);
         });
         flush_hist(sm.h, w.h3, 2 * BKG_H3);
+        MARK(5);
         grid.sync();
+        MARK(6);
         for (int j = 0; j < 2; j++)
             pre[j] = (pre[j] << 10) | find_bin(w.h3 + j * BKG_H3, BKG_H3, &rk[j], sm);
-        if (blockIdx.x == 0) // read by everyone before the barrier above
-            for (int i = threadIdx.x; i < 3 * BKG_H1; i += blockDim.x)
-                (i < BKG_H1 ? w.h1[i] : w.h2[i - BKG_H1]) = 0;
+        if (blockIdx.x == 0) { // read by everyone before the barrier above
+            for (int i = threadIdx.x; i < 2 * BKG_H1; i += blockDim.x)
+                w.h2[i] = 0;
+            if (miss)
+                for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
+                    w.h1x[i] = 0;
+        }
 
         // ---- the median (numpy: the middle, or the float32 mean of the two) ----
         float m0 = value_of(pre[0]), m1 = value_of(pre[1]);
-        float med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f);
-        float sig = (float)sigma;
-        float ks = __fmul_rn(w.kappa, sig);
+        med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f);
+        sig = (float)sigma;
         fmed = med;
         fsig = sigma;
         fmean = mean;
@@ -390,14 +672,13 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
             converged = 1;
             break;
         }
-        lo = fmaxf(lo, __fsub_rn(med, ks));
-        hi = fminf(hi, __fadd_rn(med, ks));
-        // the next median stays close to this one: select it from a narrow window
-        float ww = __fmul_rn(w.wfac, sig);
-        wlo = __fsub_rn(med, ww);
-        whi = __fadd_rn(med, ww);
-        use_window = true;
-        shift = med;
+        const float ks = __fmul_rn(w.kappa, sig);
+        const float nlo = fmaxf(lo, __fsub_rn(med, ks)), nhi = fminf(hi, __fadd_rn(med, ks));
+        move = iter == 1 ? INFINITY : fmaxf(__fsub_rn(nlo, lo), __fsub_rn(hi, nhi));
+        lo = nlo;
+        hi = nhi;
+        if (miss) // the window is stale: the next iteration counts the image again
+            base_ok = win_ok = false;
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         bkg_result r;
@@ -410,7 +691,71 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         r.converged = converged;
         r.error = error;
         r.iter = iter;
+        r.nfull = nfull;
+        for (int k = 0; k < BKG_PROF; k++)
+            r.prof[k] = pacc[k];
         *w.res = r;
+    }
+}
+
+// The first pass's window and edges, as the CPU twin takes them
+// (background_global.h): the keys of the finite pixels sampled every step
+// (from step / 2) sorted by cub; the window is the values at ranks
+// m/2 -+ 3 sqrt(m) of the m finite ones, the edges come from their median
+// and standard deviation (none of either when m < 256).
+static __global__ void bkg_sample(const float *__restrict__ img, size_t n, size_t step, unsigned ns,
+                                  unsigned *keys)
+{
+    for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < ns; j += gridDim.x * blockDim.x) {
+        float v = img[step / 2 + (size_t)j * step];
+        keys[j] = isfinite(v) ? key_of(v) : 0xFFFFFFFFu; // (no finite key is all ones)
+    }
+}
+
+static __global__ void __launch_bounds__(BKG_THREADS)
+bkg_bracket(const unsigned *sorted, unsigned ns, float kappa, int window, float *first)
+{
+    __shared__ bkg_smem sm;
+    __shared__ unsigned m_sh;
+    if (threadIdx.x == 0) {
+        unsigned lo = 0, hi = ns; // m: the first sentinel
+        while (lo < hi) {
+            unsigned mid = (lo + hi) / 2;
+            if (sorted[mid] == 0xFFFFFFFFu)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        m_sh = lo;
+    }
+    __syncthreads();
+    const size_t m = m_sh;
+    if (m < 256 || !window) {
+        if (threadIdx.x == 0) {
+            first[0] = INFINITY;
+            first[1] = -INFINITY;
+            first[2] = -INFINITY;
+            first[3] = INFINITY;
+        }
+        return;
+    }
+    const float ms = value_of(sorted[m / 2]);
+    double q = 0, q2 = 0;
+    for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
+        const double d = (double)value_of(sorted[i]) - (double)ms;
+        q += d;
+        q2 += d * d;
+    }
+    q = DReduce(sm.tmp.d).Sum(q);
+    __syncthreads();
+    q2 = DReduce(sm.tmp.d).Sum(q2);
+    if (threadIdx.x == 0) {
+        const double dm = q / (double)m, var = q2 / (double)m - dm * dm;
+        const size_t half = (size_t)(3.0 * sqrt((double)m)), ka = m / 2 - half;
+        const size_t kb = m / 2 + half < m ? m / 2 + half : m - 1;
+        first[0] = value_of(sorted[ka]);
+        first[1] = value_of(sorted[kb]);
+        sf_bkg_first_edges(ms, (float)sqrt(var > 0 ? var : 0), kappa, &first[2], &first[3]);
     }
 }
 
@@ -431,8 +776,9 @@ static __global__ void bkg_fill(float *bkg, float *rms, size_t n, const bkg_resu
 // Blocks of the cooperative grid: all resident at once, no more than the work needs.
 static int bkg_grid(size_t n, int sm_count, int per_sm)
 {
-    size_t want = (n + 4 * BKG_THREADS - 1) / (4 * BKG_THREADS);
-    size_t most = (size_t)sm_count * (size_t)per_sm;
+    // 64 values a thread at least: fewer blocks to synchronise on small images
+    size_t want = (n + 64 * BKG_THREADS - 1) / (64 * BKG_THREADS);
+    size_t most = (size_t)sm_count * (size_t)(per_sm < 2 ? per_sm : 2);
     return (int)(want < 1 ? 1 : want < most ? want : most);
 }
 
@@ -441,8 +787,9 @@ static size_t bkg_wcap(size_t n, int grid) { return n / 4 / (size_t)grid + 1024;
 static size_t bkg_bytes(size_t n, int grid)
 {
     return sf_align256(sizeof(bkg_result)) + sf_align256((size_t)grid * sizeof(bkg_part)) +
-           sf_align256(BKG_H1 * 4) + sf_align256(2 * BKG_H1 * 4) + sf_align256(2 * BKG_H3 * 4) +
-           sf_align256((size_t)grid * bkg_wcap(n, grid) * sizeof(float));
+           sf_align256(2 * BKG_H1 * 4) + sf_align256(BKG_H1 * 4) + sf_align256(2 * BKG_H1 * 4) +
+           sf_align256(2 * BKG_H3 * 4) + sf_align256((size_t)grid * bkg_wcap(n, grid) * sizeof(float)) +
+           sf_align256(4 * sizeof(float)) + 2 * sf_align256(2 * BKG_SAMPLES * 4) + BKG_SORT_TEMP;
 }
 
 extern "C" size_t sf_background_mesh_gpu_scratch(int nx, int ny, const sf_bkg_params *p);
@@ -453,10 +800,10 @@ extern "C" sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img,
 
 extern "C" size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
 {
-    // the grid is at most 132 SMs x 4 blocks on the GPUs we build for; the
-    // window needs about n/4 values whatever the grid
+    // the grid is at most 132 SMs x 2 blocks on the GPUs we build for; the
+    // regions need about n/4 values whatever the grid
     size_t n = sf_npix(nx, ny);
-    size_t global = bkg_bytes(n, 1) + 4 * 528 * (sizeof(bkg_part) + 1024 * sizeof(float));
+    size_t global = bkg_bytes(n, 1) + 2 * 132 * (sizeof(bkg_part) + 1024 * sizeof(float));
     size_t mesh = sf_background_mesh_gpu_scratch(nx, ny, p); // method=mesh (background_mesh.cu)
     if (p && p->method == SF_BKG_BANE) // method=bane (background_bane.cu)
         mesh = sf_background_bane_gpu_scratch(nx, ny, p);
@@ -476,7 +823,10 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     bkg_result r;
     void *base = NULL;
     int per_sm = 0, grid;
-    char *q;
+    char *q, *stemp;
+    float *first;
+    unsigned *skeys, *ssorted;
+    const void *kern = (const void *)bkg_clip;
     if (st)
         return st;
     if (p->method == SF_BKG_MESH)
@@ -487,7 +837,7 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
     if (img->stride != (size_t)img->nx)
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a contiguous image");
-    SF_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bkg_clip, BKG_THREADS, 0));
+    SF_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, BKG_THREADS, 0));
     if (per_sm < 1) {
         st = sf_fail(SF_ERR_CUDA, "background: the clipping kernel cannot be resident");
         goto fail;
@@ -500,21 +850,44 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     q += sf_align256((size_t)(count) * sizeof(type));
     CARVE(w.res, bkg_result, 1)
     CARVE(w.part, bkg_part, grid)
-    CARVE(w.h1, unsigned, BKG_H1)
+    CARVE(w.h1, unsigned, 2 * BKG_H1)
+    CARVE(w.h1x, unsigned, BKG_H1)
     CARVE(w.h2, unsigned, 2 * BKG_H1)
     CARVE(w.h3, unsigned, 2 * BKG_H3)
-    CARVE(w.win, float, (size_t)grid * bkg_wcap(n, grid))
+    CARVE(w.reg, float, (size_t)grid * bkg_wcap(n, grid))
+    CARVE(first, float, 4)
+    CARVE(skeys, unsigned, 2 * BKG_SAMPLES)
+    CARVE(ssorted, unsigned, 2 * BKG_SAMPLES)
+    CARVE(stemp, char, BKG_SORT_TEMP)
 #undef CARVE
     w.wcap = (unsigned)bkg_wcap(n, grid);
     w.maxiter = p->maxiter;
     w.kappa = (float)p->kappa;
-    w.wfac = getenv("SKYFIND_GPU_BKG_WINDOW") ? (float)atof(getenv("SKYFIND_GPU_BKG_WINDOW"))
-                                              : BKG_WINDOW;
-    SF_CUDA(cudaMemsetAsync(w.h1, 0, (size_t)((char *)w.win - (char *)w.h1), g->stream));
+    w.wfac = sf_bkg_window_factor();
+    w.edges = sf_bkg_edges_on();
+    w.mid = (size_t)(img->ny / 2) * img->stride + (size_t)(img->nx / 2);
+    w.prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
+    SF_CUDA(cudaMemsetAsync(w.h1, 0, (size_t)((char *)w.reg - (char *)w.h1), g->stream));
+    { // the first window, from the sampled pixels
+        const size_t step = n / BKG_SAMPLES > 1 ? n / BKG_SAMPLES : 1;
+        const unsigned ns = (unsigned)((n - step / 2 + step - 1) / step);
+        size_t temp = 0;
+        SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, temp, skeys, ssorted, (int)ns, 0, 32, g->stream));
+        if (temp > BKG_SORT_TEMP) {
+            st = sf_fail(SF_ERR_CUDA, "background: cub asks %zu bytes to sort %u samples", temp, ns);
+            goto fail;
+        }
+        bkg_sample<<<sf_blocks(ns, 256), 256, 0, g->stream>>>(img->data, n, step, ns, skeys);
+        SF_LAUNCHED();
+        SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, temp, skeys, ssorted, (int)ns, 0, 32, g->stream));
+        bkg_bracket<<<1, BKG_THREADS, 0, g->stream>>>(ssorted, ns, w.kappa, w.wfac != 0.0f, first);
+        SF_LAUNCHED();
+        w.first = first;
+    }
     {
         const float *data = img->data;
         void *args[] = {(void *)&data, (void *)&n, (void *)&w};
-        SF_CUDA(cudaLaunchCooperativeKernel((const void *)bkg_clip, dim3(grid), dim3(BKG_THREADS),
+        SF_CUDA(cudaLaunchCooperativeKernel(kern, dim3(grid), dim3(BKG_THREADS),
                                             args, 0, g->stream));
     }
     SF_LAUNCHED();
@@ -536,6 +909,15 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     out->nvalid = (long long)r.nvalid;
     out->niter = r.niter;
     out->converged = r.converged;
+    out->npasses = r.nfull;
+    if (w.prof) // the phases of block 0, for tests/gpu/floor.sh
+        fprintf(stderr,
+                "bkg_clip %dx%d: %d iterations, %d full passes, grid %d x %d; us: E pass %.1f, E sync "
+                "%.1f, combine %.1f, S pass %.1f, S sync %.1f, radix passes %.1f, radix syncs %.1f, "
+                "rest %.1f\n",
+                img->nx, img->ny, r.niter, r.nfull, grid, BKG_THREADS, r.prof[0] / 1e3,
+                r.prof[1] / 1e3, r.prof[2] / 1e3, r.prof[3] / 1e3, r.prof[4] / 1e3, r.prof[5] / 1e3,
+                r.prof[6] / 1e3, r.prof[7] / 1e3);
 fail:
     return st;
 }

@@ -207,6 +207,67 @@ START_TEST(test_cpu_special)
 }
 END_TEST
 
+/* The plan's paths (src/calc/background_global.h) give the statistics of
+ * the reference, whichever the image takes: iterations over the values near
+ * the bounds (EDGE), passes over the whole image (SKYFIND_BKG_EDGES=0: every
+ * iteration), and medians selected over the image when the window misses
+ * them (SKYFIND_BKG_WINDOW=0: every one). */
+static void paths_vs_reference(const sf_image *im, const char *what, int expect_edges)
+{
+    sf_bkg_params p = lesson_params();
+    sf_bkg_stats want, got;
+    char w[96];
+    ck_assert_int_eq(reference(im, 3.0, &want), 0);
+    ck_assert_int_eq(sf_background_cpu(im, &p, &got, NULL, NULL), SF_OK);
+    expect_same(&got, &want, 0, what);
+    if (expect_edges) /* EDGE iterations were taken: fewer passes over the image */
+        ck_assert_msg(got.npasses < got.niter, "%s: %d passes over the image in %d iterations",
+                      what, got.npasses, got.niter);
+    ck_assert_int_ge(got.npasses, 1);
+    setenv("SKYFIND_BKG_EDGES", "0", 1);
+    ck_assert_int_eq(sf_background_cpu(im, &p, &got, NULL, NULL), SF_OK);
+    snprintf(w, sizeof w, "%s, no EDGE iteration", what);
+    expect_same(&got, &want, 0, w);
+    /* (the pass after the last iteration finds that it clipped nothing) */
+    ck_assert_int_eq(got.npasses, got.niter + 1);
+    unsetenv("SKYFIND_BKG_EDGES");
+    setenv("SKYFIND_BKG_WINDOW", "0", 1);
+    ck_assert_int_eq(sf_background_cpu(im, &p, &got, NULL, NULL), SF_OK);
+    snprintf(w, sizeof w, "%s, every median over the image", what);
+    expect_same(&got, &want, 0, w);
+    unsetenv("SKYFIND_BKG_WINDOW");
+}
+
+START_TEST(test_cpu_paths)
+{
+    sf_image im;
+    sftest_rng r = {17};
+    /* noise with sources (the lesson's case) and NaN blocks */
+    sftest_noise_image(&im, 1500, 1100, 21, 600, 0.02);
+    paths_vs_reference(&im, "sources", 1);
+    /* an optical-like sky: level 3700, sigma 20, plus the same sources x 20 */
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+        im.data[i] = 3700.0f + 20.0f * im.data[i];
+    paths_vs_reference(&im, "offset sky", 1);
+    sf_image_free(&im, NULL);
+    /* a skewed image (a bright extended wing) whose bounds move a lot */
+    sftest_noise_image(&im, 700, 600, 22, 40, 0);
+    for (int y = 0; y < im.ny; y++)
+        for (int x = 0; x < im.nx; x++)
+            im.data[(size_t)y * im.nx + x] += (float)(4.0 * exp(-(double)x / 150.0));
+    paths_vs_reference(&im, "skewed", 0);
+    /* integer data: ties at the bounds and in the window */
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+        im.data[i] = (float)(int)(12 * sftest_normal(&r));
+    paths_vs_reference(&im, "integer ties", 0);
+    sf_image_free(&im, NULL);
+    /* tiny images: too few pixels to sample a first window */
+    sftest_noise_image(&im, 9, 7, 23, 1, 0);
+    paths_vs_reference(&im, "9x7", 0);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
 /* GPU equals the CPU twin: median exactly, sigma to 1e-6 relative, same
  * iteration count, on the host image im. */
 static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *what)
@@ -283,13 +344,23 @@ START_TEST(test_gpu_special)
         gpu_vs_cpu(&im, &p, "all-nan");
         sf_image_free(&im, NULL);
     }
-    /* the selection window missing the median (forced by a zero-width window):
-     * the GPU falls back to selecting over the whole image */
-    setenv("SKYFIND_GPU_BKG_WINDOW", "0", 1);
+    /* the plan's paths (as test_cpu_paths): EDGE iterations, none, and the
+     * window missing every median (a zero-width window): the GPU selects
+     * over the whole image */
+    sftest_noise_image(&im, 1500, 1100, 21, 600, 0.02);
+    gpu_vs_cpu(&im, &p, "sources");
+    for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+        im.data[i] = 3700.0f + 20.0f * im.data[i];
+    gpu_vs_cpu(&im, &p, "offset sky with sources");
+    setenv("SKYFIND_BKG_EDGES", "0", 1);
+    gpu_vs_cpu(&im, &p, "offset sky with sources, no EDGE iteration");
+    unsetenv("SKYFIND_BKG_EDGES");
+    sf_image_free(&im, NULL);
+    setenv("SKYFIND_BKG_WINDOW", "0", 1);
     sftest_noise_image(&im, 1001, 999, 6, 300, 0.05);
     gpu_vs_cpu(&im, &p, "window miss");
     sf_image_free(&im, NULL);
-    unsetenv("SKYFIND_GPU_BKG_WINDOW");
+    unsetenv("SKYFIND_BKG_WINDOW");
     /* maxiter 2: stops unconverged on both */
     p.maxiter = 2;
     sftest_noise_image(&im, 999, 777, 5, 200, 0);
@@ -331,6 +402,7 @@ int main(void)
     tcase_set_timeout(gpu, 600);
     tcase_add_test(cpu, test_cpu_vs_reference);
     tcase_add_test(cpu, test_cpu_special);
+    tcase_add_test(cpu, test_cpu_paths);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);

@@ -45,6 +45,8 @@ typedef struct {
     long long nvalid; /* non-NaN pixels in the image */
     int niter;        /* clipping iterations run (the last one clipped nothing if converged) */
     int converged;    /* 1 if an iteration clipped no pixel before maxiter */
+    int npasses;      /* method=global: iterations that read the whole image (the
+                         others read only the values kept near the bounds) */
 } sf_bkg_stats;
 
 /* The mesh grid of method=mesh: nbx x nby meshes of box x box pixels (the

@@ -371,8 +371,9 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
             fprintf(stderr, "maps, box %d px: median level %.6g, median rms %.6g", r->box,
                     r->bkg.median, r->bkg.sigma);
         else if (!strcmp(r->stage[i], "background"))
-            fprintf(stderr, "median %.6g, sigma %.6g (%d iterations%s)", r->bkg.median,
-                    r->bkg.sigma, r->bkg.niter, r->bkg.converged ? "" : ", not converged");
+            fprintf(stderr, "median %.6g, sigma %.6g (%d iterations, %d over the image%s)",
+                    r->bkg.median, r->bkg.sigma, r->bkg.niter, r->bkg.npasses,
+                    r->bkg.converged ? "" : ", not converged");
         else if (!strcmp(r->stage[i], "segment"))
             fprintf(stderr, "%d islands", r->nislands);
         else if (!strcmp(r->stage[i], "deblend"))
