@@ -14,6 +14,7 @@
  * first pixel's part, as in the one-strip labelling. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -87,6 +88,26 @@ static sf_status check_args(const sf_mask *mask, const sf_seg_params *p,
     return SF_OK;
 }
 
+/* The first x in [x, nx) with row[x] != 0, or nx: eight mask bytes at a
+ * time (sky masks are mostly background). */
+static int32_t next_set(const uint8_t *row, int32_t x, int32_t nx)
+{
+    while (x < nx && ((uintptr_t)(row + x) & 7u))
+        if (row[x])
+            return x;
+        else
+            x++;
+    for (; x + 8 <= nx; x += 8) {
+        uint64_t w;
+        memcpy(&w, row + x, 8);
+        if (w)
+            break;
+    }
+    while (x < nx && !row[x])
+        x++;
+    return x;
+}
+
 /* Pass 1 and the local numbering of rows [y0, y1): L holds the local
  * labels 1..n of the strip afterwards (the strip's own raster order of first
  * pixels), area[k-1] each one's pixel count, seed[k-1] whether it holds a
@@ -109,12 +130,16 @@ static int strip_label(const uint8_t *m, int32_t *L, int32_t nx, int32_t y0, int
         int32_t i0 = y * nx, prev = -1; /* root of the left pixel, -1 if background */
         for (int32_t x = 0; x < nx; x++) {
             int32_t r = prev, i = i0 + x;
-            int u = y > y0 && up[x], ul = y > y0 && x > 0 && up[x - 1];
-            if (!row[x]) {
-                L[i] = 0;
+            int u, ul;
+            if (!row[x]) { /* a run of background: zero labels, no neighbour */
+                const int32_t e = next_set(row, x, nx);
+                memset(L + i, 0, (size_t)(e - x) * sizeof *L);
                 prev = -1;
+                x = e - 1;
                 continue;
             }
+            u = y > y0 && up[x];
+            ul = y > y0 && x > 0 && up[x - 1];
             if (conn == 8) {
                 int ur = y > y0 && x + 1 < nx && up[x + 1];
                 if (r < 0 && u) /* up-left and up-right touch up */
@@ -152,16 +177,20 @@ static int strip_label(const uint8_t *m, int32_t *L, int32_t nx, int32_t y0, int
     /* pass 2, in raster order: every parent lies before its child, so when
      * pixel i is reached its parent already holds its local label. Roots
      * are numbered as they come. */
-    for (size_t i = (size_t)y0 * nx, end = (size_t)y1 * nx; i < end; i++) {
-        int32_t v = L[i];
-        if (v < 0) {
-            area[n] = -v;
-            L[i] = ++n;
-        } else if (v > 0) {
-            L[i] = L[v - 1];
+    for (int32_t y = y0; y < y1; y++) {
+        const uint8_t *row = m + (size_t)y * nx;
+        for (int32_t x = next_set(row, 0, nx); x < nx; x = next_set(row, x + 1, nx)) {
+            const size_t i = (size_t)y * nx + (size_t)x;
+            int32_t v = L[i];
+            if (v < 0) {
+                area[n] = -v;
+                L[i] = ++n;
+            } else if (v > 0) {
+                L[i] = L[v - 1];
+            }
+            if (row[x] == 1)
+                seed[L[i] - 1] = 1;
         }
-        if (m[i] == 1)
-            seed[L[i] - 1] = 1;
     }
     *nout = n;
     *areaout = area;
@@ -266,9 +295,12 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p, sf_labels 
 #pragma omp parallel for schedule(static, 1) num_threads(nstrip)
     for (int32_t s = 0; s < nstrip; s++) {
         const int32_t *mp = map + off[s] - 1; /* local label l -> mp[l] */
-        for (size_t i = (size_t)y0s[s] * nx, end = (size_t)y0s[s + 1] * nx; i < end; i++)
-            if (L[i])
-                L[i] = mp[L[i]];
+        for (int32_t y = y0s[s]; y < y0s[s + 1]; y++) {
+            const uint8_t *row = m + (size_t)y * nx;
+            int32_t *lr = L + (size_t)y * nx;
+            for (int32_t x = next_set(row, 0, nx); x < nx; x = next_set(row, x + 1, nx))
+                lr[x] = mp[lr[x]];
+        }
     }
     if (nlabels)
         *nlabels = n;
