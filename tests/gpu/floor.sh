@@ -4,18 +4,28 @@
 # Sections (default: all, in this order):
 #   suites  the suites of the stages changed for it (GPU against the CPU twin)
 #   sanitizer  compute-sanitizer memcheck and racecheck on SAN_SUITES
-#           (default background_bane) and on a whole radio.pipe run
+#           (default background_bane) and on whole runs of SAN_PIPES
+#           (default radio)
 #   bench   bench_pipeline -p radio,lesson,sextractor on the GPU at 2048, 4096
 #           and 8192 (median of 10, CUDA events), today's kernels and, in the
 #           same process run, SKYFIND_BANE_BLOCK=1 (the block-per-cell and
 #           block-per-node bane kernels they replace) alternated twice
-#   ncu     Nsight Compute kernel times of one radio.pipe run at 8192^2
+#           (FLOOR_VARIANTS="new" skips the block kernels)
+#   ncu     Nsight Compute kernel times of one run at NCU_SIZE (default
+#           8192^2) of each pipeline in NCU_PIPES (default radio)
+#   ncudetail  Nsight Compute sections (speed of light, occupancy, launch,
+#           memory; NCU_SECTIONS) of the kernels matching NCU_KERNELS (a
+#           regex; default bkg_clip) in one run of each NCU_DETAIL_PIPES
+#           (default lesson)
+#   compare skyfind compare (CPU against GPU, every stage) of the pipelines
+#           in COMPARE_PIPES (default: lesson radio) on the real images and
+#           on the simulated skies of SIZES
 #   e2e     one process per image, FITS in to catalogue out, radio.pipe GPU
 # Logs go to OUT as they are written (a call that times out keeps them).
 set -u
 OUTDIR=${1:?usage: floor.sh OUT [SECTION...]}
 shift
-SECTIONS=${*:-suites sanitizer bench ncu e2e}
+SECTIONS=${*:-suites sanitizer bench ncu ncudetail compare e2e}
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 B=${SKYFIND_BUNDLE:?source .gpu-bundle/env.sh first}
 BIN=$B/bin
@@ -53,18 +63,20 @@ if want sanitizer; then
             printf '%-10s %-22s rc=%d  %s\n' $tool "test_$t" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_$t.log" | tr '\n' ' ')" | tee -a "$LOG"
             [ $rc = 0 ] || fail=1
         done
-        compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p radio \
-            -o "$W/san_out" "$W/san512.fits" >"$W/san_${tool}_run.log" 2>&1
-        rc=$?
-        printf '%-10s %-22s rc=%d  %s\n' $tool "run radio" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_run.log" | tr '\n' ' ')" | tee -a "$LOG"
-        [ $rc = 0 ] || fail=1
+        for pipe in ${SAN_PIPES:-radio}; do
+            compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $pipe \
+                -o "$W/san_out" "$W/san512.fits" >"$W/san_${tool}_run_$pipe.log" 2>&1
+            rc=$?
+            printf '%-10s %-22s rc=%d  %s\n' $tool "run $pipe" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_run_$pipe.log" | tr '\n' ' ')" | tee -a "$LOG"
+            [ $rc = 0 ] || fail=1
+        done
     done
 fi
 
 if want bench; then
     say "bench_pipeline, GPU stages (median of 10): today's kernels, then SKYFIND_BANE_BLOCK=1, twice"
     for rep in 1 2; do
-        for v in new block; do
+        for v in ${FLOOR_VARIANTS:-new block}; do
             if [ $v = block ]; then export SKYFIND_BANE_BLOCK=1; else unset SKYFIND_BANE_BLOCK; fi
             say "variant $v, round $rep"
             "$BIN/tests/bench/bench_pipeline" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
@@ -75,11 +87,12 @@ if want bench; then
 fi
 
 if want ncu; then
-    say "Nsight Compute: kernel times of radio.pipe on the 8192^2 sky (one run)"
     n=${NCU_SIZE:-8192}
-    ncu --csv --metrics gpu__time_duration.sum "$BIN/skyfind" run -q -b gpu -o "$W/ncu" "$W/sim$n.fits" \
-        >"$W/ncu.csv" 2>"$W/ncu.err"
-    python3 - "$W/ncu.csv" <<'EOF' | tee -a "$LOG"
+    for pipe in ${NCU_PIPES:-radio}; do
+    say "Nsight Compute: kernel times of $pipe.pipe on the ${n}^2 sky (one run)"
+    ncu --csv --metrics gpu__time_duration.sum "$BIN/skyfind" run -q -b gpu -p $pipe -o "$W/ncu" \
+        "$W/sim$n.fits" >"$W/ncu-$pipe.csv" 2>"$W/ncu-$pipe.err"
+    python3 - "$W/ncu-$pipe.csv" <<'EOF' | tee -a "$LOG"
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
@@ -94,6 +107,36 @@ for name, (c, s) in sorted(tot.items(), key=lambda t: -t[1][1]):
     print(f"{s:9.3f} ms {100*s/all_ms:5.1f}%  x{c:<4d} {name}")
 print(f"{all_ms:9.3f} ms in all (kernels only, serialised by ncu)")
 EOF
+    done
+fi
+
+if want ncudetail; then
+    n=${NCU_SIZE:-8192}
+    for pipe in ${NCU_DETAIL_PIPES:-lesson}; do
+        say "Nsight Compute sections of /${NCU_KERNELS:-bkg_clip}/ in $pipe.pipe on the ${n}^2 sky"
+        ncu --kernel-name "regex:${NCU_KERNELS:-bkg_clip}" \
+            $(printf -- '--section %s ' ${NCU_SECTIONS:-SpeedOfLight Occupancy LaunchStats MemoryWorkloadAnalysis}) \
+            "$BIN/skyfind" run -q -b gpu -p $pipe -o "$W/ncu" "$W/sim$n.fits" >"$W/ncud-$pipe.log" 2>&1
+        grep -vE '^==PROF==|^ *$' "$W/ncud-$pipe.log" | tee -a "$LOG" | tail -300 >/dev/null
+    done
+fi
+
+if want compare; then
+    real=$(ls "$SKYFIND_TEST_DATA"/*.fits "$SKYFIND_TEST_DATA"/*.fits.gz "$SKYFIND_TEST_DATA"/*.fz 2>/dev/null |
+           grep -v -e REF_ -e TRUTH -e quirk_tilecomp_uint16)
+    for p in ${COMPARE_PIPES:-lesson radio}; do
+        say "skyfind compare -p $p: the real images, then the simulated skies $sizes"
+        "$BIN/skyfind" compare -q -p $p --json $real >"$W/compare_real_$p.json" 2>"$W/compare_real_$p.err"
+        rc=$?
+        echo "real images: rc=$rc, $(grep -c '"agree":true' "$W/compare_real_$p.json") agree, $(grep -c '"agree":false' "$W/compare_real_$p.json") disagree" | tee -a "$LOG"
+        [ $rc = 0 ] || { fail=1; grep '"agree":false' "$W/compare_real_$p.json" | head -5 | tee -a "$LOG"; head -5 "$W/compare_real_$p.err" | tee -a "$LOG"; }
+        for n in $sizes; do
+            "$BIN/skyfind" compare -p $p "$W/sim$n.fits" >"$W/compare_sim${n}_$p.txt" 2>&1
+            rc=$?
+            echo "sim$n: rc=$rc $(grep -cE 'AGREE|agree' "$W/compare_sim${n}_$p.txt") agreeing lines; $(tail -1 "$W/compare_sim${n}_$p.txt")" | tee -a "$LOG"
+            [ $rc = 0 ] || { fail=1; tail -20 "$W/compare_sim${n}_$p.txt" | tee -a "$LOG"; }
+        done
+    done
 fi
 
 if want e2e; then
