@@ -2,22 +2,29 @@
 // union-find on the device (Playne & Hawick 2018 style), renumbered with a CUB
 // scan so the labels equal the CPU twin's (cpu/segment.c) pixel for pixel.
 //
-// The labels buffer L is the union-find forest while it runs: L[i] = -1 for
-// background, otherwise a parent index L[i] <= i, a root having L[i] == i.
-// Unions always link the larger root under the smaller (atomicMin), so the
-// root of every island ends as its first pixel in raster order.
+// The labels buffer L is the union-find forest while it runs: L[i] = 0 for
+// background (the mask tells it from pixel 0, whose parent is itself),
+// otherwise a parent index L[i] <= i, a root having L[i] == i. Unions always
+// link the larger root under the smaller (atomicMin), so the root of every
+// island ends as its first pixel in raster order. After seg_init only the
+// mask's set pixels are read or written in L and area (a sky mask is a few
+// thousandths set), so steps 2-6 cost about a read of the mask each.
 //  1. seg_init:     each warp takes 32 pixels of a row; a pixel points to the
-//                   start of its run inside that segment (warp ballot).
+//                   start of its run inside that segment (warp ballot);
+//                   area[i] = 0 for foreground pixels.
 //  2. seg_merge:    unions across segment borders and with the row above,
 //                   skipping unions implied by those of the pixel to the left.
 //  3. seg_compress: every pixel points straight at its root; the area of
 //                   each root is counted (warp-aggregated atomicAdd) and bit
 //                   31 of it set when the island holds a seed pixel (mask
 //                   value 1; areas stay below 2^31).
-//  4. seg_flag:     flag[i] = 1 for roots with area >= min_area and a seed.
-//  5. CUB ExclusiveSum of the flags gives each kept root its number - 1 and,
-//     in element npix, N.
-//  6. seg_final:    labels[i] = number of root(i), or 0.
+//  4. seg_rank:     per chunk of SEG_CHUNK pixels (a block), the kept roots
+//                   (area >= min_area and a seed) ranked in raster order by a
+//                   block scan: area[root] = rank (SEG_DROPPED if dropped),
+//                   counts[chunk] = their number.
+//  5. CUB ExclusiveSum of the chunks' counts: each chunk's first number - 1
+//     and, in element nchunk, N.
+//  6. seg_final:    labels[i] = offset[chunk of root(i)] + rank + 1, or 0.
 //
 // 8-connectivity takes the block-based path (block-based Komura equivalence,
 // Allegretti et al. 2020, in the union-find style of Playne & Hawick 2018):
@@ -112,7 +119,8 @@ static __device__ __forceinline__ int seg_pos(int nx, int ny, int nseg, int *x, 
     return lane;
 }
 
-static __global__ void seg_init(const uint8_t *mask, int *L, int nx, int ny, int nseg)
+static __global__ void seg_init(const uint8_t *mask, int *L, unsigned *area, int nx, int ny,
+                                int nseg)
 {
     int x, y;
     int lane = seg_pos(nx, ny, nseg, &x, &y);
@@ -123,9 +131,10 @@ static __global__ void seg_init(const uint8_t *mask, int *L, int nx, int ny, int
     if (!in)
         return;
     if (!fg) {
-        L[i] = -1;
+        L[i] = 0; // the final label of background (the mask tells it from pixel 0)
         return;
     }
+    area[i] = 0; // roots are foreground pixels: only theirs are ever read
     // run start: one past the highest background lane below this one
     unsigned bg_below = ~bits & ((1u << lane) - 1u);
     int start = bg_below ? 32 - __clz(bg_below) : 0;
@@ -178,7 +187,7 @@ static __global__ void seg_compress(const uint8_t *mask, int *L, unsigned *area,
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     int r = -1;
     bool seed = false;
-    if (i < npix && seg_load(L + i) >= 0) {
+    if (i < npix && mask[i]) {
         r = seg_find(L, i);
         L[i] = r;
         seed = mask[i] == 1;
@@ -194,25 +203,50 @@ static __global__ void seg_compress(const uint8_t *mask, int *L, unsigned *area,
     }
 }
 
-static __global__ void seg_flag(unsigned *area_in, int npix, int min_area)
+// Each block numbers the kept islands whose roots lie in its chunk of
+// SEG_CHUNK pixels (16 a thread), in raster order: area[root] becomes the
+// rank among them (SEG_DROPPED for roots of islands dropped by min_area or
+// for want of a seed), counts[block] their number. Only set mask bytes make
+// the thread read L and area: the chunk costs its 4 KB of mask.
+#define SEG_CHUNK (SEG_THREADS * 16)
+#define SEG_DROPPED 0xFFFFFFFFu
+
+static __global__ void seg_rank(const uint8_t *mask, const int *L, unsigned *area, int *counts,
+                                int npix, int min_area)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    int *flag = (int *)area_in;
-    if (i < npix) {
-        unsigned a = area_in[i]; // 0 for non-roots, since min_area >= 1
-        flag[i] = (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
-    } else if (i == npix) {
-        flag[i] = 0;
-    }
+    typedef cub::BlockScan<int, SEG_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    const long long i0 = (long long)blockIdx.x * SEG_CHUNK + threadIdx.x * 16;
+    unsigned set = 0; // bit j: pixel i0 + j is a root
+    int keep = 0, rank, total;
+    for (int j = 0; j < 16 && i0 + j < npix; j++)
+        if (mask[i0 + j] && L[i0 + j] == (int)(i0 + j)) {
+            const unsigned a = area[i0 + j];
+            set |= 1u << j;
+            keep += (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
+        }
+    Scan(tmp).ExclusiveSum(keep, rank, total);
+    for (int j = 0; j < 16; j++)
+        if (set >> j & 1) {
+            const unsigned a = area[i0 + j];
+            area[i0 + j] = (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area ? (unsigned)rank++
+                                                                                 : SEG_DROPPED;
+        }
+    if (threadIdx.x == 0)
+        counts[blockIdx.x] = total;
 }
 
-static __global__ void seg_final(int *L, const int *flag, const int *number, int npix)
+// labels[i] = the island's number (its chunk's offset + its rank + 1), or 0;
+// background pixels hold 0 since seg_init.
+static __global__ void seg_final(const uint8_t *mask, int *L, const unsigned *area,
+                                 const int *offset, int npix)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= npix)
+    if (i >= npix || !mask[i])
         return;
-    int r = L[i];
-    L[i] = r >= 0 && flag[r] ? number[r] + 1 : 0;
+    const int r = L[i];
+    const unsigned a = area[r];
+    L[i] = a == SEG_DROPPED ? 0 : offset[r / SEG_CHUNK] + (int)a + 1;
 }
 
 // ---- block-based 8-connectivity ---------------------------------------------
@@ -362,10 +396,14 @@ static cudaError_t seg_cub_bytes(int n, cudaStream_t stream, size_t *bytes)
                                          stream);
 }
 
-// Scratch: area/flags (npix + 1 ints), numbers (npix + 1 ints), CUB storage.
+// Scratch: area/ranks (npix ints), the chunks' counts and offsets (nchunk
+// + 1 ints each), CUB storage.
+static size_t seg_nchunk(size_t npix) { return (npix + SEG_CHUNK - 1) / SEG_CHUNK; }
+
 static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
 {
-    return 2 * sf_align256((npix + 1) * sizeof(int)) + sf_align256(cub_bytes);
+    return sf_align256(npix * sizeof(int)) + 2 * sf_align256((seg_nchunk(npix) + 1) * sizeof(int)) +
+           sf_align256(cub_bytes);
 }
 
 // Block-based path: B, area, first (nb ints each), F and numbers (nf + 1
@@ -446,8 +484,9 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
     sf_status st = SF_OK;
     sf_seg_params def;
     size_t npix, cub_bytes = 0, off;
-    int nx, ny, nseg, n1, count = 0;
-    int *area, *number, *L;
+    int nx, ny, nseg, count = 0, nchunk;
+    int *counts, *number, *L;
+    unsigned *area;
     unsigned char *scratch = NULL;
     unsigned seg_blocks, pix_blocks;
 
@@ -481,39 +520,40 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
     if (npix > (size_t)INT32_MAX - 1024) // int pixel indices, with a spare block
         return sf_fail(SF_ERR_PARAM, "segment_gpu: %dx%d pixels exceed the int32 label range",
                        nx, ny);
-    n1 = (int)npix + 1;
     if (p->connectivity == 8 && npix < 0x7f7f7f7fu)
         return segment_bke(g, mask, p, labels, nlabels);
 
-    SF_CUDA(seg_cub_bytes(n1, g->stream, &cub_bytes));
+    nchunk = (int)seg_nchunk(npix);
+    SF_CUDA(seg_cub_bytes(nchunk + 1, g->stream, &cub_bytes));
     SF_TRY(sf_gpu_scratch(g, seg_scratch_bytes(npix, cub_bytes), (void **)&scratch));
-    off = sf_align256((size_t)n1 * sizeof(int));
-    area = (int *)scratch;
-    number = (int *)(scratch + off);
+    off = sf_align256(npix * sizeof(int));
+    area = (unsigned *)scratch;
+    counts = (int *)(scratch + off);
+    number = (int *)(scratch + off + sf_align256(((size_t)nchunk + 1) * sizeof(int)));
     L = labels->data;
 
     nseg = (nx + 31) / 32;
     seg_blocks = sf_blocks((size_t)nseg * ny * 32, SEG_THREADS);
     pix_blocks = sf_blocks(npix, SEG_THREADS);
 
-    SF_TRY(sf_gpu_memset(g, area, 0, (size_t)n1 * sizeof(int)));
-    seg_init<<<seg_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, nx, ny, nseg);
+    SF_TRY(sf_gpu_memset(g, counts + nchunk, 0, sizeof(int)));
+    seg_init<<<seg_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, area, nx, ny, nseg);
     SF_LAUNCHED();
     seg_merge<<<seg_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, nx, ny, nseg,
                                                          p->connectivity == 8);
     SF_LAUNCHED();
-    seg_compress<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, (unsigned *)area,
-                                                            (int)npix);
+    seg_compress<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, area, (int)npix);
     SF_LAUNCHED();
-    seg_flag<<<sf_blocks((size_t)n1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
-        (unsigned *)area, (int)npix, p->min_area);
+    seg_rank<<<nchunk, SEG_THREADS, 0, g->stream>>>(mask->data, L, area, counts, (int)npix,
+                                                    p->min_area);
     SF_LAUNCHED();
-    SF_CUDA(cub::DeviceScan::ExclusiveSum(scratch + 2 * off, cub_bytes, (const int *)area,
-                                          number, n1, g->stream));
+    SF_CUDA(cub::DeviceScan::ExclusiveSum(scratch + off + 2 * sf_align256(((size_t)nchunk + 1) * sizeof(int)),
+                                          cub_bytes, (const int *)counts, number, nchunk + 1,
+                                          g->stream));
     SF_LAUNCHED();
-    seg_final<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(L, area, number, (int)npix);
+    seg_final<<<pix_blocks, SEG_THREADS, 0, g->stream>>>(mask->data, L, area, number, (int)npix);
     SF_LAUNCHED();
-    SF_TRY(sf_gpu_to_host(g, &count, number + npix, sizeof count));
+    SF_TRY(sf_gpu_to_host(g, &count, number + nchunk, sizeof count));
     if (nlabels)
         *nlabels = count;
 fail:
