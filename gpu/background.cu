@@ -35,6 +35,10 @@ namespace cg = cooperative_groups;
 #define BKG_SAMPLES SF_BKG_SAMPLES // pixels sampled for the first pass's window and
                                    // edges: every n / this-th, fewer than twice this
 #define BKG_SORT_TEMP (1u << 20) // cub's temporary storage for sorting them
+#define BKG_SAMPLE_MIN ((size_t)1 << 23) // images with fewer pixels are not sampled: the
+                                         // sort's seven launches cost more than the two
+                                         // passes over the image they save (tests:
+                                         // SKYFIND_BKG_SAMPLE_MIN)
 #define BKG_PROF 8        // phases timed by SKYFIND_BKG_PROFILE: E pass, E sync,
                           // combine, S pass, S sync, radix passes, radix syncs, rest
 
@@ -513,11 +517,13 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
             bool edges = false;
             unsigned *h1 = w.h1 + (nfull & 1) * BKG_H1;
             shift = iter == 1 ? sf_bkg_first_shift(img[w.mid]) : med;
-            if (iter == 1) { // the sampled pixels' window and edges
-                cwlo = __ldcg(&w.first[0]);
-                cwhi = __ldcg(&w.first[1]);
-                celo = __ldcg(&w.first[2]);
-                cehi = __ldcg(&w.first[3]);
+            if (iter == 1) { // the sampled pixels' window and edges (none on small images)
+                if (w.first) {
+                    cwlo = __ldcg(&w.first[0]);
+                    cwhi = __ldcg(&w.first[1]);
+                    celo = __ldcg(&w.first[2]);
+                    cehi = __ldcg(&w.first[3]);
+                }
                 edges = w.edges && isfinite(celo) && isfinite(cehi) && celo < cwlo && cehi > cwhi;
                 if (!edges) {
                     celo = -INFINITY;
@@ -776,8 +782,10 @@ static __global__ void bkg_fill(float *bkg, float *rms, size_t n, const bkg_resu
 // Blocks of the cooperative grid: all resident at once, no more than the work needs.
 static int bkg_grid(size_t n, int sm_count, int per_sm)
 {
-    // 64 values a thread at least: fewer blocks to synchronise on small images
-    size_t want = (n + 64 * BKG_THREADS - 1) / (64 * BKG_THREADS);
+    // a step of 8 values a thread at least (a 2^20-pixel image, such as
+    // convolve noise=measured's rows, still takes 128 SMs: the passes are
+    // bound by each SM's loads in flight)
+    size_t want = (n + 8 * BKG_THREADS - 1) / (8 * BKG_THREADS);
     size_t most = (size_t)sm_count * (size_t)(per_sm < 2 ? per_sm : 2);
     return (int)(want < 1 ? 1 : want < most ? want : most);
 }
@@ -868,7 +876,9 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     w.mid = (size_t)(img->ny / 2) * img->stride + (size_t)(img->nx / 2);
     w.prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
     SF_CUDA(cudaMemsetAsync(w.h1, 0, (size_t)((char *)w.reg - (char *)w.h1), g->stream));
-    { // the first window, from the sampled pixels
+    w.first = NULL;
+    if (n >= (getenv("SKYFIND_BKG_SAMPLE_MIN") ? (size_t)atoll(getenv("SKYFIND_BKG_SAMPLE_MIN"))
+                                                : BKG_SAMPLE_MIN)) { // the first window, sampled
         const size_t step = n / BKG_SAMPLES > 1 ? n / BKG_SAMPLES : 1;
         const unsigned ns = (unsigned)((n - step / 2 + step - 1) / step);
         size_t temp = 0;

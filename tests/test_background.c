@@ -349,8 +349,13 @@ START_TEST(test_gpu_special)
      * over the whole image */
     sftest_noise_image(&im, 1500, 1100, 21, 600, 0.02);
     gpu_vs_cpu(&im, &p, "sources");
+    /* the GPU samples a first window on images of 2^23 pixels or more: here too */
+    setenv("SKYFIND_BKG_SAMPLE_MIN", "0", 1);
+    gpu_vs_cpu(&im, &p, "sources, sampled first window");
     for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
         im.data[i] = 3700.0f + 20.0f * im.data[i];
+    gpu_vs_cpu(&im, &p, "offset sky with sources, sampled");
+    unsetenv("SKYFIND_BKG_SAMPLE_MIN");
     gpu_vs_cpu(&im, &p, "offset sky with sources");
     setenv("SKYFIND_BKG_EDGES", "0", 1);
     gpu_vs_cpu(&im, &p, "offset sky with sources, no EDGE iteration");

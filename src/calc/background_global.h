@@ -19,7 +19,9 @@
  * median's rank among them is within 6 of its standard deviations of m/2),
  * and its edges the values beyond the second iteration's bounds as the
  * sample predicts them (sf_bkg_first_edges), so that an image whose
- * clipping converges smoothly is read once.
+ * clipping converges smoothly is read once. (The GPU samples only images
+ * of 2^23 pixels or more: on smaller ones the sort's launches cost more than
+ * the passes they save, and the first median is selected over the image.)
  * An EDGE iteration, whose bounds stay inside the edges of the last FULL
  * pass, reads only the regions: the count and sums are the FULL pass's less
  * the edge values now clipped, `below` less those clipped from below, and
