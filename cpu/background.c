@@ -338,7 +338,8 @@ static uint32_t find_bin(const uint32_t *h, size_t *r)
 
 /* The values at ranks r0 and r1 of the image's kept values, by two radix
  * levels (when the median is not in the window). */
-static void select_image(bkg_ctx *c, float lo, float hi, size_t r0, size_t r1, float *v0, float *v1)
+static void select_image(bkg_ctx *c, float lo, float hi, size_t r0, size_t r1, float *v0,
+                         float *v1)
 {
     uint32_t pre[2] = {0, 0}, hb[2];
     size_t rk[2] = {r0, r1};
@@ -461,19 +462,14 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                             sf_image *bkg, sf_image *rms)
 {
     sf_status s = sf_bkg_check_params(p);
-    size_t n = sf_npix(img->nx, img->ny), nprev = 0;
+    size_t n = sf_npix(img->nx, img->ny);
+    unsigned long long nprev = 0;
     bkg_ctx *c = NULL;
     sf_bkg_stats r;
     const float kf = (float)p->kappa, wfac = sf_bkg_window_factor();
     const int edges_on = sf_bkg_edges_on();
-    /* this iteration's bounds; the last median, sigma and move of the bounds */
-    float lo = -INFINITY, hi = INFINITY, med = 0.0f, sig = 0.0f, move = INFINITY;
-    /* the last FULL pass: sums, shift, window size and edges */
-    size_t bn = 0, bbelow = 0, wtotal = 0;
-    double bs = 0, bs2 = 0;
-    float bshift = 0.0f, elo = -INFINITY, ehi = INFINITY;
+    sf_bkg_plan pl;
     float cmin = 0.0f; /* the last FULL pass's smallest value (constant data) */
-    int base_ok = 0, win_ok = 0, nfull = 0;
 
     if (s)
         return s;
@@ -501,73 +497,42 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
+    sf_bkg_plan_init(&pl);
     for (int it = 1;; it++) {
-        size_t nn = 0, below = 0;
+        unsigned long long nn = 0, below = 0;
         double sum = 0, ss = 0, dn, dm, var;
-        float shift = 0.0f, m0, m1;
-        int constant = 0, edge = base_ok && lo < elo && hi > ehi, over;
+        float shift = 0.0f, m0, m1, med;
+        int constant = 0, edge = sf_bkg_plan_edge(&pl), over;
         if (edge) { /* only the edge values near the bounds */
             bkg_part t;
-            edge_pass(c, lo, hi, bshift, elo, ehi);
+            edge_pass(c, pl.lo, pl.hi, pl.bshift, pl.elo, pl.ehi);
             t = sum_parts(c, &over);
             if (t.rlo == 0 || t.rhi == 0) {
                 edge = 0; /* one side has no edge value left: count it all again */
             } else {
-                nn = bn - t.n - t.below;
-                below = bbelow - t.n;
-                sum = bs - t.s;
-                ss = bs2 - t.s2;
-                shift = bshift;
+                sf_bkg_plan_edge_sums(&pl, t.n, t.below, t.s, t.s2, &nn, &below, &sum, &ss);
+                shift = pl.bshift;
             }
         }
         if (!edge) { /* the whole image */
-            float cwlo = INFINITY, cwhi = -INFINITY, celo = -INFINITY, cehi = INFINITY;
-            int edges = 0;
+            float first[4], wlo, whi, elo, ehi;
+            const int sampled = it == 1 && wfac != 0.0f &&
+                                first_window(img, n, kf, &first[0], &first[1], &first[2], &first[3]);
+            const int edges = sf_bkg_plan_ranges(&pl, it, sampled ? first : NULL, wfac, edges_on,
+                                                 &wlo, &whi, &elo, &ehi);
             bkg_part t;
             shift = it == 1 ? sf_bkg_first_shift(img->data[(size_t)(img->ny / 2) * img->stride +
                                                            (size_t)(img->nx / 2)])
-                            : med;
-            if (it == 1) {
-                if (wfac == 0.0f || !first_window(img, n, kf, &cwlo, &cwhi, &celo, &cehi)) {
-                    cwlo = INFINITY; /* no window: the median is selected over the image */
-                    cwhi = -INFINITY;
-                }
-                edges = edges_on && isfinite(celo) && isfinite(cehi) && celo < cwlo && cehi > cwhi;
-                if (!edges) {
-                    celo = -INFINITY;
-                    cehi = INFINITY;
-                }
-            } else { /* the window around the last median, and the edges */
-                volatile float ww = wfac * sig, e = edges_on ? sf_bkg_edge_width(move, sig) : 0.0f;
-                cwlo = med - ww;
-                cwhi = med + ww;
-                celo = lo + e;
-                cehi = hi - e;
-                edges = e > 0.0f && celo < cwlo && cehi > cwhi;
-                if (!edges) {
-                    celo = -INFINITY;
-                    cehi = INFINITY;
-                }
-            }
-            full_pass(c, lo, hi, shift, cwlo, cwhi, celo, cehi, 1);
+                            : pl.med;
+            full_pass(c, pl.lo, pl.hi, shift, wlo, whi, elo, ehi, 1);
             t = sum_parts(c, &over);
-            nfull++;
             nn = t.n;
             below = t.below;
             sum = t.s;
             ss = t.s2;
             constant = t.mn == t.mx; /* sigma is then exactly 0 */
-            bn = nn;
-            bbelow = below;
-            bs = sum;
-            bs2 = ss;
-            bshift = shift;
-            elo = celo;
-            ehi = cehi;
-            wtotal = t.wwin;
-            win_ok = !over;
-            base_ok = edges && win_ok;
             cmin = t.mn;
+            sf_bkg_plan_full(&pl, nn, below, sum, ss, shift, t.wwin, over, edges, elo, ehi);
             if (it == 1)
                 r.nvalid = (long long)nn;
         }
@@ -588,44 +553,30 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         r.mean = constant ? (double)cmin : (double)shift + dm;
         r.sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
         { /* the median: ranks (nn - 1) / 2 and nn / 2, in the window when it holds them */
-            size_t r0 = (nn - 1) / 2, r1 = nn / 2;
-            int window = win_ok && r0 >= below && r1 - below < wtotal;
-            if (window && sort_window(c, wtotal) == 0) {
+            const unsigned long long r0 = (nn - 1) / 2, r1 = nn / 2;
+            int window = sf_bkg_plan_in_window(&pl, below, r0, r1) && sort_window(c, pl.wtotal) == 0;
+            if (window) {
                 m0 = sf_fkey_value(c->wkeys[r0 - below]);
                 m1 = sf_fkey_value(c->wkeys[r1 - below]);
             } else {
-                select_image(c, lo, hi, r0, r1, &m0, &m1);
-                base_ok = win_ok = 0; /* the window is stale: count the image next time */
+                select_image(c, pl.lo, pl.hi, r0, r1, &m0, &m1);
             }
-        }
-        if (m1 == 0.0f)
-            m1 = 0.0f; /* -0 and +0: +0 */
-        if (nn % 2) {
-            med = m1;
-        } else { /* numpy: the float32 mean of the two middle values */
-            volatile float s2 = m0 + m1;
-            med = s2 / 2.0f;
-        }
-        r.median = med;
-        r.nused = (long long)nn;
-        r.niter = it;
-        nprev = nn;
-        sig = (float)r.sigma;
-        if (sig == 0.0f) { /* constant data: nothing left to clip */
-            r.converged = 1;
-            break;
-        }
-        {
-            volatile float ks = kf * sig;
-            float nlo = med - ks, nhi = med + ks;
-            nlo = nlo > lo ? nlo : lo;
-            nhi = nhi < hi ? nhi : hi;
-            move = it == 1 ? INFINITY : (nlo - lo > hi - nhi ? nlo - lo : hi - nhi);
-            lo = nlo;
-            hi = nhi;
+            if (m1 == 0.0f)
+                m1 = 0.0f; /* -0 and +0: +0 */
+            /* numpy: the middle, or the float32 mean of the two middle values */
+            med = nn % 2 ? m1 : sf_mean2_f32(m0, m1);
+            r.median = med;
+            r.nused = (long long)nn;
+            r.niter = it;
+            nprev = nn;
+            if ((float)r.sigma == 0.0f) { /* constant data: nothing left to clip */
+                r.converged = 1;
+                break;
+            }
+            sf_bkg_plan_next(&pl, it, med, (float)r.sigma, kf, window);
         }
     }
-    r.npasses = nfull;
+    r.npasses = pl.nfull;
     if (bkg || rms) {
         for (size_t i = 0; i < n; i++) {
             if (bkg)

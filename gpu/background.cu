@@ -49,12 +49,39 @@ struct bkg_result {
     unsigned long long prof[BKG_PROF]; // SKYFIND_BKG_PROFILE: ns in each phase, block 0
 };
 
-struct bkg_part { // one block's share of pass S (FULL) or pass E (EDGE)
+// The sums of a pass, added by one block-wide reduction (cub, with
+// bkg_add: the same tree in every block, so every block gets the same bits).
+struct bkg_sums {
     unsigned long long n, below; // S: kept, kept below the window; E: clipped low, clipped high
+    unsigned long long wwin;     // S: window values
+    unsigned long long rlo, rhi; // E: edge values left below and above
+    unsigned long long over;     // combined: a region overflowed
     double s, s2;                // sums of v - shift of the kept (S) or clipped (E) values
     float mn, mx;                // S: the kept values' extremes
-    unsigned wcnt, wwin;         // S: values collected (over wcap: the region overflowed), window values
-    unsigned rlo, rhi;           // E: edge values left below and above
+};
+
+struct bkg_add {
+    __device__ __forceinline__ bkg_sums operator()(const bkg_sums &a, const bkg_sums &b) const
+    {
+        bkg_sums r;
+        r.n = a.n + b.n;
+        r.below = a.below + b.below;
+        r.wwin = a.wwin + b.wwin;
+        r.rlo = a.rlo + b.rlo;
+        r.rhi = a.rhi + b.rhi;
+        r.over = a.over | b.over;
+        r.s = a.s + b.s;
+        r.s2 = a.s2 + b.s2;
+        r.mn = fminf(a.mn, b.mn);
+        r.mx = fmaxf(a.mx, b.mx);
+        return r;
+    }
+};
+
+
+struct bkg_part { // one block's share of pass S (FULL) or pass E (EDGE)
+    bkg_sums t;
+    unsigned wcnt; // S: values collected (over wcap: the region overflowed)
 };
 
 struct bkg_work {
@@ -76,32 +103,6 @@ struct bkg_work {
 typedef cub::BlockReduce<double, BKG_THREADS> DReduce;
 typedef cub::BlockScan<unsigned, BKG_THREADS> UScan;
 
-// The sums of a pass, added by one block-wide reduction (cub, with
-// bkg_add: the same tree in every block, so every block gets the same bits).
-struct bkg_sums {
-    unsigned long long n, below, wwin, rlo, rhi, over;
-    double s, s2;
-    float mn, mx;
-};
-
-struct bkg_add {
-    __device__ __forceinline__ bkg_sums operator()(const bkg_sums &a, const bkg_sums &b) const
-    {
-        bkg_sums r;
-        r.n = a.n + b.n;
-        r.below = a.below + b.below;
-        r.wwin = a.wwin + b.wwin;
-        r.rlo = a.rlo + b.rlo;
-        r.rhi = a.rhi + b.rhi;
-        r.over = a.over | b.over;
-        r.s = a.s + b.s;
-        r.s2 = a.s2 + b.s2;
-        r.mn = fminf(a.mn, b.mn);
-        r.mx = fmaxf(a.mx, b.mx);
-        return r;
-    }
-};
-
 typedef cub::BlockReduce<bkg_sums, BKG_THREADS> SReduce;
 
 struct bkg_smem {
@@ -113,11 +114,7 @@ struct bkg_smem {
     unsigned h[2 * BKG_H1];
     unsigned wfill, efill; // window values from the region's start, edge values from its end
     unsigned bin, rank;
-    // the block's copy of the combined partials (identical in every block)
-    unsigned long long n, below;
-    double s, s2;
-    float mn, mx;
-    unsigned wtotal, wover, rlo, rhi;
+    bkg_sums tot; // the block's copy of the combined partials (identical in every block)
 };
 
 // kernels
@@ -266,31 +263,16 @@ static __device__ void combine_parts(const bkg_work &w, bkg_smem &sm)
     bkg_sums t = {0, 0, 0, 0, 0, 0, 0.0, 0.0, INFINITY, -INFINITY};
     for (unsigned b = threadIdx.x * per; b < (threadIdx.x + 1) * per && b < gridDim.x; b++) {
         // written by other blocks before the barrier: read past L1
-        const bkg_part *pp = &w.part[b];
-        t.n += __ldcg(&pp->n);
-        t.below += __ldcg(&pp->below);
-        t.s += __ldcg(&pp->s);
-        t.s2 += __ldcg(&pp->s2);
-        t.mn = fminf(t.mn, __ldcg(&pp->mn));
-        t.mx = fmaxf(t.mx, __ldcg(&pp->mx));
-        t.wwin += __ldcg(&pp->wwin);
-        t.over |= __ldcg(&pp->wcnt) > w.wcap;
-        t.rlo += __ldcg(&pp->rlo);
-        t.rhi += __ldcg(&pp->rhi);
+        const bkg_sums *q = &w.part[b].t;
+        const bkg_sums u = {__ldcg(&q->n),  __ldcg(&q->below), __ldcg(&q->wwin),
+                            __ldcg(&q->rlo), __ldcg(&q->rhi),  __ldcg(&w.part[b].wcnt) > w.wcap,
+                            __ldcg(&q->s),  __ldcg(&q->s2),   __ldcg(&q->mn),
+                            __ldcg(&q->mx)};
+        t = bkg_add()(t, u);
     }
     t = SReduce(sm.tmp.sums).Reduce(t, bkg_add());
-    if (threadIdx.x == 0) {
-        sm.n = t.n;
-        sm.below = t.below;
-        sm.s = t.s;
-        sm.s2 = t.s2;
-        sm.mn = t.mn;
-        sm.mx = t.mx;
-        sm.wtotal = (unsigned)t.wwin;
-        sm.wover = (unsigned)t.over;
-        sm.rlo = (unsigned)(t.rlo > 0xFFFFFFFFull ? 0xFFFFFFFFull : t.rlo);
-        sm.rhi = (unsigned)(t.rhi > 0xFFFFFFFFull ? 0xFFFFFFFFull : t.rhi);
-    }
+    if (threadIdx.x == 0)
+        sm.tot = t;
     __syncthreads();
 }
 
@@ -302,18 +284,8 @@ static __device__ void write_part(const bkg_work &w, bkg_smem &sm, unsigned long
     bkg_sums t = {n, below, wwin, rlo, rhi, 0, s, s2, mn, mx};
     t = SReduce(sm.tmp.sums).Reduce(t, bkg_add());
     if (threadIdx.x == 0) {
-        bkg_part p;
-        p.n = t.n;
-        p.below = t.below;
-        p.s = t.s;
-        p.s2 = t.s2;
-        p.mn = t.mn;
-        p.mx = t.mx;
-        p.wcnt = sm.wfill + sm.efill;
-        p.wwin = (unsigned)t.wwin;
-        p.rlo = (unsigned)t.rlo;
-        p.rhi = (unsigned)t.rhi;
-        w.part[blockIdx.x] = p;
+        w.part[blockIdx.x].t = t;
+        w.part[blockIdx.x].wcnt = sm.wfill + sm.efill;
     }
     __syncthreads();
 }
@@ -436,13 +408,7 @@ static __device__ __forceinline__ void pass_s(const float *__restrict__ img, siz
             v[0] = img[n4 * 4 + lane];
         step(v);
     }
-    acc.c = c;
-    acc.cb = cb;
-    acc.nw = nw;
-    acc.s = s;
-    acc.s2 = s2;
-    acc.mn = mn;
-    acc.mx = mx;
+    acc = pass_acc{c, cb, nw, s, s2, mn, mx};
 }
 
 static __global__ void __launch_bounds__(BKG_THREADS, 1)
@@ -451,15 +417,8 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
     __shared__ bkg_smem sm;
     cg::grid_group grid = cg::this_grid();
     const unsigned lane = threadIdx.x & 31;
-    float lo = -INFINITY, hi = INFINITY; // this iteration's bounds
-    float med = 0.0f, sig = 0.0f, move = INFINITY; // the last iteration's median, sigma, bounds' move
-    // the last FULL pass: its sums, shift, window, edges and this block's region fill
-    unsigned long long bn = 0, bbelow = 0;
-    double bs = 0, bs2 = 0;
-    float bshift = 0.0f, elo = -INFINITY, ehi = INFINITY;
-    unsigned fill = 0, efill = 0, wtotal = 0;
-    bool base_ok = false, win_ok = false;
-    int nfull = 0;
+    sf_bkg_plan pl; // the plan's state (background_global.h), the same in every thread
+    unsigned fill = 0, efill = 0; // this block's window and edge values in its region
     unsigned long long nprev = 0, nvalid = 0;
     double fmed = 0, fsig = 0, fmean = 0;
     unsigned long long fn = 0;
@@ -467,11 +426,13 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
     const bool prof = w.prof && blockIdx.x == 0 && threadIdx.x == 0;
     unsigned long long pacc[BKG_PROF] = {0, 0, 0, 0, 0, 0, 0, 0}, tlast = prof ? gtime() : 0;
 
+    sf_bkg_plan_init(&pl);
     for (iter = 1;; iter++) {
         unsigned long long nn, below;
         double s, s2;
         float shift;
-        bool constant = false, edge = base_ok && lo < elo && hi > ehi;
+        bool constant = false, edge = sf_bkg_plan_edge(&pl);
+        const float lo = pl.lo, hi = pl.hi, elo = pl.elo, ehi = pl.ehi;
 
         if (edge) { // ---- pass E over the block's region ------------------------------
             unsigned long long cl = 0, ch = 0;
@@ -483,7 +444,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
                 bool low = v <= elo, high = v >= ehi;
                 bool cut = (low && v <= lo) || (high && v >= hi);
                 if (cut) {
-                    double d = (double)v - (double)bshift;
+                    double d = (double)v - (double)pl.bshift;
                     q += d;
                     q2 += d * d;
                 }
@@ -501,47 +462,24 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
             if (blockIdx.x == 0)
                 for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
                     w.h3[i] = 0; // everyone read it before the barrier above
-            if (sm.rlo == 0 || sm.rhi == 0) {
+            if (sm.tot.rlo == 0 || sm.tot.rhi == 0) {
                 edge = false; // one side has no edge value left: count it all again
                 grid.sync();  // (after everyone has read the partials)
             } else {
-                nn = bn - sm.n - sm.below;
-                below = bbelow - sm.n;
-                s = bs - sm.s;
-                s2 = bs2 - sm.s2;
-                shift = bshift;
+                sf_bkg_plan_edge_sums(&pl, sm.tot.n, sm.tot.below, sm.tot.s, sm.tot.s2, &nn, &below,
+                                      &s, &s2);
+                shift = pl.bshift;
             }
         }
         if (!edge) { // ---- pass S over the image --------------------------------------
-            float cwlo = INFINITY, cwhi = -INFINITY, celo = -INFINITY, cehi = INFINITY;
-            bool edges = false;
-            unsigned *h1 = w.h1 + (nfull & 1) * BKG_H1;
-            shift = iter == 1 ? sf_bkg_first_shift(img[w.mid]) : med;
-            if (iter == 1) { // the sampled pixels' window and edges (none on small images)
-                if (w.first) {
-                    cwlo = __ldcg(&w.first[0]);
-                    cwhi = __ldcg(&w.first[1]);
-                    celo = __ldcg(&w.first[2]);
-                    cehi = __ldcg(&w.first[3]);
-                }
-                edges = w.edges && isfinite(celo) && isfinite(cehi) && celo < cwlo && cehi > cwhi;
-                if (!edges) {
-                    celo = -INFINITY;
-                    cehi = INFINITY;
-                }
-            } else { // the window around the last median, and the edges
-                const float ww = __fmul_rn(w.wfac, sig);
-                cwlo = __fsub_rn(med, ww);
-                cwhi = __fadd_rn(med, ww);
-                const float e = w.edges ? sf_bkg_edge_width(move, sig) : 0.0f;
-                celo = __fadd_rn(lo, e);
-                cehi = __fsub_rn(hi, e);
-                edges = e > 0.0f && celo < cwlo && cehi > cwhi;
-                if (!edges) {
-                    celo = -INFINITY;
-                    cehi = INFINITY;
-                }
-            }
+            float first[4], cwlo, cwhi, celo, cehi;
+            unsigned *h1 = w.h1 + (pl.nfull & 1) * BKG_H1;
+            if (iter == 1 && w.first) // the sampled pixels' window and edges (none on small images)
+                for (int k = 0; k < 4; k++)
+                    first[k] = __ldcg(&w.first[k]);
+            const bool edges = sf_bkg_plan_ranges(&pl, iter, iter == 1 && w.first ? first : NULL,
+                                                  w.wfac, w.edges, &cwlo, &cwhi, &celo, &cehi);
+            shift = iter == 1 ? sf_bkg_first_shift(img[w.mid]) : pl.med;
             pass_acc a = {0, 0, 0, 0.0, 0.0, INFINITY, -INFINITY};
             if (threadIdx.x == 0)
                 sm.wfill = sm.efill = 0;
@@ -561,24 +499,15 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
                 for (int i = threadIdx.x; i < 2 * BKG_H3; i += blockDim.x)
                     w.h3[i] = 0; // everyone read it before the barrier above
                 for (int i = threadIdx.x; i < BKG_H1; i += blockDim.x)
-                    w.h1[((nfull + 1) & 1) * BKG_H1 + i] = 0; // the last FULL pass's, read before it
+                    w.h1[((pl.nfull + 1) & 1) * BKG_H1 + i] = 0; // the last FULL pass's, read before it
             }
-            nfull++;
-            nn = sm.n;
-            below = sm.below;
-            s = sm.s;
-            s2 = sm.s2;
-            constant = sm.mn == sm.mx; // sigma is then exactly 0, as on the CPU
-            bn = nn;
-            bbelow = below;
-            bs = s;
-            bs2 = s2;
-            bshift = shift;
-            elo = celo;
-            ehi = cehi;
-            wtotal = sm.wtotal;
-            win_ok = !sm.wover;
-            base_ok = edges && win_ok;
+            nn = sm.tot.n;
+            below = sm.tot.below;
+            s = sm.tot.s;
+            s2 = sm.tot.s2;
+            constant = sm.tot.mn == sm.tot.mx; // sigma is then exactly 0, as on the CPU
+            sf_bkg_plan_full(&pl, nn, below, s, s2, shift, sm.tot.wwin, (int)sm.tot.over, edges,
+                             celo, cehi);
         }
         __syncthreads();
         if (iter == 1)
@@ -594,19 +523,16 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         if (iter > w.maxiter)
             break;
         double dn = (double)nn, dm = s / dn, var = s2 / dn - dm * dm;
-        const double mean = constant ? (double)sm.mn : (double)shift + dm;
+        const double mean = constant ? (double)sm.tot.mn : (double)shift + dm;
         const double sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
         unsigned long long r0 = (nn - 1) / 2, r1 = nn / 2;
         // where the median is selected: in the window, unless it left it
-        bool window = true, miss = false;
-        if (!win_ok || r0 < below || r1 - below >= wtotal) {
-            window = false;
-            miss = true;
-        } else {
+        const bool window = sf_bkg_plan_in_window(&pl, below, r0, r1), miss = !window;
+        if (window) {
             r0 -= below;
             r1 -= below;
         }
-        const unsigned *l1 = w.h1 + ((nfull - 1) & 1) * BKG_H1;
+        const unsigned *l1 = w.h1 + ((pl.nfull - 1) & 1) * BKG_H1;
 
         // ---- radix level 1 over the image, when the median left the window ---------
         if (miss) {
@@ -665,9 +591,8 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         }
 
         // ---- the median (numpy: the middle, or the float32 mean of the two) ----
-        float m0 = value_of(pre[0]), m1 = value_of(pre[1]);
-        med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f);
-        sig = (float)sigma;
+        const float m0 = value_of(pre[0]), m1 = value_of(pre[1]);
+        const float med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f), sig = (float)sigma;
         fmed = med;
         fsig = sigma;
         fmean = mean;
@@ -678,13 +603,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
             converged = 1;
             break;
         }
-        const float ks = __fmul_rn(w.kappa, sig);
-        const float nlo = fmaxf(lo, __fsub_rn(med, ks)), nhi = fminf(hi, __fadd_rn(med, ks));
-        move = iter == 1 ? INFINITY : fmaxf(__fsub_rn(nlo, lo), __fsub_rn(hi, nhi));
-        lo = nlo;
-        hi = nhi;
-        if (miss) // the window is stale: the next iteration counts the image again
-            base_ok = win_ok = false;
+        sf_bkg_plan_next(&pl, iter, med, sig, w.kappa, window); // (a miss: the image next)
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         bkg_result r;
@@ -697,7 +616,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         r.converged = converged;
         r.error = error;
         r.iter = iter;
-        r.nfull = nfull;
+        r.nfull = pl.nfull;
         for (int k = 0; k < BKG_PROF; k++)
             r.prof[k] = pacc[k];
         *w.res = r;

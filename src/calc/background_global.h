@@ -89,6 +89,163 @@ static inline void sf_bkg_first_edges(float ms, float ss, float kappa, float *el
     *ehi = (ms + k) - e;
 }
 
+/* Float arithmetic rounded at every step, as numpy's float32 (no fused
+ * multiply-add on either backend). */
+#ifdef __CUDA_ARCH__
+#define SF_GLB_FMUL(a, b) __fmul_rn(a, b)
+#define SF_GLB_FADD(a, b) __fadd_rn(a, b)
+#define SF_GLB_FSUB(a, b) __fsub_rn(a, b)
+#else
+static inline float sf_glb_fmul(float a, float b)
+{
+    volatile float r = a * b;
+    return r;
+}
+#define SF_GLB_FMUL(a, b) sf_glb_fmul(a, b)
+#define SF_GLB_FADD(a, b) ((float)((a) + (b)))
+#define SF_GLB_FSUB(a, b) ((float)((a) - (b)))
+#endif
+
+#ifdef __CUDACC__
+#define SF_GLB_FN __host__ __device__ static inline
+#else
+#define SF_GLB_FN static inline
+#endif
+
+/* The plan's state between iterations, the same on both backends. */
+typedef struct {
+    float lo, hi;             /* this iteration's bounds */
+    float med, sig, move;     /* the last median and sigma, the bounds' last move */
+    /* the last FULL pass: its sums (of v - bshift), the kept values below
+     * its window, the window's size, its edges */
+    unsigned long long bn, bbelow, wtotal;
+    double bs, bs2;
+    float bshift, elo, ehi;
+    int base_ok, win_ok;      /* its edges and its window still serve */
+    int nfull;                /* FULL passes so far */
+} sf_bkg_plan;
+
+SF_GLB_FN void sf_bkg_plan_init(sf_bkg_plan *p)
+{
+    p->lo = -INFINITY;
+    p->hi = INFINITY;
+    p->med = p->sig = 0.0f;
+    p->move = INFINITY;
+    p->bn = p->bbelow = p->wtotal = 0;
+    p->bs = p->bs2 = 0.0;
+    p->bshift = 0.0f;
+    p->elo = -INFINITY;
+    p->ehi = INFINITY;
+    p->base_ok = p->win_ok = 0;
+    p->nfull = 0;
+}
+
+/* Whether this iteration runs over the edges of the last FULL pass alone. */
+SF_GLB_FN int sf_bkg_plan_edge(const sf_bkg_plan *p)
+{
+    return p->base_ok && p->lo < p->elo && p->hi > p->ehi;
+}
+
+/* A FULL pass's window [*wlo, *whi] and edges (v <= *elo, v >= *ehi):
+ * first (the sampled window and edges, or NULL: none) in the first
+ * iteration, then around the last median and inside the bounds; returns
+ * whether the edges serve (else they are -inf and inf: none). */
+SF_GLB_FN int sf_bkg_plan_ranges(const sf_bkg_plan *p, int it, const float *first, float wfac,
+                                 int edges_on, float *wlo, float *whi, float *elo, float *ehi)
+{
+    int edges;
+    *wlo = INFINITY;
+    *whi = -INFINITY;
+    *elo = -INFINITY;
+    *ehi = INFINITY;
+    if (it == 1) {
+        if (first) {
+            *wlo = first[0];
+            *whi = first[1];
+            *elo = first[2];
+            *ehi = first[3];
+        }
+        edges = edges_on && isfinite(*elo) && isfinite(*ehi) && *elo < *wlo && *ehi > *whi;
+    } else {
+        const float ww = SF_GLB_FMUL(wfac, p->sig);
+        const float e = edges_on ? sf_bkg_edge_width(p->move, p->sig) : 0.0f;
+        *wlo = SF_GLB_FSUB(p->med, ww);
+        *whi = SF_GLB_FADD(p->med, ww);
+        *elo = SF_GLB_FADD(p->lo, e);
+        *ehi = SF_GLB_FSUB(p->hi, e);
+        edges = e > 0.0f && *elo < *wlo && *ehi > *whi;
+    }
+    if (!edges) {
+        *elo = -INFINITY;
+        *ehi = INFINITY;
+    }
+    return edges;
+}
+
+/* A FULL pass done (its window's size wwin, whether a region overflowed). */
+SF_GLB_FN void sf_bkg_plan_full(sf_bkg_plan *p, unsigned long long n, unsigned long long below,
+                                double s, double s2, float shift, unsigned long long wwin, int over,
+                                int edges, float elo, float ehi)
+{
+    p->bn = n;
+    p->bbelow = below;
+    p->bs = s;
+    p->bs2 = s2;
+    p->bshift = shift;
+    p->elo = elo;
+    p->ehi = ehi;
+    p->wtotal = wwin;
+    p->win_ok = !over;
+    p->base_ok = edges && !over;
+    p->nfull++;
+}
+
+/* An EDGE pass done: this iteration's count, count below the window and
+ * sums, from the FULL pass's less what the edges clipped (cl below, ch
+ * above, their sums q and q2). */
+SF_GLB_FN void sf_bkg_plan_edge_sums(const sf_bkg_plan *p, unsigned long long cl,
+                                     unsigned long long ch, double q, double q2,
+                                     unsigned long long *n, unsigned long long *below, double *s,
+                                     double *s2)
+{
+    *n = p->bn - cl - ch;
+    *below = p->bbelow - cl;
+    *s = p->bs - q;
+    *s2 = p->bs2 - q2;
+}
+
+/* Whether ranks r0 <= r1 of this iteration's set lie in the window. */
+SF_GLB_FN int sf_bkg_plan_in_window(const sf_bkg_plan *p, unsigned long long below,
+                                    unsigned long long r0, unsigned long long r1)
+{
+    return p->win_ok && r0 >= below && r1 - below < p->wtotal;
+}
+
+/* The median and sigma of iteration it are known: the next bounds, med -+
+ * kappa sig inside the current ones (numpy's float32 arithmetic), and their
+ * move. window: whether the median came from the window (if not, it is
+ * stale and the next iteration reads the image). */
+SF_GLB_FN void sf_bkg_plan_next(sf_bkg_plan *p, int it, float med, float sig, float kappa,
+                                int window)
+{
+    const float ks = SF_GLB_FMUL(kappa, sig);
+    float nlo = SF_GLB_FSUB(med, ks), nhi = SF_GLB_FADD(med, ks);
+    nlo = nlo > p->lo ? nlo : p->lo;
+    nhi = nhi < p->hi ? nhi : p->hi;
+    if (it == 1) {
+        p->move = INFINITY;
+    } else {
+        const float dl = SF_GLB_FSUB(nlo, p->lo), dh = SF_GLB_FSUB(p->hi, nhi);
+        p->move = dl > dh ? dl : dh;
+    }
+    p->lo = nlo;
+    p->hi = nhi;
+    p->med = med;
+    p->sig = sig;
+    if (!window)
+        p->base_ok = p->win_ok = 0;
+}
+
 /* The first iteration's shift of the sums: the image's middle pixel when it
  * is finite, so that the sums of offset data (an optical sky of 3700 +- 20)
  * do not cancel; later iterations shift by the last median. */
