@@ -70,9 +70,10 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
 /* method=global follows the plan of src/calc/background_global.h: FULL
  * passes over the image in BKG_CHUNKS fixed pixel ranges (each with its own
  * region of window and edge values and its own partial sums, added in
- * chunk order), EDGE iterations over the regions only, and the median by a
- * two-level radix selection (16 + 16 bits of the order-preserving keys,
- * sf_fkey) over the window or the image. */
+ * chunk order), EDGE iterations over the regions only, and the median read
+ * from the window's keys (sf_fkey), sorted once per FULL pass, or, when it
+ * is not in the window, selected over the image by two radix levels (16 +
+ * 16 bits of the keys). */
 #define BKG_CHUNKS 64
 #define BKG_HBINS 65536
 #define BKG_BINS 2048
