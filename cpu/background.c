@@ -72,10 +72,9 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * region of window and edge values and its own partial sums, added in
  * chunk order), EDGE iterations over the regions only, and the median read
  * from the window's keys (sf_fkey), sorted once per FULL pass, or, when it
- * is not in the window, selected over the image by two radix levels (16 +
- * 16 bits of the keys). */
+ * is not in the window, selected among the image's kept values by
+ * sf_select_radix (select.c). */
 #define BKG_CHUNKS 64
-#define BKG_HBINS 65536
 #define BKG_BINS 2048
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
@@ -91,7 +90,6 @@ typedef struct {
     size_t efill[BKG_CHUNKS]; /* edge values kept at the end of each region */
     bkg_part part[BKG_CHUNKS];
     size_t wwin[BKG_CHUNKS]; /* window values in each region */
-    uint32_t *hist;         /* [nth * 2 * BKG_HBINS] */
     uint32_t *wkeys, *wtmp; /* the window's keys, sorted; wkcap of each */
     size_t wkcap, *cnt;     /* cnt: nth * BKG_BINS counters of the sort */
     int nth, wsorted;
@@ -108,18 +106,17 @@ static inline const float *run_at(const sf_image *im, size_t i, size_t end, size
 
 static inline size_t chunk_start(const bkg_ctx *c, int k) { return c->n * (size_t)k / BKG_CHUNKS; }
 
-/* A collected value into a region of cap values: window values from its
- * start, edge values from its end (counted on when it is full). A region
- * holds cap - 1 values: the vector path of full_pass writes every lane it
- * looks at to the next free slot of both ends. */
-static inline void keep(float *reg, size_t cap, bkg_part *pt, float v, int win)
+/* Value v into a region of top + 1 values, branch-free: window values (cw)
+ * fill it from its start, edge values (ce) from its end, and every value
+ * looked at is written to the next free slot of both ends (so a region
+ * holds top values; the counts go on past a full one, which sum_parts
+ * reports as an overflow). */
+static inline void keep(float *reg, size_t top, bkg_part *pt, float v, size_t cw, size_t ce)
 {
-    if (pt->wwin + pt->ecnt < cap - 1)
-        reg[win ? pt->wwin : cap - 1 - pt->ecnt] = v;
-    if (win)
-        pt->wwin++;
-    else
-        pt->ecnt++;
+    reg[pt->wwin < top ? pt->wwin : top] = v;
+    reg[top - (pt->ecnt < top ? pt->ecnt : top)] = v;
+    pt->wwin += cw;
+    pt->ecnt += ce;
 }
 
 /* One kept value into lane j of a chunk's partial (the scalar path of
@@ -135,8 +132,8 @@ static inline void keep(float *reg, size_t cap, bkg_part *pt, float v, int win)
         pt.mn = in_ && v_ < pt.mn ? v_ : pt.mn;                                          \
         pt.mx = in_ && v_ > pt.mx ? v_ : pt.mx;                                          \
         pt.below += (size_t)(in_ && v_ < wlo);                                           \
-        if (collect && in_ && ((v_ >= wlo && v_ <= whi) || v_ <= elo || v_ >= ehi))     \
-            keep(reg, c->cap, &pt, v_, v_ >= wlo && v_ <= whi);                          \
+        keep(reg, top, &pt, v_, (size_t)(in_ && v_ >= wlo && v_ <= whi),                 \
+             (size_t)(in_ && !(v_ >= wlo && v_ <= whi) && (v_ <= elo || v_ >= ehi)));     \
     } while (0)
 
 /* FULL pass: the kept values lo < v < hi of every chunk (sums of v - shift
@@ -144,9 +141,10 @@ static inline void keep(float *reg, size_t cap, bkg_part *pt, float v, int win)
  * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
  * values copied into the chunk's region. */
 static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, float whi, float elo,
-                      float ehi, int collect)
+                      float ehi)
 {
     const double sh = (double)shift;
+    const size_t top = c->cap - 1;
 #pragma omp parallel for schedule(static) num_threads(c->nth)
     for (int k = 0; k < BKG_CHUNKS; k++) {
         bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
@@ -181,22 +179,14 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
                     mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, PINF)));
                     mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, NINF)));
                     blw = _mm_sub_epi32(blw, _mm_castps_si128(_mm_and_ps(in, _mm_cmplt_ps(v, WLO))));
-                    if (collect) {
+                    {
                         const __m128 win = _mm_and_ps(_mm_cmpge_ps(v, WLO), _mm_cmple_ps(v, WHI));
                         const __m128 col = _mm_and_ps(
                             in, _mm_or_ps(win, _mm_or_ps(_mm_cmple_ps(v, ELO), _mm_cmpge_ps(v, EHI))));
                         const int cm = _mm_movemask_ps(col), wm = _mm_movemask_ps(win);
-                        { /* branch-free: unkept lanes write a free slot */
-                            const size_t top = c->cap - 1;
-                            for (int j = 0; j < 4; j++) {
-                                const size_t cw = (size_t)(cm & wm) >> j & 1;
-                                const size_t ce = (size_t)(cm & ~wm) >> j & 1;
-                                reg[pt.wwin < top ? pt.wwin : top] = p[x + j];
-                                reg[top - (pt.ecnt < top ? pt.ecnt : top)] = p[x + j];
-                                pt.wwin += cw;
-                                pt.ecnt += ce;
-                            }
-                        }
+                        for (int j = 0; j < 4; j++)
+                            keep(reg, top, &pt, p[x + j], (size_t)(cm & wm) >> j & 1,
+                                 (size_t)(cm & ~wm) >> j & 1);
                     }
                 }
                 {
@@ -287,71 +277,27 @@ static bkg_part sum_parts(const bkg_ctx *c, int *over)
     return t;
 }
 
-/* One radix level over the image's kept values (lo < v < hi): per thread,
- * the histogram of key >> 16 (level 1, two = -1) or of key & 0xffff for the
- * keys whose top half is pre[0] (and, when two, pre[1] in a second
- * histogram); summed into c->hist. */
-static void radix_level(bkg_ctx *c, float lo, float hi, const uint32_t pre[2], int two)
+/* The median's two middle values, ranks nn/2 - 1 (*v0; nn/2 itself when nn is
+ * odd) and nn/2 (*v1), among the image's nn kept values (lo < v < hi), when
+ * the median is not in the window: the kept values copied out and selected
+ * by sf_select_radix (select.c). -1 without memory. */
+static int select_image(const bkg_ctx *c, float lo, float hi, size_t nn, float *v0, float *v1)
 {
-    memset(c->hist, 0, (size_t)c->nth * 2 * BKG_HBINS * sizeof *c->hist);
-#pragma omp parallel num_threads(c->nth)
-    {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        uint32_t *h = c->hist + (size_t)t * 2 * BKG_HBINS;
-#pragma omp for schedule(static)
-        for (int k = 0; k < BKG_CHUNKS; k++) {
-            size_t len, end = chunk_start(c, k + 1);
-            for (size_t i = chunk_start(c, k); i < end; i += len) {
-                const float *p = run_at(c->img, i, end, &len);
-                for (size_t x = 0; x < len; x++) {
-                    const float v = p[x];
-                    if (!(v > lo && v < hi))
-                        continue;
-                    const uint32_t key = sf_fkey(v);
-                    if (two < 0) {
-                        h[key >> 16]++;
-                    } else {
-                        if (key >> 16 == pre[0])
-                            h[key & 0xffffu]++;
-                        if (two && key >> 16 == pre[1])
-                            h[BKG_HBINS + (key & 0xffffu)]++;
-                    }
-                }
-            }
-        }
+    float *a = malloc(nn * sizeof *a);
+    size_t m = 0, len;
+    if (!a)
+        return -1;
+    for (size_t i = 0; i < c->n; i += len) {
+        const float *p = run_at(c->img, i, c->n, &len);
+        for (size_t x = 0; x < len; x++)
+            if (p[x] > lo && p[x] < hi && m < nn)
+                a[m++] = p[x];
     }
-    for (int t = 1; t < c->nth; t++)
-        for (size_t b = 0; b < 2 * (size_t)BKG_HBINS; b++)
-            c->hist[b] += c->hist[(size_t)t * 2 * BKG_HBINS + b];
-}
-
-/* The bin of h[0..BKG_HBINS) holding rank *r; *r becomes the rank in it. */
-static uint32_t find_bin(const uint32_t *h, size_t *r)
-{
-    uint32_t b = 0;
-    while (*r >= h[b])
-        *r -= h[b++];
-    return b;
-}
-
-/* The values at ranks r0 and r1 of the image's kept values, by two radix
- * levels (when the median is not in the window). */
-static void select_image(bkg_ctx *c, float lo, float hi, size_t r0, size_t r1, float *v0,
-                         float *v1)
-{
-    uint32_t pre[2] = {0, 0}, hb[2];
-    size_t rk[2] = {r0, r1};
-    radix_level(c, lo, hi, pre, -1);
-    for (int j = 0; j < 2; j++)
-        hb[j] = find_bin(c->hist, &rk[j]);
-    radix_level(c, lo, hi, hb, hb[1] != hb[0]);
-    pre[0] = hb[0] << 16 | find_bin(c->hist, &rk[0]);
-    pre[1] = hb[1] << 16 | find_bin(c->hist + (hb[1] != hb[0] ? BKG_HBINS : 0), &rk[1]);
-    *v0 = sf_fkey_value(pre[0]);
-    *v1 = sf_fkey_value(pre[1]);
+    *v1 = sf_select_radix(a, m, nn / 2, nn % 2 ? NULL : v0);
+    if (nn % 2)
+        *v0 = *v1;
+    free(a);
+    return 0;
 }
 
 /* One stable pass of an LSD radix sort: src -> dst by the digit
@@ -491,10 +437,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 #endif
         c->cap = n / BKG_CHUNKS / 4 + 1024;
         c->reg = malloc(BKG_CHUNKS * c->cap * sizeof *c->reg);
-        c->hist = malloc((size_t)c->nth * 2 * BKG_HBINS * sizeof *c->hist);
         c->cnt = malloc((size_t)c->nth * BKG_BINS * sizeof *c->cnt);
     }
-    if (!c || !c->reg || !c->hist || !c->cnt) {
+    if (!c || !c->reg || !c->cnt) {
         s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
@@ -525,7 +470,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             shift = it == 1 ? sf_bkg_first_shift(img->data[(size_t)(img->ny / 2) * img->stride +
                                                            (size_t)(img->nx / 2)])
                             : pl.med;
-            full_pass(c, pl.lo, pl.hi, shift, wlo, whi, elo, ehi, 1);
+            full_pass(c, pl.lo, pl.hi, shift, wlo, whi, elo, ehi);
             t = sum_parts(c, &over);
             nn = t.n;
             below = t.below;
@@ -559,8 +504,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             if (window) {
                 m0 = sf_fkey_value(c->wkeys[r0 - below]);
                 m1 = sf_fkey_value(c->wkeys[r1 - below]);
-            } else {
-                select_image(c, pl.lo, pl.hi, r0, r1, &m0, &m1);
+            } else if (select_image(c, pl.lo, pl.hi, nn, &m0, &m1)) {
+                s = sf_fail(SF_ERR_NOMEM, "background: %llu floats to select the median from", nn);
+                goto fail;
             }
             if (m1 == 0.0f)
                 m1 = 0.0f; /* -0 and +0: +0 */
@@ -590,7 +536,6 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 fail:
     if (c) {
         free(c->reg);
-        free(c->hist);
         free(c->cnt);
         free(c->wkeys);
         free(c->wtmp);
