@@ -73,7 +73,14 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * chunk order), EDGE iterations over the regions only, and the median read
  * from the window's keys (sf_fkey), sorted once per FULL pass, or, when it
  * is not in the window, selected among the image's kept values by
- * sf_select_radix (select.c). */
+ * sf_select_radix (select.c).
+ *
+ * In this file, in order: the parameters (defaults, beam-based auto sizes,
+ * checks); method=global's work records and row runs; keep, full_pass,
+ * edge_pass and sum_parts; the median's helpers (select_image, the window's
+ * radix sort, first_window from the sampled pixels); sf_background_cpu,
+ * which runs the plan and dispatches method=mesh and method=bane to their
+ * files. */
 #define BKG_CHUNKS 64
 #define BKG_BINS 2048
 

@@ -8,14 +8,27 @@
 //       sums, extremes, the count below the window, the window's and the
 //       edges' values copied into the block's region, and level 1 of the
 //       radix selection (the top 11 bits of each float's order-preserving
-//       key) of the window, or of the image in the first iteration;
+//       key) of the window's values;
 //   pass E (EDGE): every block reads its region only: the edge values now
 //       clipped, their count and sums, and the edge values left;
-//   levels 1 (only when the median left the window), 2 and 3 of the radix
-//       selection (11, 11 and 10 bits, shared-memory histograms) over the
-//       window or the image.
+//   levels 1 (only when the median left the window, or an image too small
+//       to sample has no first window), 2 and 3 of the radix selection (11,
+//       11 and 10 bits, shared-memory histograms) over the window or the
+//       image.
 // Every block reduces the per-block partials in the same fixed order, so
-// all blocks take the same decisions and the result is deterministic.
+// all blocks take the same decisions and the result is deterministic. The
+// first window comes from three launches before it: bkg_sample, cub's sort
+// of the samples and bkg_bracket.
+//
+// In this file, in order: the work records (bkg_result, bkg_sums and its
+// reduction, bkg_part, bkg_work, the shared memory); the profiling marks
+// (SKYFIND_BKG_PROFILE); device helpers: keys, the image and window
+// sources, the radix histograms (find_bin, flush, zero, hist1_add), the
+// partials (combine_parts, write_part) and pass S (pass_s); the clipping
+// kernel bkg_clip; the first window's kernels (bkg_sample, bkg_bracket);
+// bkg_fill (the constant maps); the launchers: grid and scratch sizes and
+// sf_background_gpu, which dispatches method=mesh and method=bane to their
+// files.
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>

@@ -8,9 +8,9 @@
  * bounds, and it collects, per chunk of the image (a GPU block), two kinds
  * of values into the chunk's region:
  *   - the median window: the values within SF_BKG_WINDOW sigma of the last
- *     median; the next median is selected among them (radix selection by
- *     11, 11 and 10 bits of the order-preserving key), with `below` (the
- *     kept values under the window) fixing its ranks;
+ *     median; the next median is selected among them (the GPU by a radix
+ *     selection, the CPU from the window sorted once per FULL pass), with
+ *     `below` (the kept values under the window) fixing its ranks;
  *   - the edges: the kept values within e of either bound, (lo, lo + e] and
  *     [hi - e, hi), where e is SF_BKG_EDGE_MOVES times the bounds' last move
  *     (at most SF_BKG_EDGE_MAX sigma).
@@ -35,8 +35,14 @@
  * may differ in the last bits; sigma is rounded to float, as numpy's is.
  *
  * SKYFIND_BKG_WINDOW (the window's half-width in sigma; 0 makes every
- * median miss it) and SKYFIND_BKG_EDGES=0 (no EDGE iteration) are for the
- * tests, which check that every path gives the same statistics. */
+ * median miss it), SKYFIND_BKG_EDGES=0 (no EDGE iteration) and, on the GPU,
+ * SKYFIND_BKG_SAMPLE_MIN are for the tests, which check that every path
+ * gives the same statistics.
+ *
+ * In this file, in order: the constants and knobs; the edge width and the
+ * first pass's edges; numpy-rounded float steps; the plan's state
+ * (sf_bkg_plan) and its steps (init, edge, ranges, full, edge_sums,
+ * in_window, next); the first shift. */
 #ifndef SKYFIND_BACKGROUND_GLOBAL_H
 #define SKYFIND_BACKGROUND_GLOBAL_H
 
