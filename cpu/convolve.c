@@ -299,7 +299,7 @@ static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int ed
     /* rows of the intermediate padded by 64 bytes past a multiple of 64, so
      * that the column pass's ky rows do not all fall in the same cache sets */
     const size_t ts = ((size_t)nx + 15) / 16 * 16 + 16, n = ts * (size_t)ny;
-    float *tv = malloc(n * sizeof *tv), *tm = nanmode ? malloc(n * sizeof *tm) : NULL;
+    float *tv = sf_host_alloc(n * sizeof *tv), *tm = nanmode ? sf_host_alloc(n * sizeof *tm) : NULL;
     double rf[SF_KERNEL_MAX], cf[SF_KERNEL_MAX], rowsum = 0;
     float *ones = nanmode && edge == SF_EDGE_ZERO ? malloc((size_t)nx * sizeof *ones) : NULL;
     int bad = 0;
@@ -705,7 +705,7 @@ sf_status sf_convolve_cpu(const sf_image *in, const sf_kernel *k, int method, in
         nanmode = any;
     }
     if (nanmode) {
-        if (!(flag = malloc(sf_npix(in->nx, in->ny))))
+        if (!(flag = sf_host_alloc(sf_npix(in->nx, in->ny))))
             return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (NaN flags of %dx%d)", in->nx, in->ny);
         if ((s = nan_footprint(in, k->nx, k->ny, edge, flag)) != SF_OK)
             goto done;

@@ -38,7 +38,13 @@ typedef struct {
     sf_loc loc;
 } sf_labels;
 
-/* Allocation: host buffers with malloc (or pinned memory when g != NULL and
+/* Host memory to release with free(): malloc, except that blocks of 4 MB
+ * or more are aligned to 2 MB and advised for transparent huge pages (fewer
+ * first-touch page faults; SKYFIND_HUGEPAGES=0: plain malloc). NULL when
+ * out of memory. */
+void *sf_host_alloc(size_t bytes);
+
+/* Allocation: host buffers with sf_host_alloc (or pinned memory when g != NULL and
  * loc == SF_HOST), device buffers with cudaMalloc through g. nx, ny >= 1. */
 sf_status sf_image_alloc(sf_image *im, int nx, int ny, sf_loc loc, sf_gpu *g);
 sf_status sf_mask_alloc(sf_mask *m, int nx, int ny, sf_loc loc, sf_gpu *g);

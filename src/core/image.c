@@ -3,8 +3,43 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #include "skyfind/image.h"
 #include "skyfind/gpu.h"
+
+/* Large host blocks (image-sized buffers and scratch): aligned to 2 MB and,
+ * on Linux, advised for transparent huge pages (MADV_HUGEPAGE), so that the
+ * first touch of a 16 MB map costs 8 page faults instead of 4096. On the
+ * development VM (THP "madvise") the faults were a third of a one-thread
+ * run of sextractor.pipe at 2048^2 (133 -> 85 ms for the whole engine).
+ * SKYFIND_HUGEPAGES=0 turns the advice off (plain malloc). */
+#define SF_BIG_MIN ((size_t)4 << 20)
+#define SF_HUGE ((size_t)2 << 20)
+static int hugepages_on(void)
+{
+    static int on = -1; /* read once; a benign race gives the same value */
+    if (on < 0) {
+        const char *e = getenv("SKYFIND_HUGEPAGES");
+        on = !(e && e[0] == '0' && !e[1]);
+    }
+    return on;
+}
+
+void *sf_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes < SF_BIG_MIN || !hugepages_on())
+        return malloc(bytes ? bytes : 1);
+    bytes = (bytes + SF_HUGE - 1) / SF_HUGE * SF_HUGE;
+    if (posix_memalign(&p, SF_HUGE, bytes))
+        return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: refused, the pages stay small */
+#endif
+    return p;
+}
 
 static sf_status buf_alloc(void **ptr, size_t bytes, sf_loc loc, sf_gpu *g)
 {
@@ -16,7 +51,7 @@ static sf_status buf_alloc(void **ptr, size_t bytes, sf_loc loc, sf_gpu *g)
     }
     if (g)
         return sf_gpu_host_malloc(g, ptr, bytes);
-    *ptr = malloc(bytes ? bytes : 1);
+    *ptr = sf_host_alloc(bytes);
     if (!*ptr)
         return sf_fail(SF_ERR_NOMEM, "malloc of %zu bytes failed", bytes);
     return SF_OK;

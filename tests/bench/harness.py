@@ -42,6 +42,8 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=1,
                     help="CPU threads for skyfind (OMP_NUM_THREADS) and SExtractor (default 1, "
                          "as SEP, photutils and numpy run)")
+    ap.add_argument("--pipelines", default="lesson,radio,sextractor",
+                    help="skyfind pipelines to time (bench_pipeline -p)")
     ap.add_argument("--peers", default="numpy,cupy,sep,photutils,sextractor")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work")
     ap.add_argument("--plot-only", metavar="JSON", help="remake table, Markdown and plot from a "
@@ -161,7 +163,7 @@ def run_all(a):
     env.setdefault("SKYFIND_PIPELINES", os.path.join(ROOT, "pipelines"))
     env["OMP_NUM_THREADS"] = str(a.threads)
     bjson = os.path.join(out, "skyfind.json")
-    cmd = [bench, "--sizes", a.sizes, "-p", "lesson,radio", "--repeat", str(a.repeat),
+    cmd = [bench, "--sizes", a.sizes, "-p", a.pipelines, "--repeat", str(a.repeat),
            "--cpu-repeat", str(a.cpu_repeat), "--workdir", work, "--raw", "--json", bjson,
            "--md", os.path.join(out, "skyfind.md")]
     if a.cpu_max:
@@ -272,7 +274,8 @@ def agree(row, ref, other):
 
 # ---- the table, Markdown, JSON and plot -----------------------------------------
 
-GROUP = {"skyfind lesson": 0, "numpy lesson": 1, "CuPy lesson": 2, "skyfind radio": 3, "SEP": 4,
+GROUP = {"skyfind lesson": 0, "numpy lesson": 1, "CuPy lesson": 2, "skyfind radio": 3,
+         "skyfind sextractor": 3.5, "SEP": 4,
          "photutils": 5, "SExtractor": 6}
 COLS = ["size", "tool", "stage", "backend", "median ms", "runs", "GB/s", "floor ms", "sources",
         "matched sf/tool", "flux ratio", "note"]
