@@ -8,6 +8,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include "skyfind/background.h"
 #include "background_mesh.h"
 
@@ -69,6 +72,51 @@ typedef struct {
     float *pix;              /* the mesh's pixels, contiguous (box x box at most) */
 } bkg_work;
 
+#ifdef __SSE2__
+/* One tile row of ng 4-pixel groups (ng even) into the groups' sums ar, br:
+ * group g's lane adds its four pixels to ar[g] one after another, as the
+ * scalar loop below, in double without fused multiply-adds, so the sums are
+ * the same bits; two groups share a vector. Returns the pixels counted. */
+static long long moments_row_sse2(const float *row, int ng, double *ar, double *br, int cut,
+                                  float lcut, float hcut)
+{
+    const __m128 lo = _mm_set1_ps(lcut), hi = _mm_set1_ps(hcut), inf = _mm_set1_ps(INFINITY),
+                 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    long long n = 0;
+    for (int g = 0; g < ng; g += 2) {
+        __m128 A = _mm_loadu_ps(row + 4 * g), B = _mm_loadu_ps(row + 4 * g + 4), ma, mb;
+        if (cut) {
+            ma = _mm_and_ps(_mm_cmpge_ps(A, lo), _mm_cmple_ps(A, hi));
+            mb = _mm_and_ps(_mm_cmpge_ps(B, lo), _mm_cmple_ps(B, hi));
+        } else { /* finite: |v| < inf (false for NaN) */
+            ma = _mm_cmplt_ps(_mm_and_ps(A, absm), inf);
+            mb = _mm_cmplt_ps(_mm_and_ps(B, absm), inf);
+        }
+        n += (0x4332322132212110ull >> (4 * _mm_movemask_ps(ma)) & 15) +
+             (0x4332322132212110ull >> (4 * _mm_movemask_ps(mb)) & 15); /* bits set */
+        A = _mm_and_ps(A, ma); /* not counted: +0.0 */
+        B = _mm_and_ps(B, mb);
+        {
+            const __m128 lo2 = _mm_unpacklo_ps(A, B), hi2 = _mm_unpackhi_ps(A, B);
+            const __m128d d0 = _mm_cvtps_pd(lo2), d1 = _mm_cvtps_pd(_mm_movehl_ps(lo2, lo2)),
+                          d2 = _mm_cvtps_pd(hi2), d3 = _mm_cvtps_pd(_mm_movehl_ps(hi2, hi2));
+            __m128d sa = _mm_loadu_pd(ar + g), sb = _mm_loadu_pd(br + g);
+            sa = _mm_add_pd(sa, d0);
+            sb = _mm_add_pd(sb, _mm_mul_pd(d0, d0));
+            sa = _mm_add_pd(sa, d1);
+            sb = _mm_add_pd(sb, _mm_mul_pd(d1, d1));
+            sa = _mm_add_pd(sa, d2);
+            sb = _mm_add_pd(sb, _mm_mul_pd(d2, d2));
+            sa = _mm_add_pd(sa, d3);
+            sb = _mm_add_pd(sb, _mm_mul_pd(d3, d3));
+            _mm_storeu_pd(ar + g, sa);
+            _mm_storeu_pd(br + g, sb);
+        }
+    }
+    return n;
+}
+#endif
+
 /* The moments of a contiguous w x h mesh in the order of sf_bkg_moments
  * (tiles of tw; 128 thread sums; the tree); cut = 0: finite pixels,
  * cut = 1: lcut <= v <= hcut. */
@@ -85,6 +133,12 @@ static sf_bkg_moments bkg_moments(const float *pix, int w, int h, int tw, int cu
             for (int r = 0; r < th; r++) {
                 const float *row = pix + (size_t)(ty + r) * w + tx;
                 double *ar = a + (r % rs) * ng, *br = b + (r % rs) * ng;
+#ifdef __SSE2__
+                if (twd == tw) { /* whole tile row: two groups at a time */
+                    n += moments_row_sse2(row, ng, ar, br, cut, lcut, hcut);
+                    continue;
+                }
+#endif
                 for (int g = 0; 4 * g < twd; g++) {
                     const int nj = twd - 4 * g < 4 ? twd - 4 * g : 4;
                     double sa = ar[g], sb = br[g];

@@ -291,24 +291,40 @@ static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int
 
 /* ---- direct, rank one: a row pass into float rows, then a column pass ---- */
 
+/* The row pass of image row sy (what: EXT_VALUE/CLEAN/VALID) into float row
+ * t: sum_i rf[i] e[x + i] in doubles, rounded to float. */
+static void row_pass(const sf_image *in, int sy, int edge, int what, const double *rf, int kx,
+                     double *e, double *acc, float *t)
+{
+    const int nx = in->nx, lx = kx - 1 - kx / 2;
+    ext_row_d(e, in->data + (size_t)sy * in->stride, nx, lx, kx / 2, edge, what);
+    memset(acc, 0, (size_t)nx * sizeof *acc);
+    row_taps(acc, e, rf, kx, nx);
+    for (int x = 0; x < nx; x++)
+        t[x] = (float)acc[x];
+}
+
+/* Each thread takes a band of output rows and keeps the row pass of the
+ * image rows its window needs in a ring of ky rows (two with nanmode: values
+ * and valid counts), row m in slot m % ky, so every image row is filtered
+ * once per band and no image-sized intermediate is written (at 2048^2 that
+ * was 16 MB whose first touch cost as much as the arithmetic). Rows whose
+ * window leaves the image (the edge modes fold it) take their rows in a
+ * separate set. The same sums in the same order as a whole intermediate
+ * gives, so the same bits. */
 static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
                                   const uint8_t *flag, sf_image *out)
 {
-    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
-    const int lx = kx - 1 - kx / 2, ne = nx + kx - 1;
-    /* rows of the intermediate padded by 64 bytes past a multiple of 64, so
-     * that the column pass's ky rows do not all fall in the same cache sets */
-    const size_t ts = ((size_t)nx + 15) / 16 * 16 + 16, n = ts * (size_t)ny;
-    float *tv = sf_host_alloc(n * sizeof *tv), *tm = nanmode ? sf_host_alloc(n * sizeof *tm) : NULL;
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny, h = ky / 2;
+    const int ne = nx + kx - 1;
+    /* ring rows padded by 64 bytes past a multiple of 64, so that the column
+     * pass's ky rows do not all fall in the same cache sets */
+    const size_t ts = ((size_t)nx + 15) / 16 * 16 + 16;
     double rf[SF_KERNEL_MAX], cf[SF_KERNEL_MAX], rowsum = 0;
     float *ones = nanmode && edge == SF_EDGE_ZERO ? malloc((size_t)nx * sizeof *ones) : NULL;
     int bad = 0;
-    if (!tv || (nanmode && !tm) || (nanmode && edge == SF_EDGE_ZERO && !ones)) {
-        free(tv);
-        free(tm);
-        free(ones);
-        return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (separable pass, %zu pixels)", n);
-    }
+    if (nanmode && edge == SF_EDGE_ZERO && !ones)
+        return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (separable pass)");
     for (int i = 0; i < kx; i++) {
         rf[i] = k->row[kx - 1 - i];
         rowsum += k->row[i];
@@ -319,60 +335,74 @@ static sf_status direct_separable(const sf_image *in, const sf_kernel *k, int ed
         ones[x] = (float)rowsum; /* zero mode: the row pass of a row of valid zeros */
 #pragma omp parallel reduction(| : bad)
     {
+        const int np = 1 + nanmode;
         double *e = malloc((size_t)ne * sizeof *e), *acc = malloc((size_t)nx * sizeof *acc);
+        double *rs = malloc((size_t)nx * sizeof *rs); /* the row pass's sums */
         double *den = nanmode ? malloc((size_t)nx * sizeof *den) : NULL;
         const float **rp = malloc((size_t)ky * sizeof *rp);
-        if (!e || !acc || !rp || (nanmode && !den))
+        /* ring: np * ky rows; edge set: np * ky rows; tags of the ring's rows */
+        float *ring = malloc((size_t)2 * np * ky * ts * sizeof *ring);
+        int *tag = malloc((size_t)ky * sizeof *tag);
+        const int nth = omp_get_num_threads(), id = omp_get_thread_num();
+        const int y0 = (int)((long)ny * id / nth), y1 = (int)((long)ny * (id + 1) / nth);
+        if (!e || !acc || !rs || !rp || !ring || !tag || (nanmode && !den))
             bad = 1;
-        /* the row pass, on the image rows (the column pass extends in y) */
-#pragma omp for schedule(static)
-        for (int y = 0; y < ny; y++) {
-            const float *r = in->data + (size_t)y * in->stride;
-            if (bad)
-                continue;
-            for (int pass = 0; pass < 1 + nanmode; pass++) {
-                int what = pass ? EXT_VALID : nanmode ? EXT_CLEAN : EXT_VALUE;
-                float *t = (pass ? tm : tv) + (size_t)y * ts;
-                ext_row_d(e, r, nx, lx, kx / 2, edge, what);
-                memset(acc, 0, (size_t)nx * sizeof *acc);
-                row_taps(acc, e, rf, kx, nx);
-                for (int x = 0; x < nx; x++)
-                    t[x] = (float)acc[x];
-            }
-        }
-#pragma omp for schedule(static)
-        for (int y = 0; y < ny; y++) {
-            if (bad)
-                continue;
+        for (int j = 0; !bad && j < ky; j++)
+            tag[j] = -1;
+        for (int y = y0; y < y1 && !bad; y++) {
+            /* the window's image rows are y + h - ky + 1 .. y + h */
+            const int inside = y + h - ky + 1 >= 0 && y + h < ny;
             double cz[SF_KERNEL_MAX];
             int nt = 0;
-            memset(acc, 0, (size_t)nx * sizeof *acc);
-            for (int pass = 0; pass < 1 + nanmode; pass++) {
-                const float *t = pass ? tm : tv;
+            for (int pass = 0; pass < np; pass++) {
+                const int what = pass ? EXT_VALID : nanmode ? EXT_CLEAN : EXT_VALUE;
+                float *set = ring + (size_t)(inside ? pass : np + pass) * ky * ts;
+                /* the rows of the window: missing ring rows (or the edge
+                 * set's rows) filtered, then listed in tap order */
                 nt = 0;
                 for (int j = 0; j < ky; j++) {
-                    long sy = edge_map((long)y - j + ky / 2, ny, edge);
-                    if (sy >= 0 || pass) {
-                        rp[nt] = sy >= 0 ? t + (size_t)sy * ts : ones;
-                        cz[nt++] = cf[j];
+                    const long sy = edge_map((long)y - j + h, ny, edge);
+                    float *t;
+                    if (sy < 0) { /* zero mode outside: zero values, valid zeros */
+                        if (pass) {
+                            rp[nt] = ones;
+                            cz[nt++] = cf[j];
+                        }
+                        continue;
                     }
+                    if (inside) { /* sy == y - j + h: the ring's slot */
+                        t = set + (size_t)(sy % ky) * ts;
+                        if (tag[sy % ky] != (int)sy)
+                            row_pass(in, (int)sy, edge, what, rf, kx, e, rs, t);
+                    } else {
+                        t = set + (size_t)j * ts;
+                        row_pass(in, (int)sy, edge, what, rf, kx, e, rs, t);
+                    }
+                    rp[nt] = t;
+                    cz[nt++] = cf[j];
                 }
+                if (inside && pass == np - 1) /* both sets hold the window now */
+                    for (int j = 0; j < ky; j++)
+                        tag[(y - j + h) % ky] = y - j + h;
                 if (pass) {
                     memset(den, 0, (size_t)nx * sizeof *den);
                     col_taps(den, rp, cz, nt, nx);
-                } else
+                } else {
+                    memset(acc, 0, (size_t)nx * sizeof *acc);
                     col_taps(acc, rp, cz, nt, nx);
+                }
             }
             finish_row(in, out, y, acc, den, nanmode, flag, k->sum);
         }
         free(e);
         free(acc);
+        free(rs);
         free(den);
         free(rp);
+        free(ring);
+        free(tag);
     }
     free(ones);
-    free(tv);
-    free(tm);
     return bad ? sf_fail(SF_ERR_NOMEM, "convolve: out of memory (separable row buffers)") : SF_OK;
 }
 
