@@ -66,20 +66,32 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
     sf_thresh_levels(p, &seed, &flood, &ls, &ns);
     const float level = p->subtract ? (float)st->median * ls : 0.0f;
     const float sigma = (float)st->sigma * ns;
+    /* locals and restrict pointers: the mask's bytes may alias anything, so
+     * without them every store reloads p->subtract and the rows, and the
+     * loops do not vectorise */
+    const int sub = p->subtract, nx = img->nx;
 #pragma omp parallel for schedule(static)
     for (long y = 0; y < (long)img->ny; y++) {
-        const float *row = img->data + (size_t)y * img->stride;
-        uint8_t *out = mask->data + (size_t)y * mask->stride;
+        const float *restrict row = img->data + (size_t)y * img->stride;
+        uint8_t *restrict out = mask->data + (size_t)y * mask->stride;
         if (bkg && rms) { /* per-pixel level and noise */
-            const float *b = bkg->data + (size_t)y * bkg->stride, *r = rms->data + (size_t)y * rms->stride;
-            for (size_t x = 0; x < (size_t)img->nx; x++)
-                out[x] = sf_thresh_pixel(row[x], p->subtract ? b[x] * ls : 0.0f, r[x] * ns, seed, flood);
-        } else if (bkg) { /* per-pixel level, one sigma */
-            const float *b = bkg->data + (size_t)y * bkg->stride;
-            for (size_t x = 0; x < (size_t)img->nx; x++)
-                out[x] = sf_thresh_pixel(row[x], p->subtract ? b[x] * ls : 0.0f, sigma, seed, flood);
+            const float *restrict b = bkg->data + (size_t)y * bkg->stride,
+                        *restrict r = rms->data + (size_t)y * rms->stride;
+            if (sub)
+                for (int x = 0; x < nx; x++)
+                    out[x] = sf_thresh_pixel(row[x], b[x] * ls, r[x] * ns, seed, flood);
+            else
+                for (int x = 0; x < nx; x++)
+                    out[x] = sf_thresh_pixel(row[x], 0.0f, r[x] * ns, seed, flood);
+        } else if (bkg && sub) { /* per-pixel level, one sigma */
+            const float *restrict b = bkg->data + (size_t)y * bkg->stride;
+            for (int x = 0; x < nx; x++)
+                out[x] = sf_thresh_pixel(row[x], b[x] * ls, sigma, seed, flood);
+        } else if (bkg) {
+            for (int x = 0; x < nx; x++)
+                out[x] = sf_thresh_pixel(row[x], 0.0f, sigma, seed, flood);
         } else {
-            for (size_t x = 0; x < (size_t)img->nx; x++)
+            for (int x = 0; x < nx; x++)
                 out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);
         }
     }

@@ -23,15 +23,16 @@ enum { SF_MASK_SEED = 1, SF_MASK_FLOOD = 2 };
 
 /* v: the (filtered) pixel; level, noise: its background level and sigma
  * (already scaled for a filtered image); seed, flood: the two levels in
- * sigma (flood == seed for one level). Non-finite pixels are never set. */
+ * sigma (flood == seed for one level). Non-finite pixels are never set.
+ * Written without branches (selects of comparisons), so that the CPU's row
+ * loops vectorise. */
 SF_THR_HD uint8_t sf_thresh_pixel(float v, float level, float noise, float seed, float flood)
 {
-    float d = v - level;
-    if (!isfinite(v))
-        return 0;
-    if (d > SF_THR_FMUL(seed, noise))
-        return SF_MASK_SEED;
-    return d > SF_THR_FMUL(flood, noise) ? SF_MASK_FLOOD : 0;
+    const float d = v - level;
+    const int fin = fabsf(v) < INFINITY; /* 0 for NaN and +-inf */
+    const int s = d > SF_THR_FMUL(seed, noise), f = d > SF_THR_FMUL(flood, noise);
+    /* seed: 1; flood only: 2; else 0; nothing when not finite */
+    return (uint8_t)((s * SF_MASK_SEED + (f & (s ^ 1)) * SF_MASK_FLOOD) * fin);
 }
 
 #endif
