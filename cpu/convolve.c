@@ -747,6 +747,6 @@ sf_status sf_convolve_cpu(const sf_image *in, const sf_kernel *k, int method, in
     else
         s = direct_2d(in, k, edge, nanmode, flag, out);
 done:
-    free(flag);
+    sf_host_free(flag);
     return s;
 }

@@ -38,11 +38,18 @@ typedef struct {
     sf_loc loc;
 } sf_labels;
 
-/* Host memory to release with free(): malloc, except that blocks of 4 MB
- * or more are aligned to 2 MB and advised for transparent huge pages (fewer
- * first-touch page faults; SKYFIND_HUGEPAGES=0: plain malloc). NULL when
- * out of memory. */
+/* Host memory for image-sized buffers and scratch, released with
+ * sf_host_free: malloc, except that blocks of 4 MB or more are aligned to
+ * 2 MB, advised for transparent huge pages (fewer first-touch page faults;
+ * SKYFIND_HUGEPAGES=0 turns the advice off) and, when freed, kept (up to 16
+ * blocks, 1 GB) for the next request of the same rounded size, so that a
+ * batch does not make the kernel zero fresh memory for every image. NULL
+ * when out of memory. Release such a block only with sf_host_free (which
+ * also takes any other malloc'd block, and NULL). sf_host_cache_release
+ * frees the kept blocks. */
 void *sf_host_alloc(size_t bytes);
+void sf_host_free(void *ptr);
+void sf_host_cache_release(void);
 
 /* Allocation: host buffers with sf_host_alloc (or pinned memory when g != NULL and
  * loc == SF_HOST), device buffers with cudaMalloc through g. nx, ny >= 1. */

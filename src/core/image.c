@@ -1,5 +1,6 @@
 /* Allocation and host<->device transfer of images, masks and label maps.
  * Device buffers and counted copies go through the GPU context (gpu.h). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +10,32 @@
 #include "skyfind/image.h"
 #include "skyfind/gpu.h"
 
-/* Large host blocks (image-sized buffers and scratch): aligned to 2 MB and,
- * on Linux, advised for transparent huge pages (MADV_HUGEPAGE), so that the
- * first touch of a 16 MB map costs 8 page faults instead of 4096. On the
- * development VM (THP "madvise") the faults were a third of a one-thread
- * run of sextractor.pipe at 2048^2 (133 -> 85 ms for the whole engine).
- * SKYFIND_HUGEPAGES=0 turns the advice off (plain malloc). */
+/* Large host blocks (image-sized buffers and scratch):
+ * - aligned to 2 MB and, on Linux, advised for transparent huge pages
+ *   (MADV_HUGEPAGE), so that the first touch of a 16 MB map costs 8 page
+ *   faults instead of 4096 (on the development VM, THP "madvise", the faults
+ *   were a third of a one-thread run of sextractor.pipe at 2048^2);
+ * - kept when freed (sf_host_free), up to SF_CACHE_MAX blocks and
+ *   SF_CACHE_BYTES in all, and handed out again for a block of the same
+ *   rounded size: the next stage or the next image of a batch then writes
+ *   memory that is already mapped instead of memory the kernel must zero
+ *   (the zeroing was 30% of a one-thread batch of sextractor.pipe).
+ * The live blocks' sizes are kept in a small table, so sf_host_free knows
+ * them; a block the table had no room for is simply freed.
+ * SKYFIND_HUGEPAGES=0 turns the advice off. */
 #define SF_BIG_MIN ((size_t)4 << 20)
 #define SF_HUGE ((size_t)2 << 20)
+#define SF_CACHE_MAX 16
+#define SF_CACHE_BYTES ((size_t)1 << 30)
+#define SF_LIVE_MAX 256
+static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t n;
+} big_live[SF_LIVE_MAX], big_cache[SF_CACHE_MAX];
+static int n_live, n_cache;
+static size_t cache_bytes;
+
 static int hugepages_on(void)
 {
     static int on = -1; /* read once; a benign race gives the same value */
@@ -30,15 +49,64 @@ static int hugepages_on(void)
 void *sf_host_alloc(size_t bytes)
 {
     void *p = NULL;
-    if (bytes < SF_BIG_MIN || !hugepages_on())
+    if (bytes < SF_BIG_MIN)
         return malloc(bytes ? bytes : 1);
     bytes = (bytes + SF_HUGE - 1) / SF_HUGE * SF_HUGE;
-    if (posix_memalign(&p, SF_HUGE, bytes))
-        return NULL;
+    pthread_mutex_lock(&big_lock);
+    for (int i = n_cache - 1; i >= 0; i--) /* the most recently freed first */
+        if (big_cache[i].n == bytes) {
+            p = big_cache[i].p;
+            cache_bytes -= bytes;
+            big_cache[i] = big_cache[--n_cache];
+            break;
+        }
+    pthread_mutex_unlock(&big_lock);
+    if (!p) {
+        if (posix_memalign(&p, SF_HUGE, bytes))
+            return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: refused, the pages stay small */
+        if (hugepages_on())
+            (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: refused, the pages stay small */
 #endif
+    }
+    pthread_mutex_lock(&big_lock);
+    if (n_live < SF_LIVE_MAX) {
+        big_live[n_live].p = p;
+        big_live[n_live++].n = bytes;
+    }
+    pthread_mutex_unlock(&big_lock);
     return p;
+}
+
+void sf_host_free(void *p)
+{
+    size_t n = 0;
+    if (!p)
+        return;
+    pthread_mutex_lock(&big_lock);
+    for (int i = 0; i < n_live; i++)
+        if (big_live[i].p == p) {
+            n = big_live[i].n;
+            big_live[i] = big_live[--n_live];
+            break;
+        }
+    if (n && n_cache < SF_CACHE_MAX && cache_bytes + n <= SF_CACHE_BYTES) {
+        big_cache[n_cache].p = p;
+        big_cache[n_cache++].n = n;
+        cache_bytes += n;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&big_lock);
+    free(p);
+}
+
+void sf_host_cache_release(void)
+{
+    pthread_mutex_lock(&big_lock);
+    while (n_cache > 0)
+        free(big_cache[--n_cache].p);
+    cache_bytes = 0;
+    pthread_mutex_unlock(&big_lock);
 }
 
 static sf_status buf_alloc(void **ptr, size_t bytes, sf_loc loc, sf_gpu *g)
@@ -66,7 +134,7 @@ static void buf_free(void *ptr, sf_loc loc, sf_gpu *g)
     else if (g)
         sf_gpu_host_free(g, ptr);
     else
-        free(ptr);
+        sf_host_free(ptr);
 }
 
 static sf_status check_shape(int nx, int ny)

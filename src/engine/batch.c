@@ -218,7 +218,7 @@ static void *pool_get(void *ctx, size_t bytes)
             sf_host_unregister(e->pool[r->pb]);
         e->pinned[r->pb] = 0;
         e->pin_sent[r->pb] = 0;
-        free(e->pool[r->pb]);
+        sf_host_free(e->pool[r->pb]);
         e->pool[r->pb] = NULL;
         e->cap[r->pb] = 0;
         want = (want + 4095) & ~(size_t)4095;
@@ -1152,7 +1152,7 @@ out:
     for (int i = 0; e.pool && i < e.npool; i++) {
         if (e.pinned[i] == 1)
             sf_host_unregister(e.pool[i]);
-        free(e.pool[i]);
+        sf_host_free(e.pool[i]);
     }
     free(e.pool);
     free(e.cap);
