@@ -191,11 +191,13 @@ START_TEST(test_cpu_direct_vs_fft)
 {
     /* random images with NaN (scattered and a blanked block), awkward sizes,
      * odd, even and non-square kernels, every edge mode; one image is a view
-     * with a row stride larger than its width */
-    static const int sizes[][2] = {{1, 1}, {1, 57}, {57, 1}, {3, 5}, {31, 33}, {127, 131}, {256, 100}};
+     * with a row stride larger than its width; 127x131 and 600x530 take the
+     * FFT in tiles (overlap-save), the others as one transform */
+    static const int sizes[][2] = {{1, 1},     {1, 57},    {57, 1},   {3, 5},
+                                   {31, 33},   {127, 131}, {256, 100}, {600, 530}};
     static const int ksz[][2] = {{3, 3}, {4, 4}, {5, 9}, {16, 15}, {31, 31}, {40, 7}};
     double worst = 0;
-    for (int s = 0; s < 7; s++)
+    for (int s = 0; s < 8; s++)
         for (int q = 0; q < 6; q++) {
             sf_image im, view;
             sf_kernel k;
