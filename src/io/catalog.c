@@ -89,6 +89,86 @@ static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_any *r, const 
         fputs(nan_text, f);
 }
 
+/* sf_cat_put into a buffer: the characters written (without the NUL), or
+ * what they would need when cap is too small (snprintf's rule). */
+static int sf_cat_put_s(char *buf, size_t cap, const sf_cat_col *c, const sf_cat_any *r,
+                        const char *nan_text)
+{
+    double v = c->get(r);
+    if (c->type == SF_COL_INT)
+        return snprintf(buf, cap, c->fmt, (int)v);
+    if (c->type == SF_COL_LONG)
+        return snprintf(buf, cap, c->fmt, (long long)v);
+    if (isfinite(v))
+        return snprintf(buf, cap, c->fmt, v);
+    return snprintf(buf, cap, "%s", nan_text);
+}
+
+/* The CSV data rows [i0, i1) of t (rows already derived in r) as text into
+ * a growing buffer *b (*cap bytes); returns its length, -1 without memory. */
+static long sf_cat_csv_rows(const sf_cat_table *t, const sf_cat_any *r, int i0, int i1, char **b,
+                            size_t *cap)
+{
+    size_t len = 0;
+    for (int i = i0; i < i1; i++)
+        for (int k = 0; k < t->ncol; k++) {
+            int w;
+            while ((w = sf_cat_put_s(*b + len, *cap - len, &t->col[k], &r[i], "nan")) < 0 ||
+                   len + (size_t)w + 2 > *cap) {
+                char *nb = w < 0 ? NULL : realloc(*b, 2 * *cap + (size_t)w + 2);
+                if (!nb)
+                    return -1;
+                *b = nb;
+                *cap = 2 * *cap + (size_t)w + 2;
+            }
+            len += (size_t)w;
+            (*b)[len++] = k + 1 < t->ncol ? ',' : '\n';
+        }
+    return (long)len;
+}
+
+/* The CSV data rows of t: derived one after another (the WCS is not safe to
+ * share between threads), then formatted by the threads in chunks of rows
+ * and written in order, the same bytes as one fprintf after another.
+ * printf's exact double conversion costs about a microsecond a value: a
+ * 1849-row catalogue at 8192^2 took 15 ms to write, a tenth of lesson.pipe
+ * on 16 cores. */
+#define SF_CSV_CHUNK 64
+static sf_status sf_cat_csv_data(FILE *f, const sf_cat_table *t)
+{
+    const int n = t->n, nch = (n + SF_CSV_CHUNK - 1) / SF_CSV_CHUNK;
+    sf_cat_any *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+    char **txt = calloc((size_t)(nch > 0 ? nch : 1), sizeof *txt);
+    long *len = calloc((size_t)(nch > 0 ? nch : 1), sizeof *len);
+    int bad = 0;
+    if (!r || !txt || !len) {
+        free(r);
+        free(txt);
+        free(len);
+        return sf_fail(SF_ERR_NOMEM, "catalogue: %d rows", n);
+    }
+    for (int i = 0; i < n; i++)
+        t->row(t->items, i, t->m, &r[i]);
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad) if (nch > 1)
+    for (int c = 0; c < nch; c++) {
+        size_t cap = 256 * (size_t)t->ncol;
+        txt[c] = malloc(cap);
+        len[c] = txt[c] ? sf_cat_csv_rows(t, r, c * SF_CSV_CHUNK,
+                                          (c + 1) * SF_CSV_CHUNK < n ? (c + 1) * SF_CSV_CHUNK : n,
+                                          &txt[c], &cap)
+                        : -1;
+        bad |= len[c] < 0;
+    }
+    for (int c = 0; c < nch && !bad; c++)
+        fwrite(txt[c], 1, (size_t)len[c], f);
+    for (int c = 0; c < nch; c++)
+        free(txt[c]);
+    free(txt);
+    free(len);
+    free(r);
+    return bad ? sf_fail(SF_ERR_NOMEM, "catalogue: text of %d rows", n) : SF_OK;
+}
+
 static const char *sf_cat_units(const sf_catalog_meta *m)
 {
     return m->bunit && *m->bunit ? m->bunit : "image units";
@@ -164,15 +244,7 @@ static sf_status sf_cat_csv(FILE *f, const sf_cat_table *t)
                 m->bkg.converged ? ", converged" : ", NOT converged");
     for (int k = 0; k < nc; k++)
         fprintf(f, "%s%s", c[k].name, k + 1 < nc ? "," : "\n");
-    for (int i = 0; i < t->n; i++) {
-        sf_cat_any r;
-        t->row(t->items, i, m, &r);
-        for (int k = 0; k < nc; k++) {
-            sf_cat_put(f, &c[k], &r, "nan");
-            fputc(k + 1 < nc ? ',' : '\n', f);
-        }
-    }
-    return SF_OK;
+    return sf_cat_csv_data(f, t);
 }
 
 /* ---- VOTable 1.4 ------------------------------------------------------- */
