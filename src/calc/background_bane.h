@@ -229,31 +229,34 @@ SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
     return sf_bane_use_cells(step, box) && px % step == 0 && py % step == 0;
 }
 
-/* First index of s[0..c) with s > l, and first with s >= h. */
+/* First index of s[0..c) with s > l, and first with s >= h. Branch-free
+ * bisection (the range halves by a select, the last value decides), so an
+ * unpredictable comparison costs no mispredicted branch: the median
+ * window's searches were about a third of the CPU's BANE. */
 SF_BKG_HD static inline int sf_bane_upper(const float *s, int c, double l)
 {
-    int a = 0, b = c;
-    while (a < b) {
-        int m = a + (b - a) / 2;
-        if ((double)s[m] > l)
-            b = m;
-        else
-            a = m + 1;
+    const float *b = s;
+    if (c <= 0)
+        return 0;
+    while (c > 1) { /* the answer is in [b - s, b - s + c] */
+        const int half = c / 2;
+        b = (double)b[half] <= l ? b + half : b;
+        c -= half;
     }
-    return a;
+    return (int)(b - s) + ((double)*b <= l);
 }
 
 SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
 {
-    int a = 0, b = c;
-    while (a < b) {
-        int m = a + (b - a) / 2;
-        if ((double)s[m] >= h)
-            b = m;
-        else
-            a = m + 1;
+    const float *b = s;
+    if (c <= 0)
+        return 0;
+    while (c > 1) {
+        const int half = c / 2;
+        b = (double)b[half] < h ? b + half : b;
+        c -= half;
     }
-    return a;
+    return (int)(b - s) + ((double)*b < h);
 }
 
 /* The same two searches within a cell's kept range [a, b) of the previous
