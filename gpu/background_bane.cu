@@ -1066,30 +1066,48 @@ __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
     }
 }
 
-#define BM_PIX 1024 // pixels a block of bane_maps
+#define BM_PIX 1024 // pixels a block of bane_maps, along a row
+#define BM_ROWS 8   // rows a block of bane_maps
+#define BM_PER (BM_PIX / 256) // columns a thread
 __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int step, int ncx,
                           int ncy, const float *fb, const float *fs, float *ob, size_t bstride,
                           float *os, size_t rstride)
 {
-    // a block a row segment of BM_PIX pixels, BM_PIX / blockDim.x a thread
-    // (coalesced: thread t takes x0 + t, x0 + t + blockDim.x, ...)
-    const int y = blockIdx.y, x0 = blockIdx.x * BM_PIX;
-    int ky;
-    double ty;
-    sf_bane_axis(y, ny, step, ncy, &ky, &ty);
-    for (int x = x0 + threadIdx.x; x < x0 + BM_PIX && x < nx; x += blockDim.x) {
-        int kx;
-        double tx;
-        sf_bane_axis(x, nx, step, ncx, &kx, &tx);
-        float b, s;
-        if (isnan(img[(size_t)y * istride + x])) {
-            b = s = __int_as_float(0x7fc00000);
-        } else {
-            b = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
-            s = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
+    // a block BM_ROWS rows of a segment of BM_PIX columns, a thread BM_PER
+    // columns (coalesced: thread t takes x0 + t, x0 + t + 256, ...) of each;
+    // a column's node and fraction (an integer and a double division) once
+    // for the block's rows: with one row a block they were most of the
+    // kernel's instructions
+    const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS;
+    int kx[BM_PER];
+    double tx[BM_PER];
+#pragma unroll
+    for (int c = 0; c < BM_PER; c++) {
+        const int x = x0 + threadIdx.x + c * 256;
+        kx[c] = 0;
+        tx[c] = 0.0;
+        if (x < nx)
+            sf_bane_axis(x, nx, step, ncx, &kx[c], &tx[c]);
+    }
+    for (int y = yb; y < yb + BM_ROWS && y < ny; y++) {
+        int ky;
+        double ty;
+        sf_bane_axis(y, ny, step, ncy, &ky, &ty);
+#pragma unroll
+        for (int c = 0; c < BM_PER; c++) {
+            const int x = x0 + threadIdx.x + c * 256;
+            if (x >= nx)
+                break;
+            float b, s;
+            if (isnan(img[(size_t)y * istride + x])) {
+                b = s = __int_as_float(0x7fc00000);
+            } else {
+                b = sf_bane_bilinear(fb, ncx, kx[c], ky, tx[c], ty);
+                s = sf_bane_bilinear(fs, ncx, kx[c], ky, tx[c], ty);
+            }
+            ob[(size_t)y * bstride + x] = b;
+            os[(size_t)y * rstride + x] = s;
         }
-        ob[(size_t)y * bstride + x] = b;
-        os[(size_t)y * rstride + x] = s;
     }
 }
 
@@ -1244,7 +1262,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
     SF_LAUNCHED();
-    bane_maps<<<dim3((nx + BM_PIX - 1) / BM_PIX, ny), 256, 0, g->stream>>>(
+    bane_maps<<<dim3((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS), 256, 0,
+                g->stream>>>(
         img->data, img->stride, nx, ny, step, ncx, ncy, fb, fs, bkg->data, bkg->stride, rms->data,
         rms->stride);
     SF_LAUNCHED();
