@@ -46,7 +46,7 @@ typedef struct {
  * batch does not make the kernel zero fresh memory for every image. NULL
  * when out of memory. Release such a block only with sf_host_free (which
  * also takes any other malloc'd block, and NULL). sf_host_cache_release
- * frees the kept blocks. */
+ * frees the kept blocks (the batch engine does when it ends). */
 void *sf_host_alloc(size_t bytes);
 void sf_host_free(void *ptr);
 void sf_host_cache_release(void);

@@ -1171,5 +1171,6 @@ out:
         bq_free(&e.done);
     pthread_cond_destroy(&e.fin);
     pthread_mutex_destroy(&e.lock);
+    sf_host_cache_release(); /* the freed image buffers kept for the next image */
     return st;
 }
