@@ -65,15 +65,27 @@ static long long sf_fits_max_pixels(void)
 }
 
 /* The value text of keyword key among n cards (quotes removed for a string,
- * trailing blanks dropped); 0 when absent. */
+ * trailing blanks dropped); 0 when absent. A card is read as CFITSIO reads
+ * it (ffgcrd, ffpsvc): its name ends at the first blank or '=' of the first
+ * 8 columns, and its value starts after "= " in columns 9-10 or else after
+ * the card's first '=' (a card without any '=' has no value and is skipped).
+ * The stricter "= " in columns 9-10 only had let "ZIMAGE =    T" (the '='
+ * in column 8, fuzzing) pass as no ZIMAGE here while CFITSIO decompressed
+ * the HDU's unchecked tiles and read past a buffer. */
 static int sf_raw_key(const char *hdr, int n, const char *key, char val[72])
 {
     size_t kl = strlen(key);
     for (int i = 0; i < n; i++) {
         const char *c = hdr + (size_t)i * 80;
-        int j = 10, k = 0;
-        if (strncmp(c, key, kl) != 0 || (kl < 8 && strspn(c + kl, " ") < 8 - kl) ||
-            c[8] != '=' || c[9] != ' ')
+        const char *eq;
+        int j, k = 0;
+        if (kl > 8 || strncmp(c, key, kl) != 0 || (kl < 8 && c[kl] != ' ' && c[kl] != '='))
+            continue;
+        if (c[8] == '=' && c[9] == ' ')
+            j = 10;
+        else if ((eq = memchr(c, '=', 80)) != NULL)
+            j = (int)(eq - c) + 1;
+        else
             continue;
         while (j < 80 && c[j] == ' ')
             j++;
