@@ -623,6 +623,14 @@ static void fft_release(fft_entry *e)
     pthread_mutex_unlock(&fft_lock);
 }
 
+/* s *= k, complex, in float (the product of two spectra) */
+static inline void cmul(fftwf_complex s, const fftwf_complex k)
+{
+    const float a = s[0], b = s[1], c = k[0], d = k[1];
+    s[0] = a * c - b * d;
+    s[1] = a * d + b * c;
+}
+
 /* res = the padded edge-extended image (what) convolved with the kernel,
  * circularly on px*py, which is linear for px >= nx+kx-1, py >= ny+ky-1:
  * out(x, y) = res[(y + ky-1) * rp + x + kx-1] (rp: the entry's row pitch); only those rows
@@ -642,41 +650,9 @@ static void fft_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
     (void)px;
     fft2_fwd(fe, res, spec, ny + ky - 1);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < nc; i++) {
-        float a = spec[i][0], b = spec[i][1], c = fe->kspec[i][0], d = fe->kspec[i][1];
-        spec[i][0] = a * c - b * d;
-        spec[i][1] = a * d + b * c;
-    }
+    for (size_t i = 0; i < nc; i++)
+        cmul(spec[i], fe->kspec[i]);
     fft2_inv(fe, spec, res, ky - 1, ny + ky - 1); /* the rows the caller reads */
-}
-
-/* FFT work arrays: from sf_host_alloc when that gives a block at least as
- * aligned as FFTW's own (its large blocks are 2 MB-aligned, advised for
- * huge pages and reused by the next call: at 2048^2 on one thread the fresh
- * 17 MB arrays' page faults were a fifth of the stage), else from
- * fftwf_malloc, so that the plans' alignment always holds. *host says
- * which, for fft_buf_free. */
-static void *fft_buf(size_t bytes, int *host)
-{
-    void *p = sf_host_alloc(bytes);
-    *host = 1;
-    if (p && ((uintptr_t)p & 63) != 0) {
-        sf_host_free(p);
-        p = NULL;
-    }
-    if (!p) {
-        *host = 0;
-        p = fftwf_malloc(bytes);
-    }
-    return p;
-}
-
-static void fft_buf_free(void *p, int host)
-{
-    if (host)
-        sf_host_free(p);
-    else
-        fftwf_free(p);
 }
 
 /* The tile side for a kx x ky kernel on an nx x ny image: the smallest
@@ -746,11 +722,8 @@ static int tile_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
                 }
             }
             fftwf_execute_dft_r2c(fe->tfwd, r, sp);
-            for (size_t i = 0; i < (size_t)F * cp; i++) {
-                const float a = sp[i][0], b = sp[i][1], c = fe->kspec[i][0], d = fe->kspec[i][1];
-                sp[i][0] = a * c - b * d;
-                sp[i][1] = a * d + b * c;
-            }
+            for (size_t i = 0; i < (size_t)F * cp; i++)
+                cmul(sp[i], fe->kspec[i]);
             fftwf_execute_dft_c2r(fe->tinv, sp, r);
             for (int y = y0; y < y0 + ty && y < ny; y++)
                 memcpy(dst + (size_t)y * dstride + x0,
@@ -774,11 +747,11 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
     fftwf_complex *spec = NULL;
     size_t dstride = 0;
     double sumabs = 0;
-    int hres = 0, hspec = 0, bad = 0;
+    int bad = 0;
     if (!fe)
         goto nomem;
     if (F) { /* tiles: the values into out, the valid counts into res */
-        if (nanmode && !(res = fft_buf(sf_npix(nx, ny) * sizeof *res, &hres)))
+        if (nanmode && !(res = sf_host_alloc(sf_npix(nx, ny) * sizeof *res)))
             goto nomem;
         bad = tile_pass(in, k, edge, nanmode ? EXT_CLEAN : EXT_VALUE, fe, out->data, out->stride);
         if (!bad && nanmode)
@@ -788,8 +761,8 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
         den = res;
         dstride = (size_t)nx;
     } else {
-        if (!(res = fft_buf((size_t)fe->rp * py * sizeof *res, &hres)) ||
-            !(spec = fft_buf((size_t)py * fe->cp * sizeof *spec, &hspec)))
+        if (!(res = sf_host_alloc((size_t)fe->rp * py * sizeof *res)) ||
+            !(spec = sf_host_alloc((size_t)py * fe->cp * sizeof *spec)))
             goto nomem;
         fft_pass(in, k, edge, nanmode ? EXT_CLEAN : EXT_VALUE, fe, res, spec);
 #pragma omp parallel for schedule(static)
@@ -830,17 +803,13 @@ static sf_status conv_fft(const sf_image *in, const sf_kernel *k, int edge, int 
             }
         }
     }
-    if (spec)
-        fft_buf_free(spec, hspec);
-    if (res)
-        fft_buf_free(res, hres);
+    sf_host_free(spec);
+    sf_host_free(res);
     fft_release(fe);
     return SF_OK;
 nomem:
-    if (spec)
-        fft_buf_free(spec, hspec);
-    if (res)
-        fft_buf_free(res, hres);
+    sf_host_free(spec);
+    sf_host_free(res);
     if (fe)
         fft_release(fe);
     return sf_fail(SF_ERR_NOMEM, "convolve: out of memory for a %dx%d FFT (image %dx%d, "

@@ -39,8 +39,8 @@ typedef struct {
 } sf_labels;
 
 /* Host memory for image-sized buffers and scratch, released with
- * sf_host_free: malloc, except that blocks of 4 MB or more are aligned to
- * 2 MB, advised for transparent huge pages (fewer first-touch page faults;
+ * sf_host_free: aligned to 4096 bytes (enough for SIMD loads, FFTW's plans
+ * and cudaHostRegister); blocks of 4 MB or more are aligned to 2 MB, advised for transparent huge pages (fewer first-touch page faults;
  * SKYFIND_HUGEPAGES=0 turns the advice off) and, when freed, kept (up to 16
  * blocks, 1 GB) for the next request of the same rounded size, so that a
  * batch does not make the kernel zero fresh memory for every image. NULL

@@ -25,6 +25,7 @@
  * SKYFIND_HUGEPAGES=0 turns the advice off. */
 #define SF_BIG_MIN ((size_t)4 << 20)
 #define SF_HUGE ((size_t)2 << 20)
+#define SF_PAGE ((size_t)4096)
 #define SF_CACHE_MAX 16
 #define SF_CACHE_BYTES ((size_t)1 << 30)
 #define SF_LIVE_MAX 256
@@ -49,8 +50,8 @@ static int hugepages_on(void)
 void *sf_host_alloc(size_t bytes)
 {
     void *p = NULL;
-    if (bytes < SF_BIG_MIN)
-        return malloc(bytes ? bytes : 1);
+    if (bytes < SF_BIG_MIN) /* page-aligned, as every block (SIMD, FFTW, cudaHostRegister) */
+        return posix_memalign(&p, SF_PAGE, bytes ? bytes : 1) ? NULL : p;
     bytes = (bytes + SF_HUGE - 1) / SF_HUGE * SF_HUGE;
     pthread_mutex_lock(&big_lock);
     for (int i = n_cache - 1; i >= 0; i--) /* the most recently freed first */

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,15 +221,9 @@ static void *pool_get(void *ctx, size_t bytes)
         e->pool[r->pb] = NULL;
         e->cap[r->pb] = 0;
         want = (want + 4095) & ~(size_t)4095;
-        /* page-aligned (cudaHostRegister): large blocks from sf_host_alloc
-         * (2 MB-aligned, huge pages), others from posix_memalign */
-        p = sf_host_alloc(want);
-        if (p && ((uintptr_t)p & 4095) != 0) {
-            free(p);
-            if (posix_memalign(&p, 4096, want) != 0)
-                p = NULL;
-        }
-        if (p) {
+        /* page-aligned, as cudaHostRegister wants (sf_host_alloc's blocks
+         * are; large ones 2 MB-aligned, on huge pages) */
+        if ((p = sf_host_alloc(want)) != NULL) {
             e->pool[r->pb] = p;
             e->cap[r->pb] = want;
         }
