@@ -75,22 +75,9 @@ void sf_atomic_abort(void *file, const char *tmp)
     remove(tmp);
 }
 
-/* One value as text; NaN as nan_text. */
-static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_any *r, const char *nan_text)
-{
-    double v = c->get(r);
-    if (c->type == SF_COL_INT)
-        fprintf(f, c->fmt, (int)v);
-    else if (c->type == SF_COL_LONG)
-        fprintf(f, c->fmt, (long long)v);
-    else if (isfinite(v))
-        fprintf(f, c->fmt, v);
-    else
-        fputs(nan_text, f);
-}
-
-/* sf_cat_put into a buffer: the characters written (without the NUL), or
- * what they would need when cap is too small (snprintf's rule). */
+/* One value as text into buf (NaN as nan_text): the characters written
+ * (without the NUL), or what they would need when cap is too small
+ * (snprintf's rule). */
 static int sf_cat_put_s(char *buf, size_t cap, const sf_cat_col *c, const sf_cat_any *r,
                         const char *nan_text)
 {
@@ -102,6 +89,21 @@ static int sf_cat_put_s(char *buf, size_t cap, const sf_cat_col *c, const sf_cat
     if (isfinite(v))
         return snprintf(buf, cap, c->fmt, v);
     return snprintf(buf, cap, "%s", nan_text);
+}
+
+/* The same onto f. */
+static void sf_cat_put(FILE *f, const sf_cat_col *c, const sf_cat_any *r, const char *nan_text)
+{
+    char b[128];
+    int w = sf_cat_put_s(b, sizeof b, c, r, nan_text);
+    if (w >= 0 && (size_t)w < sizeof b)
+        fputs(b, f);
+    else if (w >= 0) { /* a format wider than any column's (none is) */
+        char *big = malloc((size_t)w + 1);
+        if (big && sf_cat_put_s(big, (size_t)w + 1, c, r, nan_text) == w)
+            fputs(big, f);
+        free(big);
+    }
 }
 
 /* The CSV data rows [i0, i1) of t (rows already derived in r) as text into
