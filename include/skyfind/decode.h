@@ -69,6 +69,22 @@ SF_DEC_HD int sf_raw_uint64(const sf_raw_layout *l)
     return l->bitpix == 64 && l->bscale == 1.0 && l->bzero == 9223372036854775808.0;
 }
 
+/* BITPIX -32's value from its word (already in host byte order): a
+ * non-finite one (exponent all ones) becomes NaN, as CFITSIO does; as bits
+ * (sf_decode_f32_bits: the CPU twin's row loop) or as the float. */
+SF_DEC_HD uint32_t sf_decode_f32_bits(uint32_t w)
+{
+    return (w & 0x7f800000u) == 0x7f800000u ? 0x7fc00000u : w; /* the NaN that NAN is */
+}
+
+SF_DEC_HD float sf_decode_f32(uint32_t w)
+{
+    float f;
+    w = sf_decode_f32_bits(w);
+    memcpy(&f, &w, 4);
+    return f;
+}
+
 /* One pixel from its big-endian bytes p (of |bitpix|/8 bytes). */
 SF_DEC_HD float sf_decode_pixel(const unsigned char *p, const sf_raw_layout *l, int scaled)
 {
@@ -104,11 +120,10 @@ SF_DEC_HD float sf_decode_pixel(const unsigned char *p, const sf_raw_layout *l, 
         return sf_decode_finish(scaled ? sf_decode_scale((double)v, l->bscale, l->bzero) : (double)v);
     }
     case -32: {
-        uint32_t w = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-        float f;
-        memcpy(&f, &w, 4);
-        if (!isfinite(f))
-            return NAN;
+        const float f = sf_decode_f32(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                                      ((uint32_t)p[2] << 8) | p[3]);
+        if (isnan(f))
+            return f;
         return scaled ? sf_decode_finish(sf_decode_scale((double)f, l->bscale, l->bzero)) : f;
     }
     case -64: {
