@@ -379,8 +379,8 @@ static int sort_window(bkg_ctx *c, size_t wtotal)
 static int first_window(const sf_image *img, size_t n, float kappa, float *a, float *b, float *elo,
                         float *ehi)
 {
-    size_t step = n / SF_BKG_SAMPLES > 1 ? n / SF_BKG_SAMPLES : 1, m = 0, half, ka, kb;
-    double q = 0, q2 = 0, dm, var;
+    size_t step = sf_bkg_sample_step(n), m = 0, ka, kb;
+    double q = 0, q2 = 0;
     float ms;
     float *smp = malloc((n / step + 1) * sizeof *smp);
     if (!smp)
@@ -394,18 +394,14 @@ static int first_window(const sf_image *img, size_t n, float kappa, float *a, fl
         free(smp);
         return 0;
     }
-    half = (size_t)(3.0 * sqrt((double)m));
-    ka = m / 2 - half;
-    kb = m / 2 + half < m ? m / 2 + half : m - 1;
+    sf_bkg_first_ranks(m, &ka, &kb);
     ms = sf_select_kth(smp, m, m / 2);
     for (size_t i = 0; i < m; i++) {
         const double d = (double)smp[i] - ms;
         q += d;
         q2 += d * d;
     }
-    dm = q / (double)m;
-    var = q2 / (double)m - dm * dm;
-    sf_bkg_first_edges(ms, (float)sqrt(var > 0 ? var : 0), kappa, elo, ehi);
+    sf_bkg_first_edges(ms, sf_bkg_first_sigma(q, q2, m), kappa, elo, ehi);
     *a = sf_select_kth(smp, m / 2, ka); /* (all before m/2 are <= ms) */
     *b = kb > m / 2 ? sf_select_kth(smp + m / 2, m - m / 2, kb - m / 2) : ms;
     free(smp);

@@ -38,6 +38,7 @@
 #include "common.cuh"
 #include "skyfind/background.h"
 #include "background_global.h"
+#include "fixsum.h" // sf_fkey: order-preserving float keys
 
 namespace cg = cooperative_groups;
 
@@ -150,18 +151,6 @@ static __device__ __forceinline__ unsigned long long gtime()
         }                                                                          \
     } while (0)
 
-static __device__ __forceinline__ unsigned key_of(float v)
-{
-    unsigned u = __float_as_uint(v);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-static __device__ __forceinline__ float value_of(unsigned k)
-{
-    unsigned u = (k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k;
-    return __uint_as_float(u);
-}
-
 // Visit every value of v[0..n) assigned to this block's threads in a
 // grid-stride loop, two 16-byte loads in flight per thread (buffers are
 // 256-byte aligned).
@@ -261,7 +250,7 @@ static __device__ __forceinline__ void hist1_add(unsigned *h, bool sel, float v,
     const unsigned act = __activemask();
     if (!__any_sync(act, sel))
         return;
-    unsigned bin = sel ? key_of(v) >> 21 : 0xFFFFFFFFu;
+    unsigned bin = sel ? sf_fkey(v) >> 21 : 0xFFFFFFFFu;
     unsigned peers = __match_any_sync(act, bin);
     if (sel && lane == (unsigned)(__ffs(peers) - 1))
         atomicAdd(&h[bin], (unsigned)__popc(peers));
@@ -346,7 +335,7 @@ static __device__ __forceinline__ void pass_s(const float *__restrict__ img, siz
             mn = fminf(mn, in ? t : INFINITY);
             mx = fmaxf(mx, in ? t : -INFINITY);
             if (win)
-                atomicAdd(&sm.h[key_of(t) >> 21], 1u);
+                atomicAdd(&sm.h[sf_fkey(t) >> 21], 1u);
             inb |= (unsigned)in << k;
             bb |= (unsigned)(in && t < cwlo) << k;
             wb |= (unsigned)win << k;
@@ -566,7 +555,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         zero_smem_hist(sm.h, 2 * BKG_H1);
         MARK(7);
         source_values(img, n, w, window, fill, lo, hi, [&](float v) {
-            unsigned k = key_of(v), p = k >> 21, b = (k >> 10) & 0x7FFu;
+            unsigned k = sf_fkey(v), p = k >> 21, b = (k >> 10) & 0x7FFu;
             if (p == pre[0])
                 atomicAdd(&sm.h[b], 1u);
             if (p == pre[1])
@@ -583,7 +572,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         zero_smem_hist(sm.h, 2 * BKG_H3);
         MARK(7);
         source_values(img, n, w, window, fill, lo, hi, [&](float v) {
-            unsigned k = key_of(v), p = k >> 10, b = k & 0x3FFu;
+            unsigned k = sf_fkey(v), p = k >> 10, b = k & 0x3FFu;
             if (p == pre[0])
                 atomicAdd(&sm.h[b], 1u);
             if (p == pre[1])
@@ -604,7 +593,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         }
 
         // ---- the median (numpy: the middle, or the float32 mean of the two) ----
-        const float m0 = value_of(pre[0]), m1 = value_of(pre[1]);
+        const float m0 = sf_fkey_value(pre[0]), m1 = sf_fkey_value(pre[1]);
         const float med = (nn & 1) ? m1 : __fdiv_rn(__fadd_rn(m0, m1), 2.0f), sig = (float)sigma;
         fmed = med;
         fsig = sigma;
@@ -646,7 +635,7 @@ static __global__ void bkg_sample(const float *__restrict__ img, size_t n, size_
 {
     for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < ns; j += gridDim.x * blockDim.x) {
         float v = img[step / 2 + (size_t)j * step];
-        keys[j] = isfinite(v) ? key_of(v) : 0xFFFFFFFFu; // (no finite key is all ones)
+        keys[j] = isfinite(v) ? sf_fkey(v) : 0xFFFFFFFFu; // (no finite key is all ones)
     }
 }
 
@@ -677,10 +666,10 @@ bkg_bracket(const unsigned *sorted, unsigned ns, float kappa, int window, float 
         }
         return;
     }
-    const float ms = value_of(sorted[m / 2]);
+    const float ms = sf_fkey_value(sorted[m / 2]);
     double q = 0, q2 = 0;
     for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
-        const double d = (double)value_of(sorted[i]) - (double)ms;
+        const double d = (double)sf_fkey_value(sorted[i]) - (double)ms;
         q += d;
         q2 += d * d;
     }
@@ -688,12 +677,11 @@ bkg_bracket(const unsigned *sorted, unsigned ns, float kappa, int window, float 
     __syncthreads();
     q2 = DReduce(sm.tmp.d).Sum(q2);
     if (threadIdx.x == 0) {
-        const double dm = q / (double)m, var = q2 / (double)m - dm * dm;
-        const size_t half = (size_t)(3.0 * sqrt((double)m)), ka = m / 2 - half;
-        const size_t kb = m / 2 + half < m ? m / 2 + half : m - 1;
-        first[0] = value_of(sorted[ka]);
-        first[1] = value_of(sorted[kb]);
-        sf_bkg_first_edges(ms, (float)sqrt(var > 0 ? var : 0), kappa, &first[2], &first[3]);
+        size_t ka, kb;
+        sf_bkg_first_ranks(m, &ka, &kb);
+        first[0] = sf_fkey_value(sorted[ka]);
+        first[1] = sf_fkey_value(sorted[kb]);
+        sf_bkg_first_edges(ms, sf_bkg_first_sigma(q, q2, m), kappa, &first[2], &first[3]);
     }
 }
 
@@ -811,7 +799,7 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     w.first = NULL;
     if (n >= (getenv("SKYFIND_BKG_SAMPLE_MIN") ? (size_t)atoll(getenv("SKYFIND_BKG_SAMPLE_MIN"))
                                                 : BKG_SAMPLE_MIN)) { // the first window, sampled
-        const size_t step = n / BKG_SAMPLES > 1 ? n / BKG_SAMPLES : 1;
+        const size_t step = sf_bkg_sample_step(n);
         const unsigned ns = (unsigned)((n - step / 2 + step - 1) / step);
         size_t temp = 0;
         SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, temp, skeys, ssorted, (int)ns, 0, 32, g->stream));

@@ -95,6 +95,38 @@ static inline void sf_bkg_first_edges(float ms, float ss, float kappa, float *el
     *ehi = (ms + k) - e;
 }
 
+/* The first window from m >= 256 sorted samples (both twins): the sample
+ * step over n pixels, the window's ranks m/2 -+ 3 sqrt(m) (six standard
+ * deviations of the median's rank; kb clamped to m - 1), and the samples'
+ * standard deviation from the sums q, q2 of their differences from their
+ * median. */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline size_t sf_bkg_sample_step(size_t n)
+{
+    return n / SF_BKG_SAMPLES > 1 ? n / SF_BKG_SAMPLES : 1;
+}
+
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline void sf_bkg_first_ranks(size_t m, size_t *ka, size_t *kb)
+{
+    const size_t half = (size_t)(3.0 * sqrt((double)m));
+    *ka = m / 2 - half;
+    *kb = m / 2 + half < m ? m / 2 + half : m - 1;
+}
+
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline float sf_bkg_first_sigma(double q, double q2, size_t m)
+{
+    const double dm = q / (double)m, var = q2 / (double)m - dm * dm;
+    return (float)sqrt(var > 0 ? var : 0);
+}
+
 /* Float arithmetic rounded at every step, as numpy's float32 (no fused
  * multiply-add on either backend). */
 #ifdef __CUDA_ARCH__
