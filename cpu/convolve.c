@@ -1,16 +1,19 @@
-/* Stage `convolve`, CPU twin: direct (rank-one row+column passes or the
- * general 2-D sum, OpenMP over rows, double accumulators) and FFT (FFTW
- * single precision, 1-D row and column plans run by OpenMP so the result
- * does not depend on the thread count; cached plans and kernel spectra),
- * with the edge modes and the NaN-normalised convolution that convolve.h
- * defines.
+/* Stage `convolve`, CPU twin: direct (rank-one row+column passes through a
+ * ring of filtered rows, or the general 2-D sum; OpenMP over rows, double
+ * accumulators) and FFT (FFTW single precision: overlap-save tiles with 2-D
+ * plans when a tile is at most half the padded image, else the whole
+ * padded image by 1-D row and column plans; either way every tile, row or
+ * column chunk is done by the same plan, so the result does not depend on
+ * the thread count; cached plans and kernel spectra), with the edge modes
+ * and the NaN-normalised convolution that convolve.h defines.
  *
  * In this file, in order: the edge modes and the extended rows (edge_map,
  * ext_val, src_row); the direct methods' pieces (row_taps, col_taps, the NaN
  * footprint, pixel_direct for one pixel, finish/finish_row for the NaN
- * normalisation); direct_2d; direct_separable; the FFT (the cache of
- * fft_entry: plans and kernel spectrum per padded size and kernel;
- * fft2_fwd/fft2_inv, the 2-D transforms; fft_pass, one convolution;
+ * normalisation); direct_2d; row_pass and direct_separable; the FFT (the
+ * cache of fft_entry: plans and kernel spectrum per padded size or tile and
+ * kernel; fft2_fwd/fft2_inv, the whole image's 2-D transforms; cmul; fft_pass,
+ * one whole-image convolution; fft_tile_side and tile_pass, the tiles;
  * conv_fft, the method with its NaN pass); and the stage, sf_convolve_cpu. */
 #include <math.h>
 #include <omp.h>
