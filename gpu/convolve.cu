@@ -2,11 +2,15 @@
 // edge modes and NaN handling in include/skyfind/convolve.h; the direct
 // kernels in convolve_kernels.cuh.
 //
-// direct: one block per 64 x (16 x RPT) output tile; the tile and its halo
-// (edge mode applied, NaN replaced by 0) in shared memory, the flipped
-// weights in constant memory (in shared memory above 225 taps, which
-// overflow the constant cache), each thread 4 adjacent outputs in RPT rows
-// from float4 shared loads. Separable kernels: short ones take a fused
+// direct: general kernels up to 24 columns wide, over the whole image:
+// direct2d_rb, one block per 64 x 64 output tile, the tile and its halo
+// (edge mode applied, NaN replaced by 0) and the flipped weights in shared
+// memory, each thread 4 adjacent outputs in 4 rows, every tile row it reads
+// loaded into registers once and used for each output row it belongs to.
+// Wider kernels, and the FFT's border bands: direct2d_kernel, one block per
+// 64 x (16 x RPT) tile, the weights in constant memory (in shared memory
+// above 225 taps, which overflow the constant cache), each thread 4
+// adjacent outputs in RPT rows from float4 shared loads. Separable kernels: short ones take a fused
 // row-then-column kernel (the image read once and written once); from
 // SEP2_MIN rows on, and without NaN, a row pass into scratch and a column
 // pass, which costs a second trip through memory but no row sums over the
@@ -251,6 +255,62 @@ static int direct2d_rpt(const sf_kernel *k)
     return r == 4 || r == 2 ? r : 1;
 }
 
+typedef void (*direct2d_rb_fn)(const float *, size_t, float *, size_t, int, int, int, int, int,
+                               int, int, float, const float *);
+
+template <int KXP>
+static direct2d_rb_fn direct2d_rb_pick(int nans, int dbl)
+{
+    return nans ? (dbl ? direct2d_rb<true, KXP, 4, true> : direct2d_rb<true, KXP, 4, false>)
+                : (dbl ? direct2d_rb<false, KXP, 4, true> : direct2d_rb<false, KXP, 4, false>);
+}
+
+// Shared bytes of direct2d_rb: the tile (twice with NaN) and the weights.
+static size_t direct2d_rb_smem(const sf_kernel *k, int nans)
+{
+    const size_t kxp = round4(k->nx);
+    return ((size_t)(RBT * 4 + k->ny - 1) * (RBW + kxp) * (nans ? 2 : 1) + k->ny * kxp) * sizeof(float);
+}
+
+// The register-blocked 2-D kernel over the whole image, for kernels of up to
+// 24 columns whose tile fits (SKYFIND_CONV_RB=0 takes direct2d_kernel
+// instead, for A/B runs). *done stays 0 (nothing launched) where it does not
+// apply.
+static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel *k, int edge,
+                                 int nans, sf_image *out, int *done)
+{
+    sf_status st = SF_OK;
+    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
+    const size_t smem = direct2d_rb_smem(k, nans);
+    const int dbl = k->nx * k->ny > 225 || k->ny > 9; // direct2d_run's choice: the same sums
+    direct2d_rb_fn fn = NULL;
+    *done = 0;
+    if (kxp > 24 || smem > g->smem_optin || !env_int("SKYFIND_CONV_RB", 1))
+        return SF_OK;
+    switch (kxp) {
+    case 4: fn = direct2d_rb_pick<4>(nans, dbl); break;
+    case 8: fn = direct2d_rb_pick<8>(nans, dbl); break;
+    case 12: fn = direct2d_rb_pick<12>(nans, dbl); break;
+    case 16: fn = direct2d_rb_pick<16>(nans, dbl); break;
+    case 20: fn = direct2d_rb_pick<20>(nans, dbl); break;
+    default: fn = direct2d_rb_pick<24>(nans, dbl); break;
+    }
+    SF_TRY(upload_weights(g, k, 0, kxp));
+    if (!g->conv->cw_global)
+        SF_CUDA(cudaGetSymbolAddress((void **)&g->conv->cw_global, c_w));
+    SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    {
+        const dim3 grid((in->nx + RBW - 1) / RBW, (in->ny + RBT * 4 - 1) / (RBT * 4));
+        fn<<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride, in->nx,
+                                                in->ny, k->nx, k->ny, cx, cy, edge, (float)k->sum,
+                                                g->conv->cw_global);
+        SF_LAUNCHED();
+    }
+    *done = 1;
+fail:
+    return st;
+}
+
 // The general 2-D direct kernel: over the whole image in tiles DTW x DTH *
 // rpt (bands 0), or over the bands a cyclic FFT result spoils (bands 1) in
 // NTW x NTH tiles, one launch.
@@ -377,7 +437,10 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
         SF_LAUNCHED();
     } else {
         const int rpt = direct2d_rpt(k);
-        SF_TRY(direct2d_run(g, in, k, edge, nans, out, rpt, 0));
+        int done = 0;
+        SF_TRY(direct2d_rb_run(g, in, k, edge, nans, out, &done));
+        if (!done)
+            SF_TRY(direct2d_run(g, in, k, edge, nans, out, rpt, 0));
     }
 fail:
     return st;

@@ -121,6 +121,117 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
     }
 }
 
+// ---- direct, general 2-D, register-blocked ------------------------------------
+
+// The 2-D direct sum over a whole image for kernels up to 24 columns (KXP, a
+// multiple of 4, is their padded width): the same sums as direct2d_kernel
+// (each kernel row's float partial with its taps in order, the rows added in
+// order, in double with DBL), so the same bits wherever both kernels' tiles
+// agree on renormalising (a tile holding a NaN renormalises all its pixels;
+// these tiles are 64 rows high, direct2d_kernel's 32 for kernels over 9
+// rows, so next to NaN a pixel can differ in its last bit), with the work
+// arranged so that
+// each shared-memory read serves more outputs. A thread computes 4 adjacent
+// outputs in each of RB consecutive rows: it walks the RB + ky - 1 tile rows
+// those outputs read, loading each row's 4 + KXP values into registers once,
+// and adds that row's partial to every output row it belongs to (kernel row
+// j - r of output row r). The weights sit in shared memory (float4
+// broadcasts); with KXP a compile-time constant the taps are unrolled. On
+// the H100 the 2-D kernel was bound by instruction issue (85% busy, 3.2
+// instructions per tap: a constant load per weight, loop control, the
+// double conversion per row per output); here each tap is about one FMA.
+// Tile 64 x (16 RB) outputs; shared: (16 RB + ky - 1) x (64 + KXP) floats,
+// twice with NANS, then the weights (ky x KXP).
+enum { RBW = 64, RBT = 16 }; // tile width; thread rows of a block (256 / 16)
+
+template <int KXP, int RB, class acc_t>
+static __device__ __forceinline__ void rb_sums(const float *S, int cols, const float *W, int ky,
+                                               acc_t sum[RB][4])
+{
+#pragma unroll
+    for (int r = 0; r < RB; r++)
+#pragma unroll
+        for (int o = 0; o < 4; o++)
+            sum[r][o] = 0;
+    for (int j = 0; j < RB + ky - 1; j++) {
+        float v[KXP + 4];
+#pragma unroll
+        for (int q = 0; q < KXP / 4 + 1; q++) {
+            const float4 a = *reinterpret_cast<const float4 *>(S + j * cols + 4 * q);
+            v[4 * q] = a.x, v[4 * q + 1] = a.y, v[4 * q + 2] = a.z, v[4 * q + 3] = a.w;
+        }
+#pragma unroll
+        for (int r = 0; r < RB; r++) {
+            const int kr = j - r; // the kernel row that row j is for output row r
+            if (kr < 0 || kr >= ky)
+                continue;
+            float p[4] = {0.f, 0.f, 0.f, 0.f};
+            const float *w = W + kr * KXP;
+#pragma unroll
+            for (int q = 0; q < KXP / 4; q++) {
+                const float4 b = *reinterpret_cast<const float4 *>(w + 4 * q);
+                const float wq[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+#pragma unroll
+                    for (int o = 0; o < 4; o++)
+                        p[o] = fmaf(wq[t], v[o + 4 * q + t], p[o]);
+            }
+#pragma unroll
+            for (int o = 0; o < 4; o++)
+                sum[r][o] += p[o];
+        }
+    }
+}
+
+template <bool NANS, int KXP, int RB, bool DBL>
+static __global__ void __launch_bounds__(NTHREADS)
+direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout, int nx,
+            int ny, int kx, int ky, int cx, int cy, int edge, float wsum,
+            const float *__restrict__ wg)
+{
+    typedef typename std::conditional<DBL, double, float>::type acc_t;
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    constexpr int cols = RBW + KXP, th = RBT * RB;
+    const int rows = th + ky - 1;
+    float *M = NANS ? T + rows * cols : nullptr;
+    float *Ws = T + (size_t)rows * cols * (NANS ? 2 : 1);
+    for (int i = threadIdx.x; i < ky * KXP; i += blockDim.x) // published by load_tile's barrier
+        Ws[i] = __ldg(wg + i);
+    const int x0 = blockIdx.x * RBW, y0 = blockIdx.y * th;
+    const int renorm = load_tile(T, M, rows, cols, in, sin, nx, ny, x0 - (kx - 1 - cx),
+                                 y0 - (ky - 1 - cy), edge, kx * ky <= 225);
+    const int c0 = 4 * (threadIdx.x % (RBW / 4)), oy = RB * (threadIdx.x / (RBW / 4));
+    acc_t acc[RB][4], den[RB][4];
+    rb_sums<KXP, RB>(T + oy * cols + c0, cols, Ws, ky, acc);
+    if (NANS && renorm)
+        rb_sums<KXP, RB>(M + oy * cols + c0, cols, Ws, ky, den);
+#pragma unroll
+    for (int r = 0; r < RB; r++) {
+        const int y = y0 + oy + r;
+        if (y >= ny)
+            break;
+        float o4[4];
+#pragma unroll
+        for (int o = 0; o < 4; o++) {
+            const int x = x0 + c0 + o;
+            o4[o] = NANS && x < nx ? finish((float)acc[r][o], NANS && renorm ? (float)den[r][o] : 0.f,
+                                            __ldg(in + (size_t)y * sin + x), renorm, wsum)
+                                   : (float)acc[r][o];
+        }
+        float *dst = out + (size_t)y * sout + x0 + c0;
+        if (x0 + c0 + 3 < nx && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
+            *reinterpret_cast<float4 *>(dst) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+        } else {
+#pragma unroll
+            for (int o = 0; o < 4; o++)
+                if (x0 + c0 + o < nx)
+                    dst[o] = o4[o];
+        }
+    }
+}
+
 // ---- direct, separable --------------------------------------------------------
 
 // c_w: flipped row weights (kxp, zero-padded) then flipped column weights

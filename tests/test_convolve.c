@@ -521,7 +521,7 @@ START_TEST(test_cpu_params)
     ck_assert_int_eq(sf_convolve_cpu(&im, &big, SF_CONV_DIRECT, SF_EDGE_WRAP, 0, &out), SF_ERR_PARAM);
     ck_assert(strstr(sf_errdetail(), "129") != NULL);
     ck_assert_int_eq(sf_convolve_cpu(&im, &big, SF_CONV_AUTO, SF_EDGE_WRAP, 0, &out), SF_OK);
-    /* the GPU policy: rank one direct; others direct up to 225 taps (169 below 4096^2) */
+    /* the GPU policy: rank one direct; others direct up to 225 taps */
     ck_assert_int_eq(sf_convolve_pick(&big, 20, 10, 1), SF_CONV_FFT);
     ck_assert_int_eq(sf_convolve_pick(&k, 4096, 4096, 1), SF_CONV_DIRECT);
     sf_kernel_free(&big);
@@ -531,9 +531,13 @@ START_TEST(test_cpu_params)
     ck_assert_int_eq(sf_convolve_pick(&k, 4096, 4096, 0), SF_CONV_DIRECT);
     sf_kernel_free(&big);
     ck_assert_int_eq(sf_kernel_gauss(&big, 5, 3, 30, 15), SF_OK); /* 15x15, not rank one: */
-    ck_assert_ptr_null(big.row); /* direct from 4096^2 on, FFT below (the H100 crossover) */
+    ck_assert_ptr_null(big.row); /* direct at every size (the H100's measured crossover) */
     ck_assert_int_eq(sf_convolve_pick(&big, 4096, 4096, 1), SF_CONV_DIRECT);
-    ck_assert_int_eq(sf_convolve_pick(&big, 2048, 2048, 1), SF_CONV_FFT);
+    ck_assert_int_eq(sf_convolve_pick(&big, 2048, 2048, 1), SF_CONV_DIRECT);
+    sf_kernel_free(&big);
+    ck_assert_int_eq(sf_kernel_gauss(&big, 6, 4, 30, 17), SF_OK); /* 17x17: 289 taps, FFT */
+    ck_assert_ptr_null(big.row);
+    ck_assert_int_eq(sf_convolve_pick(&big, 8192, 8192, 1), SF_CONV_FFT);
     sf_kernel_free(&big);
     sf_kernel_free(&k);
     sf_image_free(&im, NULL);

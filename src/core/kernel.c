@@ -464,17 +464,17 @@ int sf_fft_size(int n)
 #define CPU_NS_FFT 2.5
 
 /* GPU policy, measured on an H100 (tests/bench/bench_convolve, CUDA events,
- * median of 20, 2026-11-22; tests/bench/results/h100-2026-11-22): rank-one
- * kernels always direct (41 taps at 8192^2: 0.62 ms against 1.60 ms by
- * FFT); general kernels direct up to 15 x 15 = 225 taps on images of 4096^2
- * and more (8192^2: 15 x 15 direct 1.47 ms, FFT 1.47 ms; 21 x 21 direct
- * 2.48, FFT 1.49; 4096^2: 15 x 15 direct 0.387, FFT 0.396), up to 13 x 13 =
- * 169 taps on smaller images, where the FFT is relatively cheaper (2048^2:
- * 9 x 9 direct 0.067 ms, FFT 0.102; 15 x 15 direct 0.123, FFT 0.108), FFT
- * above. */
+ * median of 20): rank-one kernels always direct (41 taps at 8192^2: 0.62 ms
+ * against 1.60 ms by FFT; 2026-11-22, tests/bench/results/h100-2026-11-22);
+ * general kernels direct up to 15 x 15 = 225 taps, FFT above. With the
+ * register-blocked 2-D kernel (2026-11-26, tests/bench/results/
+ * h100-2026-11-26-convolve-rb): 15 x 15 direct 0.079 / 0.253 / 0.922 ms at
+ * 2048^2 / 4096^2 / 8192^2 against FFT 0.105 / 0.397 / 1.476; 17 x 17
+ * direct 0.112 / 0.388 / 1.453 against FFT 0.108 / 0.399 / 1.478 (even);
+ * 21 x 21 direct 0.146 / 0.514 / 1.935 against FFT 0.112 / 0.407 / 1.492.
+ * (Before it, 15 x 15 took 0.110 ms at 2048^2 and the FFT won there above
+ * 13 x 13.) */
 #define GPU_DIRECT_MAX_TAPS 225
-#define GPU_DIRECT_MAX_TAPS_SMALL 169
-#define GPU_SMALL_NPIX (4096.0 * 4096.0)
 
 int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
 {
@@ -482,11 +482,7 @@ int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
     if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
         return SF_CONV_FFT; /* the direct methods do not take it */
     if (gpu)
-        return sep || (long)k->nx * k->ny <= ((double)nx * ny < GPU_SMALL_NPIX
-                                                  ? GPU_DIRECT_MAX_TAPS_SMALL
-                                                  : GPU_DIRECT_MAX_TAPS)
-                   ? SF_CONV_DIRECT
-                   : SF_CONV_FFT;
+        return sep || (long)k->nx * k->ny <= GPU_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
     double npix = (double)nx * ny;
     double p = (double)sf_fft_size(nx + k->nx - 1) * sf_fft_size(ny + k->ny - 1);
     double direct = sep ? (CPU_NS_TAP_SEP * (k->nx + k->ny) + CPU_NS_PIX_SEP) * npix

@@ -10,7 +10,9 @@
 #           and 8192 (median of 10, CUDA events), today's kernels and, in the
 #           same process run, SKYFIND_BANE_BLOCK=1 (the block-per-cell and
 #           block-per-node bane kernels they replace) alternated twice
-#           (FLOOR_VARIANTS="new" skips the block kernels)
+#           (FLOOR_VARIANTS="new" skips the block kernels; a variant
+#           NAME=VALUE runs with that in the environment, e.g.
+#           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel)
 #   ncu     Nsight Compute kernel times of one run at NCU_SIZE (default
 #           8192^2) of each pipeline in NCU_PIPES (default radio)
 #   ncudetail  Nsight Compute sections (speed of light, occupancy, launch,
@@ -77,13 +79,16 @@ if want bench; then
     say "bench_pipeline, GPU stages (median of 10): today's kernels, then SKYFIND_BANE_BLOCK=1, twice"
     for rep in 1 2; do
         for v in ${FLOOR_VARIANTS:-new block}; do
-            if [ $v = block ]; then export SKYFIND_BANE_BLOCK=1; else unset SKYFIND_BANE_BLOCK; fi
             say "variant $v, round $rep"
-            "$BIN/tests/bench/bench_pipeline" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
+            case $v in
+            new) envv=() ;;
+            block) envv=(SKYFIND_BANE_BLOCK=1) ;;
+            *=*) envv=($v) ;;
+            esac
+            env "${envv[@]}" "$BIN/tests/bench/bench_pipeline" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
                 --sizes "${sizes// /,}" --repeat 10 --backend gpu --workdir "$W" 2>&1 | tee -a "$LOG"
         done
     done
-    unset SKYFIND_BANE_BLOCK
 fi
 
 if want ncu; then
