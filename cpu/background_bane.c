@@ -310,11 +310,14 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
 {
     const int step = p->step, cx0 = x0 / step, cx1 = (x1 - 1) / step, cy0 = y0 / step,
               cy1 = (y1 - 1) / step, ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
-    double n = 0, s1 = 0, s2 = 0, lo = -INFINITY, hi = INFINITY, mean, sigma;
+    double n = 0, lo = -INFINITY, hi = INFINITY, mean, sigma;
+    double t1[SF_BANE_LANES], t2[SF_BANE_LANES]; /* sf_bane_lanes_total's lanes */
     int it = 0, i;
     size_t nk, k, km, below, m;
     /* pass 1: every finite pixel */
     i = 0;
+    for (int q = 0; q < SF_BANE_LANES; q++)
+        t1[q] = t2[q] = 0.0;
     for (int cy = cy0; cy <= cy1; cy++)
         for (int cx = cx0; cx <= cx1; cx++, i++) {
             const float *v;
@@ -323,17 +326,19 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
             ab[2 * i] = 0;
             ab[2 * i + 1] = cnt;
             n += cnt;
-            s1 += sf_bane_range(c->a1 + o, cnt, 0, cnt);
-            s2 += sf_bane_range(c->a2 + o, cnt, 0, cnt);
+            t1[i % SF_BANE_LANES] += sf_bane_range(c->a1 + o, cnt, 0, cnt);
+            t2[i % SF_BANE_LANES] += sf_bane_range(c->a2 + o, cnt, 0, cnt);
         }
     if (n == 0) {
         *level = *rms = NAN;
         return 0;
     }
-    sf_bane_mean_sigma_d(n, s1, s2, &mean, &sigma);
+    sf_bane_mean_sigma_d(n, sf_bane_lanes_total(t1), sf_bane_lanes_total(t2), &mean, &sigma);
     while (it < SF_BANE_PASSES) {
-        double l = lo, h = hi, s0 = sigma, un = 0, u1 = 0, u2 = 0;
+        double l = lo, h = hi, s0 = sigma, un = 0;
         sf_bane_bounds(mean, sigma, p->kappa, &l, &h);
+        for (int q = 0; q < SF_BANE_LANES; q++)
+            t1[q] = t2[q] = 0.0;
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
@@ -347,8 +352,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
                 ab[2 * (ncl + i)] = a;
                 ab[2 * (ncl + i) + 1] = b;
                 un += b - a;
-                u1 += sf_bane_range(c->a1 + o, cnt, a, b);
-                u2 += sf_bane_range(c->a2 + o, cnt, a, b);
+                t1[i % SF_BANE_LANES] += sf_bane_range(c->a1 + o, cnt, a, b);
+                t2[i % SF_BANE_LANES] += sf_bane_range(c->a2 + o, cnt, a, b);
             }
         if (un == 0)
             break;
@@ -357,7 +362,7 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         hi = h;
         n = un;
         memcpy(ab, ab + 2 * ncl, (size_t)ncl * 2 * sizeof *ab);
-        sf_bane_mean_sigma_d(un, u1, u2, &mean, &sigma);
+        sf_bane_mean_sigma_d(un, sf_bane_lanes_total(t1), sf_bane_lanes_total(t2), &mean, &sigma);
         if (sf_bane_settled(s0, sigma))
             break;
     }

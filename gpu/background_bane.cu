@@ -11,8 +11,9 @@
 //    1024 pixels: bane_cellsort, a block a cell.
 // 3. bane_nodes_warp: the cell-aligned nodes, a warp each, 8 a block
 //    (nodes of up to 8 x 8 cells): per-cell kept ranges by galloping
-//    searches from the previous pass's, range sums added in the twin's
-//    raster order; the median from a window of candidates around the mean,
+//    searches from the previous pass's, range sums added a cell or two a
+//    lane and then by shuffles (sf_bane_lanes_total, the twin's order);
+//    the median from a window of candidates around the mean,
 //    narrowed to about 50, sorted in shared memory. A node with too many
 //    candidates (many equal values) is listed for the block kernel.
 // 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
@@ -386,7 +387,7 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
         *coff = tb + ncl;
     if (cells) {
         // pass 1, then the clipping passes: each thread its cells' ranges and
-        // range sums, thread 0 adds them in raster order (as the twin)
+        // range sums, thread 0 adds them (sf_bane_lanes_total, as the twin)
         for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
             double l = lo, hh = hi, s0 = 0;
             if (pass) {
@@ -408,15 +409,17 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
             }
             __syncthreads();
             if (tid == 0) {
-                double un = 0, u1 = 0, u2 = 0;
+                double un = 0, t1[SF_BANE_LANES], t2[SF_BANE_LANES];
+                for (int q = 0; q < SF_BANE_LANES; q++)
+                    t1[q] = t2[q] = 0.0;
                 for (int i = 0; i < ncl; i++) {
                     un += tb[i] - ta[i];
-                    u1 += r1[i];
-                    u2 += r2[i];
+                    t1[i % SF_BANE_LANES] += r1[i];
+                    t2[i % SF_BANE_LANES] += r2[i];
                 }
                 tot[0] = un;
-                tot[1] = u1;
-                tot[2] = u2;
+                tot[1] = sf_bane_lanes_total(t1);
+                tot[2] = sf_bane_lanes_total(t2);
             }
             __syncthreads();
             if (tot[0] == 0) {
@@ -730,7 +733,6 @@ static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, in
 }
 
 struct bane_warp_shared {
-    double r1[BW_CELLS], r2[BW_CELLS];
     int ca[BW_CELLS], cb[BW_CELLS], ta[BW_CELLS], tb[BW_CELLS];
     unsigned cand[BW_CAND];
 };
@@ -768,6 +770,10 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             s0 = sigma;
             sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
         }
+        // this lane's cells (lane, lane + 32): ranges and range sums, added
+        // in sf_bane_lanes_total's order (the twin's)
+        double u1 = 0.0, u2 = 0.0;
+        unsigned cn = 0;
         for (int i = lane; i < ncl; i += 32) {
             const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
             const long long o = a.off[ci];
@@ -781,16 +787,17 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             }
             S.ta[i] = ia;
             S.tb[i] = ib;
-            S.r1[i] = sf_bane_range(a.a1 + o, cnt, ia, ib);
-            S.r2[i] = sf_bane_range(a.a2 + o, cnt, ia, ib);
+            u1 = u1 + sf_bane_range(a.a1 + o, cnt, ia, ib);
+            u2 = u2 + sf_bane_range(a.a2 + o, cnt, ia, ib);
+            cn += ib - ia;
         }
-        __syncwarp();
-        double un = 0, u1 = 0, u2 = 0; // every lane: the twin's raster-order sums
-        for (int i = 0; i < ncl; i++) {
-            un += S.tb[i] - S.ta[i];
-            u1 += S.r1[i];
-            u2 += S.r2[i];
+        for (int o = SF_BANE_LANES / 2; o; o >>= 1) { // lane i takes lane i + o
+            u1 = u1 + __shfl_down_sync(0xffffffffu, u1, o);
+            u2 = u2 + __shfl_down_sync(0xffffffffu, u2, o);
         }
+        u1 = __shfl_sync(0xffffffffu, u1, 0);
+        u2 = __shfl_sync(0xffffffffu, u2, 0);
+        const double un = (double)bane_warp_sum(cn);
         if (un == 0) {
             if (!pass) {
                 if (lane == 0)

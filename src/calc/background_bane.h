@@ -208,9 +208,9 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
  * of a cell (lo < v < hi) are an index range [a, b) found by two binary
  * searches, and their sums come from at most two running sums that never
  * reach past the range's far end (an outlier at a cell's end does not
- * enter the sums of ranges without it). A node sums its cells in raster
- * order; both backends run these same double operations in that order, so
- * their bits agree. Nodes whose box is not cell-aligned (the far-edge nodes
+ * enter the sums of ranges without it). A node adds its cells' range sums
+ * in the lane order of sf_bane_lanes_total; both backends run these same
+ * double operations in that order, so their bits agree. Nodes whose box is not cell-aligned (the far-edge nodes
  * when the image side is not a multiple of step; every node when box is
  * not a multiple of 2 step) read their pixels as above. The two ways sum
  * in different orders: they differ in the last bits, not in what they
@@ -371,6 +371,21 @@ SF_BKG_HD static inline double sf_bane_grid_mean(const float *fb, int nb)
         t = t + u;
     }
     return t / nb;
+}
+
+/* A node's total of its cells' range sums, cell i (raster order) in lane
+ * i % 32: each lane adds its cells in raster order from 0.0 (t[i % 32] =
+ * t[i % 32] + r_i), then the 32 lanes pairwise, lane i taking lane i + o
+ * for o = 16, 8, 4, 2, 1: a warp with a cell or two a lane computes it with
+ * five shuffles, where a sum in raster order kept every lane of the GPU's
+ * node waiting on a chain of 36 dependent additions each pass. Destroys t. */
+#define SF_BANE_LANES 32
+SF_BKG_HD static inline double sf_bane_lanes_total(double t[SF_BANE_LANES])
+{
+    for (int o = SF_BANE_LANES / 2; o; o >>= 1)
+        for (int i = 0; i < o; i++)
+            t[i] = t[i] + t[i + o];
+    return t[0];
 }
 
 /* Mean and sigma (ddof 0) from plain double sums (the cell path). */
