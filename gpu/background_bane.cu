@@ -17,9 +17,11 @@
 //    narrowed to about 50, sorted in shared memory. A node with too many
 //    candidates (many equal values) is listed for the block kernel.
 // 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
-//    nodes, mode 2 the others (last column and row, not cell-aligned), mode
-//    1 every aligned node when nodes have more than 64 cells, mode 0 every
-//    node without the cell path:
+//    nodes (a few blocks looping over the list), mode 2 the others (last
+//    column and row, not cell-aligned; launched on a side stream right
+//    after bane_cellstat, so they run beside steps 2 and 3), mode 1 every
+//    aligned node when nodes have more than 64 cells, mode 0 every node
+//    without the cell path:
 //    - cell path: as bane_nodes_warp, thread 0 adding the range sums;
 //      candidates ranked exactly (bane_rank);
 //    - pixel path: the box staged in shared memory once (up to BN_STAGE_MAX
@@ -347,7 +349,8 @@ __device__ void bane_median_box(const float *src, size_t pitch, int w, int h, do
     }
 }
 
-__global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
+// One node by the block (bane_nodes' modes below).
+__device__ void bane_node_block(const bane_args &a, int node)
 {
     extern __shared__ double dyn_s[]; // the staged box, or the cell path's per-cell arrays
     float *box_s = (float *)dyn_s;
@@ -356,16 +359,6 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     __shared__ double tot[3];
     __shared__ int flag[4];
     const int tid = threadIdx.y * BN_TX + threadIdx.x;
-    int node = blockIdx.x;
-    if (a.mode == 3) { // the nodes bane_nodes_warp listed
-        if (node >= *a.nslow)
-            return;
-        node = a.slow[node];
-    }
-    if (a.mode == 2) { // the last column's nodes (when nx % step), then the last row's
-        const int col = a.nx % a.step != 0 ? a.ncy : 0;
-        node = node < col ? node * a.ncx + a.ncx - 1 : (a.ncy - 1) * a.ncx + (node - col);
-    }
     const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
               py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
     int x0, x1, y0, y1, it = 0;
@@ -543,6 +536,23 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
     }
 }
 
+__global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
+{
+    if (a.mode == 3) { // the nodes bane_nodes_warp listed, a few blocks for all
+        for (int q = blockIdx.x; q < *a.nslow; q += gridDim.x) {
+            bane_node_block(a, a.slow[q]);
+            __syncthreads(); // the next node reuses the shared arrays
+        }
+        return;
+    }
+    int node = blockIdx.x;
+    if (a.mode == 2) { // the last column's nodes (when nx % step), then the last row's
+        const int col = a.nx % a.step != 0 ? a.ncy : 0;
+        node = node < col ? node * a.ncx + a.ncx - 1 : (a.ncy - 1) * a.ncx + (node - col);
+    }
+    bane_node_block(a, node);
+}
+
 // ---- the cell path, a warp per cell or node -------------------------------
 // The common case (radio.pipe: step = 4 beams, box = 6 steps) has nodes of
 // 36 cells of a few hundred pixels: too little work for a 256-thread block
@@ -606,7 +616,7 @@ __device__ void bane_warp_bitonic(unsigned *keys, int P)
 
 // One of a cell's running sums (sf_bane_running: sq 0 the values, 1 their
 // squares) over one half (sf_bane_half), a chunk a lane: the chunk's own
-// sums, the chunks' offsets added in lane order through shuffles, then the
+// sums, the chunks' offsets by a shuffle scan (sf_bane_scan), then the
 // entries P + u into dst (cell-relative indices).
 __device__ void bane_half_warp(const unsigned *ks, int m, int len, int dir, int sq, double *dst)
 {
@@ -617,12 +627,16 @@ __device__ void bane_half_warp(const unsigned *ks, int m, int len, int dir, int 
         const double d = (double)sf_fkey_value(ks[dir > 0 ? m + j : m - 1 - j]);
         u = u + (sq ? __dmul_rn(d, d) : d);
     }
-    for (int q = 0; q < SF_BANE_CHUNKS; q++) {
-        const double t = __shfl_sync(0xffffffffu, u, q);
-        if (lane == q)
-            p = acc;
-        acc = acc + t;
+    // the chunks' offsets: sf_bane_scan's association, lane q holding x_q
+    acc = u;
+    for (int o = 1; o < SF_BANE_CHUNKS; o <<= 1) {
+        const double y = __shfl_up_sync(0xffffffffu, acc, o);
+        if (lane >= o)
+            acc = y + acc;
     }
+    p = __shfl_up_sync(0xffffffffu, acc, 1);
+    if (lane == 0)
+        p = 0.0;
     u = 0.0;
     for (int j = j0; j < j1; j++) {
         const int i = dir > 0 ? m + j : m - 1 - j;
@@ -1144,6 +1158,9 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     float *gsort;
     bane_summary_out *dsum;
     int *iters, *slow, *nslow;
+    bane_args na; // the node kernels' arguments (bane_nodes_setup)
+    size_t sdyn = 0, cdyn = 0;
+    int ne = 0, forked = 0;
     const int use_cells = sf_bane_use_cells(step, p->box);
     // SKYFIND_BANE_BLOCK=1: the block-per-cell and block-per-node kernels
     // (the warp kernels' reference in benchmarks; the same maps)
@@ -1185,6 +1202,27 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         q += SF_BANE_ALIGN(np * 8);
         ctemp = q;
     }
+    {
+        // boxes of up to BN_STAGE_MAX pixels are read from the image once
+        const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
+        const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
+        // Two kinds of launch on the cell path: the aligned nodes with only
+        // their small per-cell arrays in shared memory (many blocks an SM),
+        // and the few others (last column, last row: mode 2) with their
+        // staged boxes.
+        sdyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
+        cdyn = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
+        ne = use_cells ? (nx % step ? ncy : 0) + (ny % step ? ncx - (nx % step ? 1 : 0) : 0) : 0;
+        na = bane_args{img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
+                       step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
+                       raws,      iters,       use_cells ? 1 : 0, slow, nslow};
+        const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
+        // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
+        // block gets without asking
+        if (dyn)
+            SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)dyn));
+    }
     SF_CUDA(cudaMemsetAsync(dscan, 0, sizeof *dscan, g->stream));
     SF_CUDA(cudaMemsetAsync(nslow, 0, sizeof *nslow, g->stream));
     if (!use_cells || blockpath) { // the cell path counts them in its offsets
@@ -1208,6 +1246,17 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 img->data, img->stride, nx, ny, step, ccx, ccx * ccy, ccnt, cm);
         }
         SF_LAUNCHED();
+        if (ne && !blockpath) {
+            // the nodes off the cell grid need only the cell maxima: on a side
+            // stream, beside the cell sort and the warp kernel (0.15 ms of
+            // 965 blocks at 8192^2 that ran alone after them)
+            bane_args a2 = na;
+            a2.mode = 2;
+            SF_TRY(sf_gpu_fork(g, 1));
+            forked = 1;
+            bane_nodes<<<ne, dim3(BN_TX, BN_TY), sdyn, g->aux[0]>>>(a2);
+            SF_LAUNCHED();
+        }
         {
             // the offsets: cub's scan of the counts (its temporary storage
             // after the cell arrays, sf_bane_scratch_bytes), else one block
@@ -1233,38 +1282,26 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         SF_LAUNCHED();
     }
     {
-        // boxes of up to BN_STAGE_MAX pixels are read from the image once
-        const long long bw = p->box < nx ? p->box : nx, bh = p->box < ny ? p->box : ny;
-        const int stage = bw * bh <= BN_STAGE_MAX && !getenv("SKYFIND_BANE_NOSTAGE");
-        // Two launches on the cell path: the aligned nodes with only their
-        // small per-cell arrays in shared memory (many blocks an SM), then
-        // the few others (last column, last row) with their staged boxes.
-        const size_t sdyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
-        const size_t cdyn = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
-        const int ne = use_cells ? (nx % step ? ncy : 0) + (ny % step ? ncx - (nx % step ? 1 : 0) : 0)
-                                 : 0;
-        bane_args a = {img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
-                       step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
-                       raws,      iters,       use_cells ? 1 : 0, slow, nslow};
-        const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
-        // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
-        // block gets without asking
-        if (dyn)
-            SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)dyn));
         if (use_cells && !blockpath && (p->box / step) * (p->box / step) <= BW_CELLS) {
-            // a warp a node, then the few it lists (mode 3) a block each
+            // a warp a node, then the few it lists (mode 3) by a few blocks
             bane_nodes_warp<<<(nb + BW_WARPS - 1) / BW_WARPS, 32 * BW_WARPS, 0, g->stream>>>(
-                a, slow, nslow);
+                na, slow, nslow);
             SF_LAUNCHED();
-            a.mode = 3;
+            na.mode = 3;
+            bane_nodes<<<nb < 8 * g->sm_count ? nb : 8 * g->sm_count, dim3(BN_TX, BN_TY), cdyn,
+                         g->stream>>>(na);
+        } else {
+            bane_nodes<<<nb, dim3(BN_TX, BN_TY), use_cells ? cdyn : sdyn, g->stream>>>(na);
         }
-        bane_nodes<<<nb, dim3(BN_TX, BN_TY), use_cells ? cdyn : sdyn, g->stream>>>(a);
         SF_LAUNCHED();
-        if (ne) {
-            a.mode = 2;
-            bane_nodes<<<ne, dim3(BN_TX, BN_TY), sdyn, g->stream>>>(a);
+        if (ne && !forked) {
+            na.mode = 2;
+            bane_nodes<<<ne, dim3(BN_TX, BN_TY), sdyn, g->stream>>>(na);
             SF_LAUNCHED();
+        }
+        if (forked) {
+            forked = 0;
+            SF_TRY(sf_gpu_join(g, 1));
         }
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
@@ -1332,6 +1369,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     sf_bane_grid_stats(hb, hs, nb, (long long)scan.nfinite, niter, out);
 done:
 fail:
+    if (forked) // the side stream's nodes are ordered before whatever comes next
+        (void)sf_gpu_join(g, 1);
     free(hb);
     return st;
 }

@@ -322,18 +322,41 @@ SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int 
 /* A cell's running sums (s sorted, c values). Each half (upward from m =
  * c/2, and downward from m-1) is cut into 32 chunks of ceil(len/32) values
  * (SF_BANE_CHUNKS; the last ones short or empty); inside a chunk the sums
- * run from its start (u = u + d), the chunks' totals are added in chunk
- * order into each chunk's offset P (P_0 = 0, P_q+1 = P_q + t_q), and an
- * entry is P + u. So a1[i] is a sum of s[m..i] (or s[i..m-1]) in a fixed
- * association that a warp computes with one chunk a lane (the GPU's
- * bane_running_warp: the same operations, so the same bits). */
+ * run from its start (u = u + d); the chunks' totals t_q get their offsets
+ * P_q by a scan in the association of a warp's shuffle scan (sf_bane_scan:
+ * x_q = t_q, then for o = 1, 2, 4, 8, 16 every x_q with q >= o becomes
+ * x_(q-o) + x_q at once; P_0 = 0, P_q = x_(q-1)), and an entry is P + u. So
+ * a1[i] is a sum of s[m..i] (or s[i..m-1]) in a fixed association that a
+ * warp computes with one chunk a lane and five shuffle steps (the GPU's
+ * bane_running_warp: the same operations, so the same bits; a chain of 32
+ * dependent additions there cost a third of its cell sort). */
 #define SF_BANE_CHUNKS 32
+SF_BKG_HD static inline void sf_bane_scan(double x[SF_BANE_CHUNKS])
+{
+    for (int o = 1; o < SF_BANE_CHUNKS; o <<= 1)
+        for (int q = SF_BANE_CHUNKS - 1; q >= o; q--) /* downwards: x[q - o] is still the old one */
+            x[q] = x[q - o] + x[q];
+}
+
 SF_BKG_HD static inline void sf_bane_half(const float *s, int m, int len, int dir, double *a1,
                                           double *a2)
 {
     const int cl = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS;
-    double p1 = 0.0, p2 = 0.0;
+    double x1[SF_BANE_CHUNKS], x2[SF_BANE_CHUNKS];
     for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+        double u1 = 0.0, u2 = 0.0;
+        for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
+            const double d = (double)s[dir > 0 ? m + j : m - 1 - j];
+            u1 = u1 + d;
+            u2 = u2 + SF_BKG_DMUL(d, d);
+        }
+        x1[q] = u1;
+        x2[q] = u2;
+    }
+    sf_bane_scan(x1);
+    sf_bane_scan(x2);
+    for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+        const double p1 = q ? x1[q - 1] : 0.0, p2 = q ? x2[q - 1] : 0.0;
         double u1 = 0.0, u2 = 0.0;
         for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
             const int i = dir > 0 ? m + j : m - 1 - j;
@@ -343,8 +366,6 @@ SF_BKG_HD static inline void sf_bane_half(const float *s, int m, int len, int di
             a1[i] = p1 + u1;
             a2[i] = p2 + u2;
         }
-        p1 = p1 + u1;
-        p2 = p2 + u2;
     }
 }
 
