@@ -38,12 +38,13 @@
 //  3. bke_compress: every block points at its root.
 //  4. bke_pixels:   per pixel, the root's area (warp-aggregated), its first
 //                   pixel in raster order (atomicMin) and whether it holds a
-//                   seed (atomicOr).
+//                   seed (atomicOr); warps of sky pixels leave at once.
 //  5. bke_mark:     each kept root sets F[row * nbx + x/2] of its first pixel
 //                   (a block holds at most one island's first pixel, and in
 //                   one pixel row block order is pixel order), so a CUB
 //                   exclusive scan of F numbers the islands in raster order.
-//  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0.
+//  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0;
+//                   four pixels a thread (a 4-byte mask load, a 16-byte store).
 // Every step is one pass over pixels or blocks: the work is linear in the
 // pixels whatever the mask (one big island, checkerboards, noise).
 #include <cub/cub.cuh>
@@ -193,6 +194,8 @@ static __global__ void seg_compress(const uint8_t *mask, int *L, unsigned *area,
         seed = mask[i] == 1;
     }
     // one atomicAdd per distinct root in the warp
+    if (!__any_sync(SEG_FULL, r >= 0))
+        return; // most warps: sky only (and no __match_any_sync, the costly part)
     unsigned same = __match_any_sync(SEG_FULL, r);
     unsigned seeds = __ballot_sync(SEG_FULL, seed);
     int lane = threadIdx.x & 31;
@@ -368,22 +371,45 @@ static __global__ void bke_mark(const int *B, const unsigned *area, const int *f
     }
 }
 
+static __device__ __forceinline__ int bke_label(const int *B, const unsigned *area,
+                                                const int *first, const int *number, int i, int nx,
+                                                int nbx, int min_area)
+{
+    int x = i % nx, y = i / nx, r = B[(y >> 1) * nbx + (x >> 1)];
+    if (!bke_keep(area[r], min_area))
+        return 0;
+    int p = first[r];
+    return number[(p / nx) * nbx + (p % nx) / 2] + 1;
+}
+
+// Four pixels a thread: one 4-byte mask load and one 16-byte label store
+// (the mask and labels are contiguous, npix rounded up to 4 in the grid).
 static __global__ void bke_final(const uint8_t *mask, const int *B, const unsigned *area,
                                  const int *first, const int *number, int *L, int nx, int nbx,
                                  int npix, int min_area)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= npix)
+    const int i0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i0 >= npix)
         return;
-    int out = 0;
-    if (mask[i]) {
-        int x = i % nx, y = i / nx, r = B[(y >> 1) * nbx + (x >> 1)];
-        if (bke_keep(area[r], min_area)) {
-            int p = first[r];
-            out = number[(p / nx) * nbx + (p % nx) / 2] + 1;
+    if (i0 + 4 <= npix && !(reinterpret_cast<uintptr_t>(mask + i0) & 3) &&
+        !(reinterpret_cast<uintptr_t>(L + i0) & 15)) {
+        const uchar4 m = *reinterpret_cast<const uchar4 *>(mask + i0);
+        int4 out = make_int4(0, 0, 0, 0);
+        if (m.x | m.y | m.z | m.w) {
+            if (m.x)
+                out.x = bke_label(B, area, first, number, i0, nx, nbx, min_area);
+            if (m.y)
+                out.y = bke_label(B, area, first, number, i0 + 1, nx, nbx, min_area);
+            if (m.z)
+                out.z = bke_label(B, area, first, number, i0 + 2, nx, nbx, min_area);
+            if (m.w)
+                out.w = bke_label(B, area, first, number, i0 + 3, nx, nbx, min_area);
         }
+        *reinterpret_cast<int4 *>(L + i0) = out;
+        return;
     }
-    L[i] = out;
+    for (int i = i0; i < i0 + 4 && i < npix; i++)
+        L[i] = mask[i] ? bke_label(B, area, first, number, i, nx, nbx, min_area) : 0;
 }
 
 // launchers
@@ -450,8 +476,8 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
         SF_LAUNCHED();
         SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)F, number, nf + 1,
                                               g->stream));
-        bke_final<<<pb, SEG_THREADS, 0, g->stream>>>(mask->data, B, area, first, number, labels->data,
-                                                     nx, nbx, npix, p->min_area);
+        bke_final<<<sf_blocks((npix + 3) / 4, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
+            mask->data, B, area, first, number, labels->data, nx, nbx, npix, p->min_area);
         SF_LAUNCHED();
         SF_TRY(sf_gpu_to_host(g, &count, number + nf, sizeof count));
         if (nlabels)
