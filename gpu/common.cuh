@@ -49,6 +49,21 @@ void sf_conv_cache_free(sf_gpu *g);
 
 extern "C" const char *sf_cufft_name(cufftResult r);
 
+// cuFFT, opened on first use (dlopen; gpu/gpu.cu): mapping and relocating the
+// library cost every process start 4 ms on the dev VM, CPU runs and GPU
+// runs without an FFT included. sf_cufft_load() returns the functions, or
+// NULL with the reason set by sf_fail (SF_ERR_CUFFT); after it succeeded,
+// sf_cufft is them.
+struct sf_cufft_fns {
+    cufftResult (*plan2d)(cufftHandle *, int, int, cufftType);
+    cufftResult (*destroy)(cufftHandle);
+    cufftResult (*set_stream)(cufftHandle, cudaStream_t);
+    cufftResult (*exec_r2c)(cufftHandle, cufftReal *, cufftComplex *);
+    cufftResult (*exec_c2r)(cufftHandle, cufftComplex *, cufftReal *);
+};
+extern "C" const sf_cufft_fns *sf_cufft_load(void);
+extern const sf_cufft_fns *sf_cufft;
+
 // Every function using these declares `sf_status st = SF_OK;` and a `fail:` label.
 #define SF_CUDA(call)                                                              \
     do {                                                                           \

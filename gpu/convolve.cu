@@ -64,9 +64,9 @@ void sf_conv_cache_free(sf_gpu *g)
     sf_conv_cache *c = g ? g->conv : NULL;
     if (!c)
         return;
-    if (c->lx) {
-        cufftDestroy(c->r2c);
-        cufftDestroy(c->c2r);
+    if (c->lx) { // plans exist: cuFFT is loaded
+        sf_cufft->destroy(c->r2c);
+        sf_cufft->destroy(c->c2r);
     }
     sf_gpu_free(g, c->spec);
     free(c);
@@ -466,24 +466,26 @@ static sf_status fft_plans(sf_gpu *g, sf_conv_cache *c, int lx, int ly)
     cufftResult r;
     if (c->lx == lx && c->ly == ly)
         return SF_OK;
+    if (!sf_cufft_load())
+        return SF_ERR_CUFFT;
     if (c->lx) {
-        cufftDestroy(c->r2c);
-        cufftDestroy(c->c2r);
+        sf_cufft->destroy(c->r2c);
+        sf_cufft->destroy(c->c2r);
         c->lx = c->ly = 0;
     }
     // a plan's work area is device memory: a plan that cannot have it is
     // the image's want of GPU memory (SF_ERR_GPU_NOMEM, one file fails or
     // goes to the CPU twin), not a broken GPU
-    if ((r = cufftPlan2d(&c->r2c, ly, lx, CUFFT_R2C)) != CUFFT_SUCCESS)
+    if ((r = sf_cufft->plan2d(&c->r2c, ly, lx, CUFFT_R2C)) != CUFFT_SUCCESS)
         return plan_fail(r, ly, lx, "R2C");
-    if ((r = cufftPlan2d(&c->c2r, ly, lx, CUFFT_C2R)) != CUFFT_SUCCESS) {
-        cufftDestroy(c->r2c);
+    if ((r = sf_cufft->plan2d(&c->c2r, ly, lx, CUFFT_C2R)) != CUFFT_SUCCESS) {
+        sf_cufft->destroy(c->r2c);
         return plan_fail(r, ly, lx, "C2R");
     }
     c->lx = lx;
     c->ly = ly;
-    SF_CUFFT(cufftSetStream(c->r2c, g->stream));
-    SF_CUFFT(cufftSetStream(c->c2r, g->stream));
+    SF_CUFFT(sf_cufft->set_stream(c->r2c, g->stream));
+    SF_CUFFT(sf_cufft->set_stream(c->c2r, g->stream));
 fail:
     return st;
 }
@@ -512,7 +514,7 @@ static sf_status fft_spectrum(sf_gpu *g, sf_conv_cache *c, const sf_kernel *k, i
     fft_kernel_grid<<<dim3(sf_blocks(lx, 256), ly), 256, 0, g->stream>>>(
         dw, k->nx, k->ny, cx, cy, 1.0f / ((float)lx * (float)ly), lx, ly, K);
     SF_LAUNCHED();
-    SF_CUFFT(cufftExecR2C(c->r2c, K, c->spec));
+    SF_CUFFT(sf_cufft->exec_r2c(c->r2c, K, c->spec));
     SF_CUDA(cudaStreamSynchronize(g->stream)); // dw is freed next
     c->spec_hash = hash;
 fail:
@@ -567,10 +569,10 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
         // the extract
         SF_TRY(fft_spectrum(g, c, k, lx, ly, cyclic ? cx : 0, cyclic ? cy : 0, E));
         if (io) {
-            SF_CUFFT(cufftExecR2C(c->r2c, in->data, C)); // out of place: the input is kept
+            SF_CUFFT(sf_cufft->exec_r2c(c->r2c, in->data, C)); // out of place: the input is kept
             fft_product<<<pblocks, 256, 0, g->stream>>>(C, c->spec, nc);
             SF_LAUNCHED();
-            SF_CUFFT(cufftExecC2R(c->c2r, C, out->data));
+            SF_CUFFT(sf_cufft->exec_c2r(c->c2r, C, out->data));
         } else {
             // the edge-extended image at (ox, oy) of the grid, ex x ey (cyclic:
             // the image itself), then the image and its validity transformed
@@ -585,10 +587,10 @@ static sf_status conv_fft(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
             for (int p = 0; p < (nans ? 2 : 1); p++) {
                 float *R = p ? V : E;
                 cufftComplex *S = p ? CV : C;
-                SF_CUFFT(cufftExecR2C(c->r2c, R, S));
+                SF_CUFFT(sf_cufft->exec_r2c(c->r2c, R, S));
                 fft_product<<<pblocks, 256, 0, g->stream>>>(S, c->spec, nc);
                 SF_LAUNCHED();
-                SF_CUFFT(cufftExecC2R(c->c2r, S, R));
+                SF_CUFFT(sf_cufft->exec_c2r(c->c2r, S, R));
             }
             fft_extract<<<dim3(sf_blocks(in->nx, 256), in->ny), 256, 0, g->stream>>>(
                 E, V, in->data, in->stride, in->nx, in->ny, cyclic ? 0 : k->nx - 1,

@@ -1,6 +1,8 @@
 // The per-run GPU context: stream, scratch memory, pinned staging buffer,
 // counted host<->device copies and event timers. GPU version only (the
 // CPU-only build uses src/core/gpu_stub.c).
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -602,6 +604,56 @@ fail:
     if (b)
         cudaFree(b);
     return st;
+}
+
+// ---- cuFFT, opened on first use ---------------------------------------------
+
+const sf_cufft_fns *sf_cufft = NULL;
+static sf_cufft_fns cufft_fns;
+static pthread_once_t cufft_once = PTHREAD_ONCE_INIT;
+static char cufft_why[512];
+
+#define SF_STR2(x) #x
+#define SF_STR(x) SF_STR2(x)
+
+static void cufft_open(void)
+{
+    // the soname of the toolkit built against, then the toolkit's own folder
+    // (its lib64 is not on the loader's path everywhere)
+    const char *names[] = {"libcufft.so." SF_STR(CUFFT_VER_MAJOR),
+#ifdef SKYFIND_CUDA_LIBDIR
+                           SKYFIND_CUDA_LIBDIR "/libcufft.so." SF_STR(CUFFT_VER_MAJOR),
+#endif
+                           "libcufft.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++)
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cufft_why, sizeof cufft_why, "cuFFT (%s) could not be loaded: %s", names[0],
+                 dlerror());
+        return;
+    }
+    cufft_fns.plan2d = (cufftResult(*)(cufftHandle *, int, int, cufftType))dlsym(h, "cufftPlan2d");
+    cufft_fns.destroy = (cufftResult(*)(cufftHandle))dlsym(h, "cufftDestroy");
+    cufft_fns.set_stream = (cufftResult(*)(cufftHandle, cudaStream_t))dlsym(h, "cufftSetStream");
+    cufft_fns.exec_r2c =
+        (cufftResult(*)(cufftHandle, cufftReal *, cufftComplex *))dlsym(h, "cufftExecR2C");
+    cufft_fns.exec_c2r =
+        (cufftResult(*)(cufftHandle, cufftComplex *, cufftReal *))dlsym(h, "cufftExecC2R");
+    if (!cufft_fns.plan2d || !cufft_fns.destroy || !cufft_fns.set_stream || !cufft_fns.exec_r2c ||
+        !cufft_fns.exec_c2r) {
+        snprintf(cufft_why, sizeof cufft_why, "cuFFT (%s) lacks a function skyfind calls", names[0]);
+        return;
+    }
+    sf_cufft = &cufft_fns;
+}
+
+extern "C" const sf_cufft_fns *sf_cufft_load(void)
+{
+    pthread_once(&cufft_once, cufft_open);
+    if (!sf_cufft)
+        sf_fail(SF_ERR_CUFFT, "%s", cufft_why);
+    return sf_cufft;
 }
 
 extern "C" const char *sf_cufft_name(cufftResult r)
