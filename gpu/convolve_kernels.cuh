@@ -17,6 +17,20 @@ enum { DTW = 64, DTH = 16, NTW = 32, NTH = 32, STW = 64, RW = 256, RH = 16, NTHR
 
 // ---- direct, general 2-D -----------------------------------------------------
 
+// dst[0 .. min(4, n)) = r: one 16-byte store when all four are in and dst
+// is aligned.
+static __device__ __forceinline__ void store4(float *dst, const float r[4], int n)
+{
+    if (n >= 4 && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
+        *reinterpret_cast<float4 *>(dst) = make_float4(r[0], r[1], r[2], r[3]);
+        return;
+    }
+#pragma unroll
+    for (int o = 0; o < 4; o++)
+        if (o < n)
+            dst[o] = r[o];
+}
+
 // Where the blocks' tiles lie: the whole image (nbx 0, grid x by y), or
 // (nbx tiles across the image) the four bands of a cyclic FFT result that
 // the wrap-around spoils, one list of tiles (grid x): top rows [0, t) (top
@@ -109,15 +123,7 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
                                             __ldg(in + (size_t)y * sin + x), renorm, wsum)
                                    : (float)acc[o];
         }
-        float *dst = out + (size_t)y * sout + x0 + c0;
-        if (x0 + c0 + 3 < xhi && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
-            *reinterpret_cast<float4 *>(dst) = make_float4(r[0], r[1], r[2], r[3]);
-        } else {
-#pragma unroll
-            for (int o = 0; o < 4; o++)
-                if (x0 + c0 + o < xhi)
-                    dst[o] = r[o];
-        }
+        store4(out + (size_t)y * sout + x0 + c0, r, xhi - (x0 + c0));
     }
 }
 
@@ -220,15 +226,7 @@ direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, s
                                             __ldg(in + (size_t)y * sin + x), renorm, wsum)
                                    : (float)acc[r][o];
         }
-        float *dst = out + (size_t)y * sout + x0 + c0;
-        if (x0 + c0 + 3 < nx && !(reinterpret_cast<uintptr_t>(dst) & 15)) {
-            *reinterpret_cast<float4 *>(dst) = make_float4(o4[0], o4[1], o4[2], o4[3]);
-        } else {
-#pragma unroll
-            for (int o = 0; o < 4; o++)
-                if (x0 + c0 + o < nx)
-                    dst[o] = o4[o];
-        }
+        store4(out + (size_t)y * sout + x0 + c0, o4, nx - (x0 + c0));
     }
 }
 
