@@ -255,6 +255,19 @@ static int direct2d_rpt(const sf_kernel *k)
     return r == 4 || r == 2 ? r : 1;
 }
 
+// The 2-D layout of the weights in c_w, and c_w's address (*wg) for the
+// kernels that copy them to shared memory.
+static sf_status weights_2d(sf_gpu *g, const sf_kernel *k, int kxp, const float **wg)
+{
+    sf_status st = SF_OK;
+    SF_TRY(upload_weights(g, k, 0, kxp));
+    if (!g->conv->cw_global)
+        SF_CUDA(cudaGetSymbolAddress((void **)&g->conv->cw_global, c_w));
+    *wg = g->conv->cw_global;
+fail:
+    return st;
+}
+
 typedef void (*direct2d_rb_fn)(const float *, size_t, float *, size_t, int, int, int, int, int,
                                int, int, float, const float *);
 
@@ -284,6 +297,7 @@ static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel 
     const size_t smem = direct2d_rb_smem(k, nans);
     const int dbl = k->nx * k->ny > 225 || k->ny > 9; // direct2d_run's choice: the same sums
     direct2d_rb_fn fn = NULL;
+    const float *wg = NULL;
     *done = 0;
     if (kxp > 24 || smem > g->smem_optin || !env_int("SKYFIND_CONV_RB", 1))
         return SF_OK;
@@ -295,15 +309,12 @@ static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel 
     case 20: fn = direct2d_rb_pick<20>(nans, dbl); break;
     default: fn = direct2d_rb_pick<24>(nans, dbl); break;
     }
-    SF_TRY(upload_weights(g, k, 0, kxp));
-    if (!g->conv->cw_global)
-        SF_CUDA(cudaGetSymbolAddress((void **)&g->conv->cw_global, c_w));
+    SF_TRY(weights_2d(g, k, kxp, &wg));
     SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     {
         const dim3 grid((in->nx + RBW - 1) / RBW, (in->ny + RBT * 4 - 1) / (RBT * 4));
         fn<<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride, in->nx,
-                                                in->ny, k->nx, k->ny, cx, cy, edge, (float)k->sum,
-                                                g->conv->cw_global);
+                                                in->ny, k->nx, k->ny, cx, cy, edge, (float)k->sum, wg);
         SF_LAUNCHED();
     }
     *done = 1;
@@ -345,10 +356,7 @@ static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k,
     }
     if (grid.x < 1 || grid.y < 1)
         return SF_OK;
-    SF_TRY(upload_weights(g, k, 0, kxp));
-    if (!g->conv->cw_global)
-        SF_CUDA(cudaGetSymbolAddress((void **)&g->conv->cw_global, c_w));
-    wg = g->conv->cw_global;
+    SF_TRY(weights_2d(g, k, kxp, &wg));
     if (bands)
         fn = nans ? direct2d_pick<true, 1, NTW>(dbl, sw) : direct2d_pick<false, 1, NTW>(dbl, sw);
     else if (rpt == 4)

@@ -17,6 +17,20 @@ enum { DTW = 64, DTH = 16, NTW = 32, NTH = 32, STW = 64, RW = 256, RH = 16, NTHR
 
 // ---- direct, general 2-D -----------------------------------------------------
 
+// Four adjacent outputs from their sums (columns x .. x+3 of row `row` of the
+// input; finish() for those before xhi with NANS, the plain sums otherwise).
+template <bool NANS, class acc_t>
+static __device__ __forceinline__ void finish4(const acc_t acc[4], const acc_t den[4], bool renorm,
+                                               const float *__restrict__ row, int x, int xhi,
+                                               float wsum, float r[4])
+{
+#pragma unroll
+    for (int o = 0; o < 4; o++)
+        r[o] = NANS && x + o < xhi ? finish((float)acc[o], renorm ? (float)den[o] : 0.f,
+                                            __ldg(row + x + o), renorm, wsum)
+                                   : (float)acc[o];
+}
+
 // dst[0 .. min(4, n)) = r: one 16-byte store when all four are in and dst
 // is aligned.
 static __device__ __forceinline__ void store4(float *dst, const float r[4], int n)
@@ -116,13 +130,7 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
         if (y >= yhi)
             break;
         float r[4];
-#pragma unroll
-        for (int o = 0; o < 4; o++) {
-            const int x = x0 + c0 + o;
-            r[o] = NANS && x < xhi ? finish((float)acc[o], (float)den[o],
-                                            __ldg(in + (size_t)y * sin + x), renorm, wsum)
-                                   : (float)acc[o];
-        }
+        finish4<NANS>(acc, den, NANS && renorm, in + (size_t)y * sin, x0 + c0, xhi, wsum, r);
         store4(out + (size_t)y * sout + x0 + c0, r, xhi - (x0 + c0));
     }
 }
@@ -219,13 +227,7 @@ direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, s
         if (y >= ny)
             break;
         float o4[4];
-#pragma unroll
-        for (int o = 0; o < 4; o++) {
-            const int x = x0 + c0 + o;
-            o4[o] = NANS && x < nx ? finish((float)acc[r][o], NANS && renorm ? (float)den[r][o] : 0.f,
-                                            __ldg(in + (size_t)y * sin + x), renorm, wsum)
-                                   : (float)acc[r][o];
-        }
+        finish4<NANS>(acc[r], den[r], NANS && renorm, in + (size_t)y * sin, x0 + c0, nx, wsum, o4);
         store4(out + (size_t)y * sout + x0 + c0, o4, nx - (x0 + c0));
     }
 }

@@ -226,7 +226,7 @@ static __device__ __forceinline__ int ms_exponent(unsigned bits, int shift, int 
 // from the key pass (a) left.
 static __global__ void ms_accum_kernel(const float *__restrict__ img, size_t istride,
                                        const int32_t *__restrict__ lab, size_t lstride, int nx,
-                                       long long nruns, int rpr, int nlabels, ms_in in,
+                                       int rpr, int nlabels, ms_in in,
                                        int shift, const unsigned *__restrict__ mbits,
                                        unsigned long long *__restrict__ w64,
                                        const unsigned *__restrict__ active)
@@ -235,8 +235,8 @@ static __global__ void ms_accum_kernel(const float *__restrict__ img, size_t ist
     const double scale = ldexp(1.0, ms_exponent(mbits[0], shift, 0));
     const double rscale = ldexp(1.0, ms_exponent(mbits[1], shift, 1));
     const long long wstride = (long long)gridDim.x * blockDim.x;
-    const long long nact = mbits[MS_NACTIVE]; // the runs that met a label, in any order:
-    (void)nruns;                              // the sums are exact, so order-free
+    // the runs that met a label, in any order: the sums are exact, so order-free
+    const long long nact = mbits[MS_NACTIVE];
     for (long long base = (blockIdx.x * (long long)blockDim.x + threadIdx.x) & ~31LL;
          base < nact; base += wstride) {
         const long long r = base + lane < nact ? (long long)active[base + lane] : -1;
@@ -351,10 +351,13 @@ static __global__ void ms_final_kernel(const unsigned long long *__restrict__ w6
 static size_t ms_w64_bytes(int n) { return sf_align256((size_t)n * MS_W64 * 8); }
 static size_t ms_box_bytes(int n) { return sf_align256((size_t)n * 4 * sizeof(unsigned)); }
 static size_t ms_fl_bytes(int n) { return sf_align256((size_t)n * 2 * sizeof(unsigned)); }
+// Runs of MS_RUN pixels a row, and in the image.
+static int ms_rpr(int nx) { return (nx + MS_RUN - 1) / MS_RUN; }
+static long long ms_nruns(int nx, int ny) { return (long long)ny * ms_rpr(nx); }
 // the list of runs that met a label: a run index each
 static size_t ms_act_bytes(int nx, int ny)
 {
-    return sf_align256((size_t)ny * (((size_t)nx + MS_RUN - 1) / MS_RUN) * sizeof(unsigned));
+    return sf_align256((size_t)ms_nruns(nx, ny) * sizeof(unsigned));
 }
 
 extern "C" size_t sf_measure_gpu_scratch(int nx, int ny, int nlabels,
@@ -406,8 +409,8 @@ extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_lab
     SF_CUDA(cudaMemsetAsync(box, 0xFF, ms_box_bytes(nlabels), g->stream));
     SF_CUDA(cudaMemsetAsync(fl, 0, ms_fl_bytes(nlabels), g->stream));
 
-    rpr = (img->nx + MS_RUN - 1) / MS_RUN;
-    nruns = (long long)img->ny * rpr;
+    rpr = ms_rpr(img->nx);
+    nruns = ms_nruns(img->nx, img->ny);
     maxblocks = (unsigned)(g->sm_count > 0 ? g->sm_count : 1) * 16;
     blocks = sf_blocks((size_t)nruns, MS_THREADS);
     if (blocks > maxblocks)
@@ -419,7 +422,7 @@ extern "C" sf_status sf_measure_gpu(sf_gpu *g, const sf_image *img, const sf_lab
     SF_LAUNCHED();
     ms_accum_kernel<<<blocks, MS_THREADS, 0, g->stream>>>(img->data, img->stride,
                                                           labels->data, labels->stride,
-                                                          img->nx, nruns, rpr, nlabels, in,
+                                                          img->nx, rpr, nlabels, in,
                                                           shift, mbits, w64, active);
     SF_LAUNCHED();
     ms_final_kernel<<<sf_blocks((size_t)nlabels, MS_THREADS), MS_THREADS, 0, g->stream>>>(

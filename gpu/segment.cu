@@ -38,7 +38,7 @@
 //  3. bke_compress: every block points at its root.
 //  4. bke_pixels:   per pixel, the root's area (warp-aggregated), its first
 //                   pixel in raster order (atomicMin) and whether it holds a
-//                   seed (atomicOr); warps of sky pixels leave at once.
+//                   seed (atomicOr).
 //  5. bke_mark:     each kept root sets F[row * nbx + x/2] of its first pixel
 //                   (a block holds at most one island's first pixel, and in
 //                   one pixel row block order is pixel order), so a CUB
@@ -194,8 +194,6 @@ static __global__ void seg_compress(const uint8_t *mask, int *L, unsigned *area,
         seed = mask[i] == 1;
     }
     // one atomicAdd per distinct root in the warp
-    if (!__any_sync(SEG_FULL, r >= 0))
-        return; // most warps: sky only (and no __match_any_sync, the costly part)
     unsigned same = __match_any_sync(SEG_FULL, r);
     unsigned seeds = __ballot_sync(SEG_FULL, seed);
     int lane = threadIdx.x & 31;
