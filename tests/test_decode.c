@@ -149,7 +149,9 @@ static int same_float(float a, float b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* raw read + CPU decode equals CFITSIO's conversion, plane by plane */
+/* raw read + CPU decode, and sf_fits_read (which takes the same raw path for
+ * plain files), equal CFITSIO's conversion (sf_fits_read with
+ * SKYFIND_FITS_CFITSIO=1), plane by plane */
 START_TEST(test_cpu_vs_cfitsio)
 {
     for (int i = 0; kinds[i].bitpix; i++)
@@ -161,6 +163,13 @@ START_TEST(test_cpu_vs_cfitsio)
             sf_raw_layout l;
             void *raw = NULL, *keep = NULL;
             long long nb = -1, nnan = 0;
+            sf_image cfi = {0};
+            sf_fits_info in0;
+            float *cf;
+            setenv("SKYFIND_FITS_CFITSIO", "1", 1);
+            ck_assert_msg(sf_fits_read(path, plane, NULL, &cfi, &in0) == SF_OK, "%s", sf_errdetail());
+            unsetenv("SKYFIND_FITS_CFITSIO");
+            cf = cfi.data;
             ck_assert_msg(sf_fits_read(path, plane, NULL, &ref, &in1) == SF_OK, "%s", sf_errdetail());
             ck_assert_msg(sf_fits_read_raw(path, plane, get_malloc, &keep, &raw, &l, &in2) == SF_OK,
                           "%s", sf_errdetail());
@@ -170,15 +179,23 @@ START_TEST(test_cpu_vs_cfitsio)
             ck_assert_int_eq(sf_image_alloc(&dec, l.nx, l.ny, SF_HOST, NULL), SF_OK);
             ck_assert_int_eq(sf_decode_cpu(raw, &l, &dec, &nb), SF_OK);
             for (size_t p = 0; p < sf_npix(l.nx, l.ny); p++) {
-                float c = ref.data[p];
+                float c = cf[p];
                 if (!isfinite(c)) /* the rule: every non-finite value is blank */
                     c = NAN;
                 nnan += isnan(c);
                 ck_assert_msg(same_float(dec.data[p], c),
                               "BITPIX %d bscale %g bzero %g plane %d pixel %zu: decode %.9g, CFITSIO %.9g",
-                              k->bitpix, k->bscale, k->bzero, plane + 1, p, dec.data[p], ref.data[p]);
+                              k->bitpix, k->bscale, k->bzero, plane + 1, p, dec.data[p], cf[p]);
+                ck_assert_msg(same_float(ref.data[p], c),
+                              "BITPIX %d bscale %g bzero %g plane %d pixel %zu: sf_fits_read %.9g, "
+                              "CFITSIO %.9g", k->bitpix, k->bscale, k->bzero, plane + 1, p,
+                              ref.data[p], cf[p]);
             }
             ck_assert_int_eq(nb, nnan);
+            ck_assert_int_eq(in1.nnan, nnan);
+            ck_assert_int_eq(in0.nnan, nnan);
+            sf_image_free(&cfi, NULL);
+            sf_fits_info_free(&in0);
             ck_assert_str_eq(in1.bunit, in2.bunit);
             ck_assert_int_eq(in1.nplanes, in2.nplanes);
             sf_image_free(&ref, NULL);

@@ -47,7 +47,10 @@ int sf_fits_card_ok(const char *card);
 
 /* Read one plane (plane < 0: the first, with a note on stderr-free detail
  * left to the caller: see info->nplanes). Fills img on the host (malloc, or
- * pinned when g != NULL) and info. Errors name the file and the problem. */
+ * pinned when g != NULL) and info. Errors name the file and the problem.
+ * A plain disk file's pixels are read raw and decoded (sf_decode_cpu), the
+ * rest through CFITSIO's conversion (also every file with
+ * SKYFIND_FITS_CFITSIO=1): the same values. */
 sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
                        sf_fits_info *info);
 void sf_fits_info_free(sf_fits_info *info);
