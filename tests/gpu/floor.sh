@@ -12,7 +12,9 @@
 #           block-per-node bane kernels they replace) alternated twice
 #           (FLOOR_VARIANTS="new" skips the block kernels; a variant
 #           NAME=VALUE runs with that in the environment, e.g.
-#           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel)
+#           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel; the
+#           variant old runs FLOOR_OLD_BENCH, an earlier build's
+#           bench_pipeline, for before/after in one call)
 #   ncu     Nsight Compute kernel times of one run at NCU_SIZE (default
 #           8192^2) of each pipeline in NCU_PIPES (default radio)
 #   ncudetail  Nsight Compute sections (speed of light, occupancy, launch,
@@ -80,12 +82,14 @@ if want bench; then
     for rep in 1 2; do
         for v in ${FLOOR_VARIANTS:-new block}; do
             say "variant $v, round $rep"
+            bench=$BIN/tests/bench/bench_pipeline
             case $v in
             new) envv=() ;;
+            old) envv=(); bench=${FLOOR_OLD_BENCH:?FLOOR_OLD_BENCH: an earlier build of bench_pipeline} ;;
             block) envv=(SKYFIND_BANE_BLOCK=1) ;;
             *=*) envv=($v) ;;
             esac
-            env "${envv[@]}" "$BIN/tests/bench/bench_pipeline" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
+            env "${envv[@]}" "$bench" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
                 --sizes "${sizes// /,}" --repeat 10 --backend gpu --workdir "$W" 2>&1 | tee -a "$LOG"
         done
     done
