@@ -338,36 +338,21 @@ static inline int lower_near(const float *s, int a, int b, double h, int g)
     if (a >= b)
         return a;
     g = g < a ? a : (g < b ? g : b - 1);
-    if ((double)s[g] < h) { /* the answer is past g: s[lo - 1] < h */
-        lo = g + 1;
-        for (;;) {
-            const int p = g + d;
-            if (p >= b) {
-                hi = b;
-                break;
-            }
-            if ((double)s[p] >= h) {
-                hi = p;
-                break;
-            }
-            lo = p + 1;
-            d <<= 1;
+    if ((double)s[g] >= h) /* at g or before: downwards, as from a range's end */
+        return sf_bane_lower_from(s, a, g, h);
+    lo = g + 1; /* past g: s[lo - 1] < h */
+    for (;;) {
+        const int p = g + d;
+        if (p >= b) {
+            hi = b;
+            break;
         }
-    } else { /* at g or before: s[hi] >= h */
-        hi = g;
-        for (;;) {
-            const int p = g - d;
-            if (p < a) {
-                lo = a;
-                break;
-            }
-            if ((double)s[p] < h) {
-                lo = p + 1;
-                break;
-            }
+        if ((double)s[p] >= h) {
             hi = p;
-            d <<= 1;
+            break;
         }
+        lo = p + 1;
+        d <<= 1;
     }
     return lo + sf_bane_lower(s + lo, hi - lo, h);
 }
