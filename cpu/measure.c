@@ -93,6 +93,18 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
  * order), the box, the flags and the seed local maxima; *M = max |m| and
  * *Mr = max |r| for the scales. Returns the linear index of the first pixel
  * with a label outside 1..nlabels, or -1. */
+/* Are labels x .. x+3 of a row all sky (0)? Both passes skip the sky four
+ * labels at a time: islands cover a few percent of an image, and a test a
+ * label was most of a pass on one thread. */
+static inline int ms_sky4(const int32_t *lrow, int x, int nx)
+{
+    uint64_t w[2];
+    if (x + 4 > nx)
+        return 0;
+    memcpy(w, lrow + x, sizeof w);
+    return !(w[0] | w[1]);
+}
+
 static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlabels, const ms_in *in,
                           int y0, int y1, ms_acc *acc, float *Mout, float *Mrout)
 {
@@ -102,11 +114,16 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
         const float *row = img->data + (size_t)y * img->stride;
         const int32_t *lrow = labels->data + (size_t)y * labels->stride;
         for (int x = 0; x < nx; x++) {
-            int32_t l = lrow[x];
+            int32_t l;
             ms_acc *a;
             float m, r;
             uint32_t k;
             int look;
+            if (ms_sky4(lrow, x, nx)) {
+                x += 3;
+                continue;
+            }
+            l = lrow[x];
             if (l == 0)
                 continue;
             if (l < 0 || l > nlabels)
@@ -161,9 +178,14 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
         const float *row = img->data + (size_t)y * img->stride;
         const int32_t *lrow = labels->data + (size_t)y * labels->stride;
         for (int x = 0; x < nx; x++) {
-            int32_t l = lrow[x];
+            int32_t l;
             float m, r;
             double dx, dy;
+            if (ms_sky4(lrow, x, nx)) {
+                x += 3;
+                continue;
+            }
+            l = lrow[x];
             if (l == 0)
                 continue;
             m = ms_value(row[x], in, x, y);
