@@ -6,9 +6,10 @@
  *   only the middle bins ordered);
  * - bane_node: a node that reads its box (exact integer sums in doubles);
  * - the cell path (bane_cellset, key_sort, bane_ring_alloc, bane_cell_fill,
- *   bane_node_cells): cell-aligned nodes from sorted cells and running sums;
+ *   lower_near, bane_node_cells): cell-aligned nodes from sorted cells and
+ *   running sums;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
- *   stage (cells, nodes in parallel, fill, maps).
+ *   stage (cells, nodes in parallel, fill, maps a node span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
  * depend on the thread count. */
 #include <math.h>
@@ -669,8 +670,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         sf_bane_axis(x, nx, step, ncx, &kx, &xt[x]);
     }
     /* a row at a time, a node column's span at a time: its four nodes'
-     * values and their differences once (sf_bane_bilinear's operations,
-     * hoisted), the pixels in a loop the compiler vectorises */
+     * values read once, then sf_bane_bilinear's lerps (sf_bane_lerp) a
+     * pixel, in a loop the compiler vectorises */
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++) {
         const float *in = img->data + (size_t)y * img->stride;
@@ -683,13 +684,12 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             const size_t i = (size_t)ky * ncx + kx;
             const double b00 = fb[i], b01 = fb[i + 1], b10 = fb[i + ncx], b11 = fb[i + ncx + 1];
             const double s00 = fs[i], s01 = fs[i + 1], s10 = fs[i + ncx], s11 = fs[i + ncx + 1];
-            const double db0 = b01 - b00, db1 = b11 - b10, ds0 = s01 - s00, ds1 = s11 - s10;
             for (int x = xa; x < xb; x++) {
                 const double tx = xt[x];
-                const double bt = b00 + SF_BKG_DMUL(db0, tx), bb = b10 + SF_BKG_DMUL(db1, tx);
-                const double st_ = s00 + SF_BKG_DMUL(ds0, tx), sb = s10 + SF_BKG_DMUL(ds1, tx);
-                const float vb = (float)(bt + SF_BKG_DMUL(bb - bt, ty));
-                const float vs = (float)(st_ + SF_BKG_DMUL(sb - st_, ty));
+                const float vb = (float)sf_bane_lerp(sf_bane_lerp(b00, b01, tx),
+                                                     sf_bane_lerp(b10, b11, tx), ty);
+                const float vs = (float)sf_bane_lerp(sf_bane_lerp(s00, s01, tx),
+                                                     sf_bane_lerp(s10, s11, tx), ty);
                 const int nan = isnan(in[x]);
                 ob[x] = nan ? NAN : vb;
                 os[x] = nan ? NAN : vs;

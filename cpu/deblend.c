@@ -12,7 +12,6 @@
  * pixel at level k - 1 (deep[p], the deepest node holding p). Then the
  * branches are cut from the top down, and the pixels left over are gathered
  * up by the objects' Gaussians. */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -21,6 +20,7 @@
 #include "skyfind/deblend.h"
 #include "deblend_calc.h"
 #include "unionfind.h"
+#include "labels_scan.h"
 
 void sf_deblend_params_default(sf_deblend_params *p)
 {
@@ -38,6 +38,12 @@ typedef struct {
     int contrast;             /* its flux above its level passes mincont */
     int out;                  /* the object (branch) this node's pixels go to, -1 */
 } db_node;
+
+/* A labelled pixel of the counting sort's lists: linear index, label. */
+typedef struct {
+    size_t q;
+    int32_t l;
+} db_lpix;
 
 /* Scratch of one thread, grown as islands need. */
 typedef struct {
@@ -438,8 +444,7 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
         int nth = 1, nomem_list = 0;
         long long *badpix;
         size_t *cnt, *ln;
-        size_t **lq;
-        int32_t **ll;
+        db_lpix **ll; /* each strip's labelled pixels */
 #ifdef _OPENMP
         nth = omp_get_max_threads();
 #endif
@@ -449,34 +454,27 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
         cnt = calloc((size_t)nth * ((size_t)nislands + 1), sizeof *cnt);
         badpix = malloc((size_t)nth * sizeof *badpix);
         ln = calloc((size_t)nth, sizeof *ln);
-        lq = calloc((size_t)nth, sizeof *lq);
         ll = calloc((size_t)nth, sizeof *ll);
-        if (!cnt || !badpix || !ln || !lq || !ll) {
+        if (!cnt || !badpix || !ln || !ll) {
             free(cnt);
             free(badpix);
             free(ln);
-            free(lq);
             free(ll);
             goto nomem;
         }
 #pragma omp parallel for schedule(static, 1) num_threads(nth) reduction(| : nomem_list)
         for (int t = 0; t < nth; t++) {
             size_t *c = cnt + (size_t)t * ((size_t)nislands + 1), n = 0, cap = 0;
-            size_t *q = NULL;
-            int32_t *lab = NULL;
+            db_lpix *lp = NULL;
             int y0 = (int)((long long)det->ny * t / nth), y1 = (int)((long long)det->ny * (t + 1) / nth);
             badpix[t] = -1;
             for (int y = y0; y < y1 && badpix[t] < 0 && !nomem_list; y++) {
                 const int32_t *row = labels->data + (size_t)y * labels->stride;
                 for (int x = 0; x < det->nx; x++) {
                     int32_t l;
-                    if (x + 4 <= det->nx) { /* the sky, four labels at a time */
-                        uint64_t w[2];
-                        memcpy(w, row + x, sizeof w);
-                        if (!(w[0] | w[1])) {
-                            x += 3;
-                            continue;
-                        }
+                    if (sf_labels_sky4(row, x, det->nx)) {
+                        x += 3;
+                        continue;
                     }
                     l = row[x];
                     if (!l)
@@ -486,39 +484,31 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
                         break;
                     }
                     if (n == cap) {
-                        size_t nc = cap ? 2 * cap : 4096;
-                        size_t *q2 = realloc(q, nc * sizeof *q2);
-                        int32_t *l2 = q2 ? realloc(lab, nc * sizeof *l2) : NULL;
-                        if (q2)
-                            q = q2;
+                        db_lpix *l2 = realloc(lp, (cap ? 2 * cap : 4096) * sizeof *l2);
                         if (!l2) {
                             nomem_list = 1;
                             break;
                         }
-                        lab = l2;
-                        cap = nc;
+                        lp = l2;
+                        cap = cap ? 2 * cap : 4096;
                     }
-                    q[n] = (size_t)y * (size_t)det->nx + (size_t)x;
-                    lab[n++] = l;
+                    lp[n].q = (size_t)y * (size_t)det->nx + (size_t)x;
+                    lp[n++].l = l;
                     c[l]++;
                 }
             }
-            lq[t] = q;
-            ll[t] = lab;
+            ll[t] = lp;
             ln[t] = n;
         }
         for (int t = 0; t < nth; t++)
             if (badpix[t] >= 0 || nomem_list) {
                 long long b = badpix[t];
                 int32_t l = b >= 0 ? labels->data[(size_t)(b / det->nx) * labels->stride + (size_t)(b % det->nx)] : 0;
-                for (int u = 0; u < nth; u++) {
-                    free(lq[u]);
+                for (int u = 0; u < nth; u++)
                     free(ll[u]);
-                }
                 free(cnt);
                 free(badpix);
                 free(ln);
-                free(lq);
                 free(ll);
                 if (b < 0)
                     goto nomem;
@@ -552,14 +542,11 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
             for (int t = 0; t < nth; t++) {
                 size_t *c = cnt + (size_t)t * ((size_t)nislands + 1);
                 for (size_t i = 0; i < ln[t]; i++)
-                    pix[c[ll[t][i]]++] = lq[t][i];
+                    pix[c[ll[t][i].l]++] = ll[t][i].q;
             }
         }
-        for (int t = 0; t < nth; t++) {
-            free(lq[t]);
+        for (int t = 0; t < nth; t++)
             free(ll[t]);
-        }
-        free(lq);
         free(ll);
         free(ln);
         free(cnt);

@@ -10,6 +10,7 @@
 #endif
 #include "skyfind/measure.h"
 #include "measure_calc.h"
+#include "labels_scan.h"
 
 typedef struct {
     sf_fix128 s[MS_NSUM];
@@ -93,18 +94,6 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
  * order), the box, the flags and the seed local maxima; *M = max |m| and
  * *Mr = max |r| for the scales. Returns the linear index of the first pixel
  * with a label outside 1..nlabels, or -1. */
-/* Are labels x .. x+3 of a row all sky (0)? Both passes skip the sky four
- * labels at a time: islands cover a few percent of an image, and a test a
- * label was most of a pass on one thread. */
-static inline int ms_sky4(const int32_t *lrow, int x, int nx)
-{
-    uint64_t w[2];
-    if (x + 4 > nx)
-        return 0;
-    memcpy(w, lrow + x, sizeof w);
-    return !(w[0] | w[1]);
-}
-
 static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlabels, const ms_in *in,
                           int y0, int y1, ms_acc *acc, float *Mout, float *Mrout)
 {
@@ -119,7 +108,7 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
             float m, r;
             uint32_t k;
             int look;
-            if (ms_sky4(lrow, x, nx)) {
+            if (sf_labels_sky4(lrow, x, nx)) {
                 x += 3;
                 continue;
             }
@@ -181,7 +170,7 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
             int32_t l;
             float m, r;
             double dx, dy;
-            if (ms_sky4(lrow, x, nx)) {
+            if (sf_labels_sky4(lrow, x, nx)) {
                 x += 3;
                 continue;
             }
