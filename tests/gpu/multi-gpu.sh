@@ -4,7 +4,11 @@
 # pipeline on 4096^2 files (bound by reading on the host: the GPUs are idle
 # most of the time, so a second one cannot help much), and a compute-bound
 # batch of 2048^2 files (a 121x121 non-separable matched filter, direct), where
-# the GPUs are the bottleneck. Catalogues of 1 and N GPUs must be identical.
+# the GPUs are the bottleneck, and the same 256 files listed 4 times over
+# (1024 images, written by position with --name), a batch long enough that the
+# CUDA driver's start (cuInit and the contexts, 0.4-0.6 s on the 2-GPU host:
+# tests/bench/bench_startup) no longer hides the scaling. Catalogues of 1 and
+# N GPUs must be identical.
 # Usage: tests/gpu/multi-gpu.sh OUTDIR
 set -u
 OUT=${1:?OUTDIR}
@@ -20,9 +24,10 @@ seq 1 256 | xargs -P 16 -I{} "$SF" simulate -q -n 2048 --seed {} -o "$W/b/img{}.
 cat "$W"/a/*.fits "$W"/b/*.fits >/dev/null
 heavy="--set convolve.kernel=gauss --set convolve.fwhm=20 --set convolve.fwhm_min=12 --set convolve.pa=30 --set convolve.size=121 --set convolve.method=direct"
 fail=0
-for set in a b; do
-    files=$(ls "$W/$set"/*.fits | sort -V)
-    extra=""; [ $set = b ] && extra=$heavy
+for r in 1 2 3 4; do ls "$W/b"/*.fits | sort -V; done >"$W/list_c.txt"
+for set in a b c; do
+    if [ $set = c ]; then files="--name {index}_{stem} @$W/list_c.txt"; else files=$(ls "$W/$set"/*.fits | sort -V); fi
+    extra=""; [ $set != a ] && extra=$heavy
     for devs in 0 "$all"; do
         for rep in 1 2; do
             rm -rf "$W/o_${set}_${devs//,/_}"
@@ -34,7 +39,8 @@ s = L[-1]["summary"]; per = {}
 for d in L[:-1]:
     per[d.get("device")] = per.get(d.get("device"), 0) + 1
 steady = (s["ok"] - 1) / ((s["last_done_ms"] - s["first_done_ms"]) / 1e3)
-print(f"set {sys.argv[1]} ({'4096^2 radio' if sys.argv[1] == 'a' else '2048^2, 121x121 direct filter'}) GPUs {sys.argv[2]:<8} {s['ok']:>3} ok {s['failed']} failed "
+what = {'a': '4096^2 radio', 'b': '2048^2, 121x121 direct filter', 'c': 'set b x4, 1024 images'}[sys.argv[1]]
+print(f"set {sys.argv[1]} ({what}) GPUs {sys.argv[2]:<8} {s['ok']:>3} ok {s['failed']} failed "
       f"{s['wall_ms']/1e3:6.2f} s  {s['files_per_s']:7.1f} files/s  steady {steady:7.1f} files/s  busy {100*s['busy']:5.1f}%  images per GPU {per}")
 PY
         done
