@@ -5,7 +5,8 @@
 #   suites  the suites of the stages changed for it (GPU against the CPU twin)
 #   sanitizer  compute-sanitizer memcheck and racecheck on SAN_SUITES
 #           (default background_bane) and on whole runs of SAN_PIPES
-#           (default radio)
+#           (default radio), SAN_JOBS (default 8) at once, each stopped
+#           after SAN_TIMEOUT seconds (default 600; rc 124)
 #   bench   bench_pipeline -p radio,lesson,sextractor on the GPU at 2048, 4096
 #           and 8192 (median of 10, CUDA events), today's kernels and, in the
 #           same process run, SKYFIND_BANE_BLOCK=1 (the block-per-cell and
@@ -14,7 +15,8 @@
 #           NAME=VALUE runs with that in the environment, e.g.
 #           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel; the
 #           variant old runs FLOOR_OLD_BENCH, an earlier build's
-#           bench_pipeline, for before/after in one call)
+#           bench_pipeline, for before/after in one call; FLOOR_ROUNDS
+#           rounds, default 2)
 #   ncu     Nsight Compute kernel times of one run at NCU_SIZE (default
 #           8192^2) of each pipeline in NCU_PIPES (default radio)
 #   ncudetail  Nsight Compute sections (speed of light, occupancy, launch,
@@ -25,6 +27,11 @@
 #           in COMPARE_PIPES (default: lesson radio) on the real images and
 #           on the simulated skies of SIZES
 #   e2e     one process per image, FITS in to catalogue out, radio.pipe GPU
+#   trace   the GPU's timeline (CUPTI, tests/gpu/trace/sftrace.c; the lent
+#           machine has no Nsight Systems) of bench_pipeline's last of 3
+#           runs of each TRACE_PIPES (default radio) at TRACE_SIZE (default
+#           8192^2): busy and idle time, stage by stage, the idle gaps and
+#           the host calls in them (tests/gpu/trace/timeline.py)
 # Logs go to OUT as they are written (a call that times out keeps them).
 set -u
 OUTDIR=${1:?usage: floor.sh OUT [SECTION...]}
@@ -57,29 +64,35 @@ if want suites; then
 fi
 
 if want sanitizer; then
-    say "compute-sanitizer memcheck and racecheck (quick sizes) on the suites and a whole radio run"
+    say "compute-sanitizer memcheck and racecheck (quick sizes) on the suites and whole runs (SAN_JOBS at once)"
     "$BIN/skyfind" simulate -q -n 512 --seed 5 --pairs 20 -o "$W/san512.fits"
+    san_logs=()
     for tool in memcheck racecheck; do
         for t in ${SAN_SUITES:-background_bane}; do
-            SKYFIND_TEST_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-                "$BIN/tests/test_$t" >"$W/san_${tool}_$t.log" 2>&1
-            rc=$?
-            printf '%-10s %-22s rc=%d  %s\n' $tool "test_$t" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_$t.log" | tr '\n' ' ')" | tee -a "$LOG"
-            [ $rc = 0 ] || fail=1
+            while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-8}" ]; do sleep 0.5; done
+            SKYFIND_TEST_QUICK=1 timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 \
+                "$BIN/tests/test_$t" >"$W/san_${tool}_$t.log" 2>&1 &
+            san_logs+=("$tool test_$t $W/san_${tool}_$t.log $!")
         done
         for pipe in ${SAN_PIPES:-radio}; do
-            compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $pipe \
-                -o "$W/san_out" "$W/san512.fits" >"$W/san_${tool}_run_$pipe.log" 2>&1
-            rc=$?
-            printf '%-10s %-22s rc=%d  %s\n' $tool "run $pipe" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/san_${tool}_run_$pipe.log" | tr '\n' ' ')" | tee -a "$LOG"
-            [ $rc = 0 ] || fail=1
+            while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-8}" ]; do sleep 0.5; done
+            mkdir -p "$W/san_out_${tool}_$pipe"
+            timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $pipe \
+                -o "$W/san_out_${tool}_$pipe" "$W/san512.fits" >"$W/san_${tool}_run_$pipe.log" 2>&1 &
+            san_logs+=("$tool run_$pipe $W/san_${tool}_run_$pipe.log $!")
         done
+    done
+    for e in "${san_logs[@]}"; do
+        set -- $e
+        wait "$4"; rc=$?
+        printf '%-10s %-22s rc=%d  %s\n' $1 "$2" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$3" | tr '\n' ' ')" | tee -a "$LOG"
+        [ $rc = 0 ] || fail=1
     done
 fi
 
 if want bench; then
     say "bench_pipeline, GPU stages (median of 10): today's kernels, then SKYFIND_BANE_BLOCK=1, twice"
-    for rep in 1 2; do
+    for rep in $(seq "${FLOOR_ROUNDS:-2}"); do
         for v in ${FLOOR_VARIANTS:-new block}; do
             say "variant $v, round $rep"
             bench=$BIN/tests/bench/bench_pipeline
@@ -92,6 +105,18 @@ if want bench; then
             env "${envv[@]}" "$bench" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
                 --sizes "${sizes// /,}" --repeat 10 --backend gpu --workdir "$W" 2>&1 | tee -a "$LOG"
         done
+    done
+fi
+
+if want trace; then
+    n=${TRACE_SIZE:-8192}
+    for pipe in ${TRACE_PIPES:-radio}; do
+        say "GPU timeline of $pipe.pipe at ${n}^2 (sftrace, bench_pipeline's last of 3 runs)"
+        CUDA_INJECTION64_PATH=${SFTRACE_LIB:-$B/extra/libsftrace.so} SFTRACE_OUT="$W/trace-$pipe-$n.csv" \
+            "$BIN/tests/bench/bench_pipeline" -p $pipe --sizes $n --repeat 3 --backend gpu \
+            --workdir "$W" >"$W/trace-$pipe-$n.bench" 2>&1
+        grep -E " gpu +[a-z]" "$W/trace-$pipe-$n.bench" | tee -a "$LOG"
+        python3 tests/gpu/trace/timeline.py "$W/trace-$pipe-$n.csv" 2>&1 | tee -a "$LOG"
     done
 fi
 
