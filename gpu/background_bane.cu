@@ -1038,32 +1038,203 @@ __global__ void bane_fill(const float *rawb, const float *raws, float *fb, float
     fs[i] = s;
 }
 
-// The run summary on the device (sf_bane_grid_stats' values): the mean of
-// the levels in sf_bane_grid_mean's association (a chunk a thread, the
-// chunks' sums added by thread 0 in order), the medians from the sorted
-// grids sb and ss, the most passes; one block of SF_BANE_GRID_CHUNKS threads.
+// The run summary on the device (sf_bane_grid_stats' values), one launch of
+// three blocks of SF_BANE_GRID_CHUNKS threads: block 0 the mean of the levels
+// in sf_bane_grid_mean's association (a chunk a thread, the chunks' sums added
+// by thread 0 in order), the most passes, the first level and the count of
+// finite pixels (from the cell offsets, when given); blocks 1 and 2 the
+// medians of the level and sigma grids by radix selection (bane_grid_median),
+// where two cub sorts of each grid, their dozen launches and the gaps between
+// them took 0.25 ms at 8192^2 (tests/gpu/trace).
 struct bane_summary_out {
     double mean;
+    long long nfinite;
     float median, sigma, first;
     int niter;
 };
 
-__device__ float bane_grid_median(const float *s, int n)
+// A float's key in cub's radix order of floats (and sf_select_radix's):
+// ascending as unsigned, -0 before +0.
+__device__ __forceinline__ unsigned bane_fkey(float f)
 {
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float bane_funkey(unsigned k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Radix selection of rank k (0-based, in bane_fkey's order: the element at k
+// of the grid sorted as cub sorts it) of s[0..n), k < n, by one block of
+// SF_BANE_GRID_CHUNKS (1024) threads: over the keys' digits of 11, 11 and 10
+// bits, a histogram of the digit among the keys that share the bits fixed so
+// far, then the bin that holds rank k (a scan over the threads). A thread
+// reads four values at once and counts a run of equal digits before it adds
+// (a grid's values share their top bits: one shared-memory counter would
+// otherwise take every add). Returns the key, the keys below it and the keys
+// equal to it; hist keeps the last digit's histogram.
+#define BANE_SEL_BINS 2048
+struct bane_sel {
+    unsigned key, below, equal;
+};
+
+__device__ __forceinline__ void bane_sel_add(float v, unsigned fixed, unsigned prefix, int shift,
+                                             unsigned nbin, unsigned *hist, unsigned &cd,
+                                             unsigned &cc)
+{
+    const unsigned key = bane_fkey(v);
+    if ((key & fixed) != prefix)
+        return;
+    const unsigned d = (key >> shift) & (nbin - 1);
+    if (d != cd) {
+        if (cc)
+            atomicAdd(&hist[cd], cc);
+        cd = d;
+        cc = 0;
+    }
+    cc++;
+}
+
+__device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigned k,
+                                     unsigned *hist, unsigned *sh)
+{
+    const int t = threadIdx.x, nt = SF_BANE_GRID_CHUNKS, lane = t & 31, n4 = n / 4;
+    const float4 *s4 = reinterpret_cast<const float4 *>(s); // the grids are 256-byte aligned
+    unsigned prefix = 0, fixed = 0, below = 0, equal = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+        const unsigned nbin = pass == 2 ? 1024u : 2048u, per = nbin / nt;
+        unsigned cd = 0xffffffffu, cc = 0; // this thread's run: its digit and count
+        for (int i = t; i < (int)nbin; i += nt)
+            hist[i] = 0;
+        __syncthreads();
+        for (int i = t; i < n4; i += nt) {
+            const float4 v = s4[i];
+            bane_sel_add(v.x, fixed, prefix, shift, nbin, hist, cd, cc);
+            bane_sel_add(v.y, fixed, prefix, shift, nbin, hist, cd, cc);
+            bane_sel_add(v.z, fixed, prefix, shift, nbin, hist, cd, cc);
+            bane_sel_add(v.w, fixed, prefix, shift, nbin, hist, cd, cc);
+        }
+        for (int i = 4 * n4 + t; i < n; i += nt)
+            bane_sel_add(s[i], fixed, prefix, shift, nbin, hist, cd, cc);
+        if (cc)
+            atomicAdd(&hist[cd], cc);
+        __syncthreads();
+        // this thread's bins (per of them, contiguous), their count, and the
+        // count of all the bins before them (a warp scan, then the warps')
+        unsigned c = 0, x;
+        for (unsigned j = 0; j < per; j++)
+            c += hist[t * per + j];
+        x = c;
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o)
+                x += y;
+        }
+        if (lane == 31)
+            sh[t >> 5] = x;
+        __syncthreads();
+        if (t < 32) {
+            unsigned w = sh[t];
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned y = __shfl_up_sync(0xffffffffu, w, o);
+                if (lane >= o)
+                    w += y;
+            }
+            sh[t] = w;
+        }
+        __syncthreads();
+        {
+            unsigned cum = (t >= 32 ? sh[(t >> 5) - 1] : 0u) + x - c;
+            if (k >= cum && k < cum + c) // one thread: the bins before it hold <= k keys
+                for (unsigned j = 0; j < per; j++) {
+                    const unsigned h = hist[t * per + j];
+                    if (k < cum + h) {
+                        sh[32] = t * per + j;
+                        sh[33] = k - cum;
+                        sh[34] = cum;
+                        break;
+                    }
+                    cum += h;
+                }
+        }
+        __syncthreads();
+        prefix |= sh[32] << shift;
+        fixed |= (nbin - 1) << shift;
+        k = sh[33];
+        below += sh[34];
+        if (pass == 2)
+            equal = hist[sh[32]];
+        __syncthreads(); // sh and hist are the next pass's
+    }
+    return bane_sel{prefix, below, equal};
+}
+
+// The median of a grid as sf_bane_grid_stats' grid_median (cub's sorted
+// grid at n/2, or the mean of n/2 - 1 and n/2 added in float): one selection,
+// and for an even count the key after rank n/2 - 1 when it is another: the
+// next bin of the last histogram, else the least key above it (one pass).
+__device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *hist, unsigned *sh)
+{
+    const int t = threadIdx.x, nt = SF_BANE_GRID_CHUNKS;
+    const unsigned k = (unsigned)n / 2;
     if (n & 1)
-        return s[n / 2];
-    return (float)((double)__fadd_rn(s[n / 2 - 1], s[n / 2]) / 2.0);
+        return bane_funkey(bane_grid_select(s, n, k, hist, sh).key);
+    const bane_sel a = bane_grid_select(s, n, k - 1, hist, sh);
+    unsigned hi = a.key;
+    if (k >= a.below + a.equal) { // rank k is the next key
+        if (t == 0)
+            sh[35] = 0xffffffffu;
+        __syncthreads();
+        for (unsigned i = t; i < 1024u; i += nt)
+            if (i > (a.key & 1023u) && hist[i])
+                atomicMin(&sh[35], i);
+        __syncthreads();
+        if (sh[35] != 0xffffffffu) {
+            hi = (a.key & ~1023u) | sh[35];
+        } else {
+            unsigned m = 0xffffffffu;
+            __syncthreads();
+            if (t == 0)
+                sh[35] = 0xffffffffu;
+            __syncthreads();
+            for (int i = t; i < n; i += nt) {
+                const unsigned key = bane_fkey(s[i]);
+                if (key > a.key && key < m)
+                    m = key;
+            }
+            m = __reduce_min_sync(0xffffffffu, m);
+            if ((t & 31) == 0)
+                atomicMin(&sh[35], m);
+            __syncthreads();
+            hi = sh[35];
+        }
+    }
+    return (float)((double)__fadd_rn(bane_funkey(a.key), bane_funkey(hi)) / 2.0);
 }
 
 __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
-    bane_summary(const float *fb, const float *sb, const float *ss, const int *iters, int nb,
-                 bane_summary_out *out)
+    bane_summary(const float *fb, const float *fs, const int *iters, int nb,
+                 const long long *nfinite, bane_summary_out *out)
 {
     __shared__ double part[SF_BANE_GRID_CHUNKS];
     __shared__ int most[SF_BANE_GRID_CHUNKS / 32];
+    __shared__ unsigned hist[BANE_SEL_BINS], sh[36];
     const int t = threadIdx.x, cl = (nb + SF_BANE_GRID_CHUNKS - 1) / SF_BANE_GRID_CHUNKS;
     double u = 0.0;
     int mx = 0;
+    if (blockIdx.x > 0) { // a grid's median, as sf_bane_grid_stats' grid_median
+        const float v = bane_grid_median(blockIdx.x == 1 ? fb : fs, nb, hist, sh);
+        if (t == 0) {
+            if (blockIdx.x == 1)
+                out->median = v;
+            else
+                out->sigma = v;
+        }
+        return;
+    }
     for (int i = t * cl; i < (t + 1) * cl && i < nb; i++)
         u = u + (double)fb[i];
     for (int i = t; i < nb; i += SF_BANE_GRID_CHUNKS)
@@ -1080,10 +1251,9 @@ __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
         for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++)
             mx = max(mx, most[w]);
         out->mean = s / nb;
-        out->median = bane_grid_median(sb, nb);
-        out->sigma = bane_grid_median(ss, nb);
         out->first = fb[0];
         out->niter = mx;
+        out->nfinite = nfinite ? *nfinite : 0;
     }
 }
 
@@ -1154,8 +1324,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     float *rawb, *raws, *fb, *fs, *cm, *cvals = NULL;
     double *ca1 = NULL, *ca2 = NULL;
     long long *coff = NULL, *ccnt = NULL;
-    void *ctemp = NULL, *stemp;
-    float *gsort;
+    void *ctemp = NULL;
     bane_summary_out *dsum;
     int *iters, *slow, *nslow;
     bane_args na; // the node kernels' arguments (bane_nodes_setup)
@@ -1184,10 +1353,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     cm = (float *)(q + 5 * fbytes);
     slow = (int *)(q + 6 * fbytes);
     nslow = (int *)((char *)base + 2048);
-    gsort = (float *)(q + 7 * fbytes); // the summary's sorted grids, then the sort's storage
-    stemp = q + 9 * fbytes;
     dsum = (bane_summary_out *)((char *)base + 1024);
-    q += 9 * fbytes + SF_BANE_SORT_TEMP(nb);
+    q += 7 * fbytes;
     if (use_cells) { // the layout of sf_bane_scratch_bytes
         const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny;
         coff = (long long *)q;
@@ -1311,45 +1478,39 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         img->data, img->stride, nx, ny, step, ncx, ncy, fb, fs, bkg->data, bkg->stride, rms->data,
         rms->stride);
     SF_LAUNCHED();
-    // the finite pixels: the last cell offset on the cell path
-    if (use_cells && !blockpath) {
-        long long nf = 0;
-        SF_TRY(sf_gpu_to_host(g, &nf, coff + (size_t)ccx * ccy, sizeof nf));
-        scan.nfinite = (unsigned long long)nf;
-    } else {
+    // the finite pixels: the last cell offset on the cell path (it comes
+    // back with the summary), else the scan's count
+    if (!use_cells || blockpath) {
         SF_TRY(sf_gpu_to_host(g, &scan, dscan, sizeof scan));
-    }
-    if (scan.nfinite == 0) {
-        st = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
-        goto fail;
-    }
-    {
-        // the summary on the device (both grids sorted by cub), 24 bytes
-        // back, when the sort's storage fits; else the grids come back
-        size_t tb = 0;
-        SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, tb, fb, gsort, nb, 0, 32, g->stream));
-        if (tb <= SF_BANE_SORT_TEMP(nb) && !blockpath) {
-            bane_summary_out *hsum = (bane_summary_out *)g->pinned;
-            SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, tb, fb, gsort, nb, 0, 32, g->stream));
-            SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, tb, fs, (float *)((char *)gsort + fbytes),
-                                                   nb, 0, 32, g->stream));
-            bane_summary<<<1, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(fb, gsort, (float *)((char *)gsort + fbytes),
-                                                  iters, nb, dsum);
-            SF_LAUNCHED();
-            SF_TRY(sf_gpu_to_host(g, hsum, dsum, sizeof *hsum));
-            if (isnan(hsum->first)) { // filled: NaN only when no node was valid
-                st = sf_bane_no_node(p, img->nx, img->ny);
-                goto fail;
-            }
-            memset(out, 0, sizeof *out);
-            out->mean = hsum->mean;
-            out->median = hsum->median;
-            out->sigma = hsum->sigma;
-            out->nvalid = out->nused = (long long)scan.nfinite;
-            out->niter = hsum->niter;
-            out->converged = 1;
-            goto done;
+        if (scan.nfinite == 0) {
+            st = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
+            goto fail;
         }
+    }
+    if (!blockpath) { // the summary on the device, 40 bytes back
+        bane_summary_out *hsum = (bane_summary_out *)g->pinned;
+        bane_summary<<<3, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(
+            fb, fs, iters, nb, use_cells ? coff + (size_t)ccx * ccy : NULL, dsum);
+        SF_LAUNCHED();
+        SF_TRY(sf_gpu_to_host(g, hsum, dsum, sizeof *hsum));
+        if (use_cells)
+            scan.nfinite = (unsigned long long)hsum->nfinite;
+        if (scan.nfinite == 0) {
+            st = sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
+            goto fail;
+        }
+        if (isnan(hsum->first)) { // filled: NaN only when no node was valid
+            st = sf_bane_no_node(p, img->nx, img->ny);
+            goto fail;
+        }
+        memset(out, 0, sizeof *out);
+        out->mean = hsum->mean;
+        out->median = hsum->median;
+        out->sigma = hsum->sigma;
+        out->nvalid = out->nused = (long long)scan.nfinite;
+        out->niter = hsum->niter;
+        out->converged = 1;
+        goto done;
     }
     // the filled grids and the passes (contiguous: fb, fs, iters) in one copy
     hb = (float *)malloc(3 * fbytes);

@@ -443,15 +443,12 @@ static inline sf_status sf_bane_check_work(int nx, int ny, int step, int box)
 /* Bytes of device scratch the GPU version needs (step 0: auto, counted as
  * 4, the least a beam of a pixel or more gives, with the cell path's arrays;
  * scratch grows on demand): the node grids, cell maxima, the list of nodes
- * the GPU's warp path leaves to its block path and the sorted grids of the
- * summary with their sort's storage, and for the cell path each cell's count and offset and every finite pixel's value and
+ * the GPU's warp path leaves to its block path, and for the cell path each cell's count and offset and every finite pixel's value and
  * two running sums. */
 #define SF_BANE_ALIGN(b) (((b) + 255) / 256 * 256)
 /* the GPU's scan of the cell counts: its temporary storage (cub asks for
  * about 16 bytes a tile of a few thousand counts) */
 #define SF_BANE_SCAN_TEMP(nc) SF_BANE_ALIGN((size_t)(nc) + 65536)
-/* ... and of its sort of the node grids for the run summary's medians */
-#define SF_BANE_SORT_TEMP(nb) SF_BANE_ALIGN(8 * (size_t)(nb) + (1 << 20))
 static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
 {
     size_t nb, nc, np = (size_t)nx * (size_t)ny, bytes;
@@ -463,7 +460,7 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     }
     nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
     nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
-    bytes = 4096 + 9 * SF_BANE_ALIGN(nb * 4) + SF_BANE_SORT_TEMP(nb);
+    bytes = 4096 + 7 * SF_BANE_ALIGN(nb * 4);
     if (sf_bane_use_cells(step, box))
         bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(np * 4) +
                  2 * SF_BANE_ALIGN(np * 8) + SF_BANE_SCAN_TEMP(nc);
