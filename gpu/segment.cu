@@ -36,17 +36,23 @@
 //  1. bke_init:     node b = b for a block with a foreground pixel, else -1.
 //  2. bke_merge:    unions with the left, up, up-left and up-right blocks.
 //  3. bke_compress: every block points at its root.
-//  4. bke_pixels:   per pixel, the root's area (warp-aggregated), its first
-//                   pixel in raster order (atomicMin) and whether it holds a
-//                   seed (atomicOr).
-//  5. bke_mark:     each kept root sets F[row * nbx + x/2] of its first pixel
-//                   (a block holds at most one island's first pixel, and in
-//                   one pixel row block order is pixel order), so a CUB
-//                   exclusive scan of F numbers the islands in raster order.
+//  4. bke_pixels:   per pixel, the root's area, its first pixel in raster
+//                   order (atomicMin) and whether it holds a seed (atomicOr);
+//                   16 pixels a thread, a run of one root adding once.
+//  5. bke_mark:     each kept root sets bit c = row * nbx + x/2 of its first
+//                   pixel in the bitmap F (a block holds at most one island's
+//                   first pixel, and in one pixel row block order is pixel
+//                   order), so the set bits before c number the islands in
+//                   raster order: bke_popc counts each word's bits and a CUB
+//                   exclusive scan of the counts gives each word's first
+//                   number (a bit per cell: a scan of nf/32 counts where one
+//                   int a cell cost a 134 MB memset and a 134 MB scan at
+//                   8192^2, 0.2 ms: tests/gpu/trace).
 //  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0;
 //                   four pixels a thread (a 4-byte mask load, a 16-byte store).
 // Every step is one pass over pixels or blocks: the work is linear in the
 // pixels whatever the mask (one big island, checkerboards, noise).
+#include <string.h>
 #include <cub/cub.cuh>
 #include "common.cuh"
 #include "skyfind/segment.h"
@@ -332,26 +338,59 @@ static __global__ void bke_compress(int *B, int nb)
 }
 
 // area[r] (bit 31: holds a seed) and first[r] = smallest pixel index.
+// BKE_RUN pixels a thread, the mask read 16 bytes at once where aligned (a
+// sky run, nearly all of them, ends there: one thread a pixel took 0.19 ms at
+// 8192^2, the launch of 67M threads); a thread's consecutive pixels of one
+// root add once (the sums are exact and the minimum and OR do not depend on
+// the order, so the same area, first and seed bits).
+#define BKE_RUN 16
+static __device__ __forceinline__ void bke_flush(unsigned *area, int *first, int r, unsigned n,
+                                                 bool seed, int i)
+{
+    atomicAdd(area + r, n);
+    if (seed)
+        atomicOr(area + r, SEG_SEEDED);
+    atomicMin(first + r, i);
+}
+
 static __global__ void bke_pixels(const uint8_t *mask, const int *B, unsigned *area, int *first,
                                   int nx, int nbx, int npix)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    int r = -1;
+    const long long i0 = (long long)BKE_RUN * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+    uint8_t m[BKE_RUN];
+    int n = 0, r = -1, ri = 0;
+    unsigned cnt = 0;
     bool seed = false;
-    if (i < npix && mask[i]) {
-        int x = i % nx, y = i / nx;
-        r = B[(y >> 1) * nbx + (x >> 1)];
-        seed = mask[i] == 1;
+    if (i0 >= npix)
+        return;
+    n = npix - i0 < BKE_RUN ? (int)(npix - i0) : BKE_RUN;
+    if (n == BKE_RUN && !(reinterpret_cast<uintptr_t>(mask + i0) & 15)) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(mask + i0);
+        if ((v.x | v.y | v.z | v.w) == 0)
+            return;
+        memcpy(m, &v, BKE_RUN);
+    } else {
+        for (int k = 0; k < n; k++)
+            m[k] = mask[i0 + k];
     }
-    unsigned same = __match_any_sync(SEG_FULL, r);
-    unsigned seeds = __ballot_sync(SEG_FULL, seed);
-    int lane = threadIdx.x & 31;
-    if (r >= 0 && lane == __ffs(same) - 1) { // the lowest lane holds the group's first pixel
-        atomicAdd(area + r, (unsigned)__popc(same));
-        if (seeds & same)
-            atomicOr(area + r, SEG_SEEDED);
-        atomicMin(first + r, i);
+    for (int k = 0; k < n; k++) {
+        if (!m[k])
+            continue;
+        const int i = (int)i0 + k, x = i % nx, y = i / nx;
+        const int rk = B[(y >> 1) * nbx + (x >> 1)];
+        if (rk != r) {
+            if (r >= 0)
+                bke_flush(area, first, r, cnt, seed, ri);
+            r = rk;
+            ri = i;
+            cnt = 0;
+            seed = false;
+        }
+        cnt++;
+        seed |= m[k] == 1;
     }
+    if (r >= 0)
+        bke_flush(area, first, r, cnt, seed, ri);
 }
 
 static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
@@ -359,32 +398,41 @@ static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
     return (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
 }
 
-static __global__ void bke_mark(const int *B, const unsigned *area, const int *first, int *F,
-                                int nx, int nbx, int nb, int min_area)
+static __global__ void bke_mark(const int *B, const unsigned *area, const int *first,
+                                unsigned *F, int nx, int nbx, int nb, int min_area)
 {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b < nb && B[b] == b && bke_keep(area[b], min_area)) {
-        int p = first[b];
-        F[(p / nx) * nbx + (p % nx) / 2] = 1;
+        const int p = first[b], c = (p / nx) * nbx + (p % nx) / 2;
+        atomicOr(&F[c >> 5], 1u << (c & 31));
     }
 }
 
+// The set bits of each word of F (nw words; count[nw] = 0 for the scan's total).
+static __global__ void bke_popc(const unsigned *F, int *count, int nw)
+{
+    int w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w <= nw)
+        count[w] = w < nw ? __popc(F[w]) : 0;
+}
+
 static __device__ __forceinline__ int bke_label(const int *B, const unsigned *area,
-                                                const int *first, const int *number, int i, int nx,
-                                                int nbx, int min_area)
+                                                const int *first, const unsigned *F,
+                                                const int *number, int i, int nx, int nbx,
+                                                int min_area)
 {
     int x = i % nx, y = i / nx, r = B[(y >> 1) * nbx + (x >> 1)];
     if (!bke_keep(area[r], min_area))
         return 0;
-    int p = first[r];
-    return number[(p / nx) * nbx + (p % nx) / 2] + 1;
+    const int p = first[r], c = (p / nx) * nbx + (p % nx) / 2;
+    return number[c >> 5] + __popc(F[c >> 5] & ((1u << (c & 31)) - 1u)) + 1;
 }
 
 // Four pixels a thread: one 4-byte mask load and one 16-byte label store
 // (the mask and labels are contiguous, npix rounded up to 4 in the grid).
 static __global__ void bke_final(const uint8_t *mask, const int *B, const unsigned *area,
-                                 const int *first, const int *number, int *L, int nx, int nbx,
-                                 int npix, int min_area)
+                                 const int *first, const unsigned *F, const int *number, int *L,
+                                 int nx, int nbx, int npix, int min_area)
 {
     const int i0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
     if (i0 >= npix)
@@ -395,19 +443,19 @@ static __global__ void bke_final(const uint8_t *mask, const int *B, const unsign
         int4 out = make_int4(0, 0, 0, 0);
         if (m.x | m.y | m.z | m.w) {
             if (m.x)
-                out.x = bke_label(B, area, first, number, i0, nx, nbx, min_area);
+                out.x = bke_label(B, area, first, F, number, i0, nx, nbx, min_area);
             if (m.y)
-                out.y = bke_label(B, area, first, number, i0 + 1, nx, nbx, min_area);
+                out.y = bke_label(B, area, first, F, number, i0 + 1, nx, nbx, min_area);
             if (m.z)
-                out.z = bke_label(B, area, first, number, i0 + 2, nx, nbx, min_area);
+                out.z = bke_label(B, area, first, F, number, i0 + 2, nx, nbx, min_area);
             if (m.w)
-                out.w = bke_label(B, area, first, number, i0 + 3, nx, nbx, min_area);
+                out.w = bke_label(B, area, first, F, number, i0 + 3, nx, nbx, min_area);
         }
         *reinterpret_cast<int4 *>(L + i0) = out;
         return;
     }
     for (int i = i0; i < i0 + 4 && i < npix; i++)
-        L[i] = mask[i] ? bke_label(B, area, first, number, i, nx, nbx, min_area) : 0;
+        L[i] = mask[i] ? bke_label(B, area, first, F, number, i, nx, nbx, min_area) : 0;
 }
 
 // launchers
@@ -430,11 +478,13 @@ static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
            sf_align256(cub_bytes);
 }
 
-// Block-based path: B, area, first (nb ints each), F and numbers (nf + 1
-// ints each, nf = ny * nbx), CUB storage.
+// Block-based path: B, area, first (nb ints each), the bitmap F, the words'
+// counts and their numbers (nw + 1 ints each, nw = ceil(nf / 32), nf = ny *
+// nbx cells), CUB storage.
+static size_t bke_words(size_t nf) { return (nf + 31) / 32; }
 static size_t bke_scratch_bytes(size_t nb, size_t nf, size_t cub_bytes)
 {
-    return 3 * sf_align256(nb * sizeof(int)) + 2 * sf_align256((nf + 1) * sizeof(int)) +
+    return 3 * sf_align256(nb * sizeof(int)) + 3 * sf_align256((bke_words(nf) + 1) * sizeof(int)) +
            sf_align256(cub_bytes);
 }
 
@@ -443,41 +493,45 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
 {
     sf_status st = SF_OK;
     const int nx = mask->nx, ny = mask->ny, nbx = (nx + 1) / 2, nby = (ny + 1) / 2;
-    const int nb = nbx * nby, nf = ny * nbx, npix = nx * ny;
+    const int nb = nbx * nby, nf = ny * nbx, npix = nx * ny, nw = (int)bke_words((size_t)nf);
     size_t cub_bytes = 0, o1, o2;
     unsigned char *s = NULL;
     int count = 0;
-    SF_CUDA(seg_cub_bytes(nf + 1, g->stream, &cub_bytes));
+    SF_CUDA(seg_cub_bytes(nw + 1, g->stream, &cub_bytes));
     SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), (void **)&s));
     o1 = sf_align256((size_t)nb * sizeof(int));
-    o2 = sf_align256((size_t)(nf + 1) * sizeof(int));
+    o2 = sf_align256((size_t)(nw + 1) * sizeof(int));
     {
-        int *B = (int *)s, *first = (int *)(s + 2 * o1), *F = (int *)(s + 3 * o1);
-        int *number = (int *)(s + 3 * o1 + o2);
+        int *B = (int *)s, *first = (int *)(s + 2 * o1);
+        unsigned *F = (unsigned *)(s + 3 * o1);
+        int *wcount = (int *)(s + 3 * o1 + o2), *number = (int *)(s + 3 * o1 + 2 * o2);
         unsigned *area = (unsigned *)(s + o1);
-        void *cub_tmp = s + 3 * o1 + 2 * o2;
-        const unsigned bb = sf_blocks(nb, SEG_THREADS), pb = sf_blocks(npix, SEG_THREADS);
+        void *cub_tmp = s + 3 * o1 + 3 * o2;
+        const unsigned bb = sf_blocks(nb, SEG_THREADS);
         const int nseg = (nbx + 31) / 32;
         const unsigned sb = sf_blocks((size_t)nseg * nby * 32, SEG_THREADS);
         SF_TRY(sf_gpu_memset(g, area, 0, (size_t)nb * sizeof(int)));
         SF_TRY(sf_gpu_memset(g, first, 0x7f, (size_t)nb * sizeof(int))); // 0x7f7f7f7f > npix
-        SF_TRY(sf_gpu_memset(g, F, 0, (size_t)(nf + 1) * sizeof(int)));
+        SF_TRY(sf_gpu_memset(g, F, 0, (size_t)nw * sizeof(unsigned)));
         bke_init<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
         SF_LAUNCHED();
         bke_merge<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
         SF_LAUNCHED();
         bke_compress<<<bb, SEG_THREADS, 0, g->stream>>>(B, nb);
         SF_LAUNCHED();
-        bke_pixels<<<pb, SEG_THREADS, 0, g->stream>>>(mask->data, B, area, first, nx, nbx, npix);
+        bke_pixels<<<sf_blocks(((size_t)npix + BKE_RUN - 1) / BKE_RUN, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
+            mask->data, B, area, first, nx, nbx, npix);
         SF_LAUNCHED();
         bke_mark<<<bb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, nx, nbx, nb, p->min_area);
         SF_LAUNCHED();
-        SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)F, number, nf + 1,
-                                              g->stream));
-        bke_final<<<sf_blocks((npix + 3) / 4, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
-            mask->data, B, area, first, number, labels->data, nx, nbx, npix, p->min_area);
+        bke_popc<<<sf_blocks((size_t)nw + 1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(F, wcount, nw);
         SF_LAUNCHED();
-        SF_TRY(sf_gpu_to_host(g, &count, number + nf, sizeof count));
+        SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)wcount, number,
+                                              nw + 1, g->stream));
+        bke_final<<<sf_blocks((npix + 3) / 4, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
+            mask->data, B, area, first, F, number, labels->data, nx, nbx, npix, p->min_area);
+        SF_LAUNCHED();
+        SF_TRY(sf_gpu_to_host(g, &count, number + nw, sizeof count));
         if (nlabels)
             *nlabels = count;
     }
