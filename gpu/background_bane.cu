@@ -33,16 +33,16 @@
 //      falls back to it too.
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
 // 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
-// 7. The run summary (sf_bane_grid_stats' values) on the device: both grids
-//    sorted by cub, bane_summary (medians, the mean in sf_bane_grid_mean's
-//    association, the most passes); 24 bytes come back. The grids come back
-//    instead when cub's storage would not fit.
+// 7. The run summary (sf_bane_grid_stats' values) on the device, one launch
+//    of bane_summary: the mean in sf_bane_grid_mean's association, the most
+//    passes and the finite pixels' count (block 0), the medians of both grids
+//    by radix selection (blocks 1 and 2, bane_grid_median); 40 bytes come
+//    back. With SKYFIND_BANE_BLOCK=1 the grids come back instead.
 // SKYFIND_BANE_BLOCK=1 runs the block kernels everywhere (the warp kernels'
 // reference in benchmarks; the same maps).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/warp/warp_merge_sort.cuh>
 #include "common.cuh"
