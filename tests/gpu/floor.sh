@@ -27,7 +27,8 @@
 #           in COMPARE_PIPES (default: lesson radio) on the real images and
 #           on the simulated skies of SIZES
 #   e2e     one process per image, FITS in to catalogue out, radio.pipe GPU
-#   trace   the GPU's timeline (CUPTI, tests/gpu/trace/sftrace.c; the lent
+#   trace   the GPU's timeline (CUPTI, tests/gpu/trace/sftrace.c, bundled
+#           as extra/libsftrace.so with libcupti.so.13 beside it; the lent
 #           machine has no Nsight Systems) of bench_pipeline's last of 3
 #           runs of each TRACE_PIPES (default radio) at TRACE_SIZE (default
 #           8192^2): busy and idle time, stage by stage, the idle gaps and
@@ -112,6 +113,7 @@ if want trace; then
     n=${TRACE_SIZE:-8192}
     for pipe in ${TRACE_PIPES:-radio}; do
         say "GPU timeline of $pipe.pipe at ${n}^2 (sftrace, bench_pipeline's last of 3 runs)"
+        LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}:$B/extra \
         CUDA_INJECTION64_PATH=${SFTRACE_LIB:-$B/extra/libsftrace.so} SFTRACE_OUT="$W/trace-$pipe-$n.csv" \
             "$BIN/tests/bench/bench_pipeline" -p $pipe --sizes $n --repeat 3 --backend gpu \
             --workdir "$W" >"$W/trace-$pipe-$n.bench" 2>&1
