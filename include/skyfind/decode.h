@@ -150,7 +150,10 @@ static inline int sf_raw_scaled(const sf_raw_layout *l)
 }
 
 /* Decode a plane: raw (host, sf_raw_bytes(l) bytes) into out (host, nx x ny);
- * *nblank counts the blank pixels (NULL: not counted). CPU twin. */
+ * *nblank counts the blank pixels (NULL: not counted). CPU twin. out may be
+ * raw itself (out->data == raw, stride nx) when a pixel takes 4 bytes
+ * (BITPIX -32 and 32, SF_RAW_NATIVE): each pixel is read before it is
+ * written in its own place. */
 sf_status sf_decode_cpu(const void *raw, const sf_raw_layout *l, sf_image *out, long long *nblank);
 /* The same on the device, on the context's stream: raw and out in device memory. */
 sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layout *l, sf_image *out,
