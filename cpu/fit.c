@@ -619,15 +619,21 @@ static void shape_of(double P, double Q, double R, double *maj, double *min, dou
 
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p)
 {
+    sf_fit_finish_threads(c, n, in, p, 0);
+}
+
+void sf_fit_finish_threads(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p,
+                           int threads)
+{
     const int beam = in->beam_maj > 0 && isfinite(in->beam_maj);
     const int corr = beam && p->noise != SF_FIT_NOISE_WHITE;
+    const int nt = threads > 0 ? threads : omp_get_max_threads();
     sf_fit_cov2 bc;
     sf_fit_beam_cov(in, &bc);
     /* each component alone, so the same bits on any number of threads; about
      * 0.3 us a component on one core (sin, cos, the pow of Condon's rho^2 and
-     * the deconvolution's eigenvalues), which a GPU run's fit stage waited
-     * for on the host: 0.55 ms of 1689 components at 8192^2 */
-#pragma omp parallel for schedule(static) if (n >= 256)
+     * the deconvolution's eigenvalues) */
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n >= 256)
     for (int i = 0; i < n; i++) {
         sf_component *o = &c[i];
         double smaj, smin, cs, sn, snr2;

@@ -156,6 +156,15 @@ sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
 
 /* The derived values of n components (the same on both backends). */
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p);
+/* sf_fit_finish on `threads` OpenMP threads (0: all of them, as
+ * sf_fit_finish); the same bits whatever the number. The runner's GPU fit
+ * stage uses one: its host's threads are asleep by then (the last parallel
+ * region was the file's decode), and waking them for 0.3 us of work a
+ * component took 2-4 ms in some runs on the lent H100 machines, against
+ * 0.5-0.8 ms on one thread for 1689 components (tests/bench/RESULTS.md,
+ * "Where the GPU waits"). */
+void sf_fit_finish_threads(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p,
+                           int threads);
 
 /* Add the fitted model of n components to img (host), each Gaussian out to
  * where it falls below 1e-7 of its amplitude (at most the image). */
