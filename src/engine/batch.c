@@ -369,7 +369,8 @@ static void run_opts_for(const engine *e, const bitem *b, sf_backend be, sf_gpu 
  * 32, CFITSIO's floats) and nobody keeps the image (no previews or residual),
  * the pixels are decoded in the buffer itself and the image is a view of it,
  * which saves an image-sized allocation, its first-touch page faults and a
- * pass of writes (one thread, 8192^2: the decode 82-130 ms). */
+ * pass of writes (the separate decode took 82-130 ms at 8192^2 on one thread
+ * of the H100 machine; tests/bench/RESULTS.md). */
 static void run_cpu(engine *e, bitem *b, void *raw, int in_place)
 {
     sf_image img = {0};
