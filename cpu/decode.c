@@ -40,7 +40,7 @@ sf_status sf_decode_cpu(const void *raw, const sf_raw_layout *l, sf_image *out, 
 {
     sf_status st = sf_raw_check(l);
     const unsigned char *p = raw;
-    size_t w = l->bitpix == SF_RAW_NATIVE ? 4 : (size_t)(l->bitpix < 0 ? -l->bitpix : l->bitpix) / 8;
+    size_t w = sf_raw_pixel_bytes(l);
     int scaled = sf_raw_scaled(l);
     long long nb = 0;
     if (st)

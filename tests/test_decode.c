@@ -194,7 +194,7 @@ START_TEST(test_cpu_vs_cfitsio)
             ck_assert_int_eq(nb, nnan);
             ck_assert_int_eq(in1.nnan, nnan);
             ck_assert_int_eq(in0.nnan, nnan);
-            if (sf_raw_bytes(&l) == sf_npix(l.nx, l.ny) * sizeof(float)) {
+            if (sf_raw_pixel_bytes(&l) == sizeof(float)) {
                 /* 4-byte pixels decode in place (the batch engine's CPU
                  * workers): the raw buffer itself as the image */
                 sf_image in = {l.nx, l.ny, (size_t)l.nx, raw, SF_HOST};

@@ -28,11 +28,17 @@ typedef struct {
     int nx, ny;
 } sf_raw_layout;
 
+/* Bytes of one pixel in this layout (4: it can be decoded in place, see
+ * sf_decode_cpu). */
+static inline size_t sf_raw_pixel_bytes(const sf_raw_layout *l)
+{
+    return l->bitpix == SF_RAW_NATIVE ? 4 : (size_t)(l->bitpix < 0 ? -l->bitpix : l->bitpix) / 8;
+}
+
 /* Bytes of one plane in this layout. */
 static inline size_t sf_raw_bytes(const sf_raw_layout *l)
 {
-    size_t b = l->bitpix == SF_RAW_NATIVE ? 4 : (size_t)(l->bitpix < 0 ? -l->bitpix : l->bitpix) / 8;
-    return sf_npix(l->nx, l->ny) * b;
+    return sf_npix(l->nx, l->ny) * sf_raw_pixel_bytes(l);
 }
 
 #ifdef __CUDACC__

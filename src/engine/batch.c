@@ -377,8 +377,7 @@ static void run_cpu(engine *e, bitem *b, void *raw, int in_place)
     sf_run_opts ro;
     sf_status st;
     const sf_raw_layout *l = &b->it.layout;
-    const int view = in_place && !e->o->host_image &&
-                     sf_raw_bytes(l) == sf_npix(l->nx, l->ny) * sizeof(float);
+    const int view = in_place && !e->o->host_image && sf_raw_pixel_bytes(l) == sizeof(float);
     double t = now_ms();
     b->it.device = -1;
     b->it.backend = "cpu";
