@@ -68,19 +68,21 @@ if want sanitizer; then
     say "compute-sanitizer memcheck and racecheck (quick sizes) on the suites and whole runs (SAN_JOBS at once)"
     "$BIN/skyfind" simulate -q -n 512 --seed 5 --pairs 20 -o "$W/san512.fits"
     san_logs=()
+    san_job() { # tool, name, command...: one sanitizer run in the background, SAN_JOBS at once
+        local tool=$1 name=$2
+        shift 2
+        while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-8}" ]; do sleep 0.5; done
+        SKYFIND_TEST_QUICK=1 timeout "${SAN_TIMEOUT:-600}" compute-sanitizer --tool "$tool" \
+            --error-exitcode 9 "$@" >"$W/san_${tool}_$name.log" 2>&1 &
+        san_logs+=("$tool $name $W/san_${tool}_$name.log $!")
+    }
     for tool in memcheck racecheck; do
         for t in ${SAN_SUITES:-background_bane}; do
-            while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-8}" ]; do sleep 0.5; done
-            SKYFIND_TEST_QUICK=1 timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 \
-                "$BIN/tests/test_$t" >"$W/san_${tool}_$t.log" 2>&1 &
-            san_logs+=("$tool test_$t $W/san_${tool}_$t.log $!")
+            san_job $tool "test_$t" "$BIN/tests/test_$t"
         done
         for pipe in ${SAN_PIPES:-radio}; do
-            while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-8}" ]; do sleep 0.5; done
             mkdir -p "$W/san_out_${tool}_$pipe"
-            timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/skyfind" run -q -b gpu -p $pipe \
-                -o "$W/san_out_${tool}_$pipe" "$W/san512.fits" >"$W/san_${tool}_run_$pipe.log" 2>&1 &
-            san_logs+=("$tool run_$pipe $W/san_${tool}_run_$pipe.log $!")
+            san_job $tool "run_$pipe" "$BIN/skyfind" run -q -b gpu -p $pipe -o "$W/san_out_${tool}_$pipe" "$W/san512.fits"
         done
     done
     for e in "${san_logs[@]}"; do
