@@ -10,8 +10,8 @@
  *     Cholesky solve, fit_island's Levenberg-Marquardt loop, the seeds and
  *     bounds);
  *   the stage (island_pixels: the lists in raster order; sf_fit_cpu);
- *   derived values (sf_fit_finish: shapes, Condon's errors, deconvolution;
- *     sf_fit_render). */
+ *   derived values (sf_fit_finish and sf_fit_finish_threads, components in
+ *     parallel: shapes, Condon's errors, deconvolution; sf_fit_render). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /* The batch engine (include/skyfind/batch.h): reader threads -> a bounded
  * pool of host buffers (pinned by the uploader once reused) -> per GPU an uploader thread
  * (copy lane, a few device slots ahead) and a compute thread (decode on the
- * device, then sf_pipeline_run), or N CPU workers -> writer threads (the
+ * device, then sf_pipeline_run), or N CPU workers (4-byte pixels decoded in
+ * the pool's buffer itself, run_cpu) -> writer threads (the
  * catalogues, check images and markers of different images at once).
  * Memory is bounded by the pool (opts.queue buffers) and the device slots,
  * whatever the number of files. In this file, in order: a bounded queue; the

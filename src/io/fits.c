@@ -6,7 +6,8 @@
  * ones WCSLIB may see, the beam, which are structural); an HDU's header text
  * (plain and tile-compressed); reading (sf_fits_read and the batch engine's
  * sf_fits_read_raw: the pre-check, the HDU walk, the checks made before any
- * allocation, the plane's end probed, raw big-endian reads); writing. */
+ * allocation, the plane's end probed, raw big-endian reads; 4-byte planes
+ * read straight into sf_fits_read's image and decoded there); writing. */
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
