@@ -354,13 +354,24 @@ static sf_status maps_to_device(sf_run_result *r, sf_gpu *g)
 static long long count_mask(const sf_state *s, const sf_run_result *r, int gpu)
 {
     const uint8_t *m = r->have_mask && !r->maps_gpu ? r->mask.data : gpu ? NULL : s->mask.data;
+    const long long n = (long long)sf_npix(s->img.nx, s->img.ny);
     long long c = 0;
     if (!(s->have & SF_DATA_MASK))
         return 0;
     if (!m)
         return -1;
-    for (size_t k = 0; k < sf_npix(s->img.nx, s->img.ny); k++)
-        c += m[k] != 0;
+    /* on all threads, 64K bytes a chunk counted in a 32-bit counter (which
+     * the compiler vectorises): on one thread this pass took 10-15 ms of a
+     * CPU run at 8192^2 on the H100 machine, outside every stage's time;
+     * on its 16 cores 1.1-1.5 ms */
+#pragma omp parallel for schedule(static) reduction(+ : c)
+    for (long long k0 = 0; k0 < n; k0 += 65536) {
+        const long long k1 = k0 + 65536 < n ? k0 + 65536 : n;
+        unsigned part = 0;
+        for (long long k = k0; k < k1; k++)
+            part += m[k] != 0;
+        c += part;
+    }
     return c;
 }
 

@@ -5,6 +5,10 @@
 # 1, 2, 4, ... threads up to the cores of the machine; the median of REPS
 # runs, each stage's time from the run report (--json) of the median run,
 # and a check that the CSV catalogue is byte-identical to the one-thread one.
+# Beside the stages, the rest of the process from the same report: start
+# (process start to main, /proc's clock ticks, so up to 10 ms high), read,
+# decode, write, and "other" (the wall time none of those explain: the
+# engine's set-up, freeing, exit).
 #   [PIPES="radio lesson"] tests/bench/threads.sh SKYFIND OUTDIR [SIZES] [REPS]
 # Writes OUTDIR/threads.md (a table) and OUTDIR/threads.csv; exits 1 if any
 # catalogue differs between thread counts.
@@ -21,7 +25,7 @@ while [ $t -le "$ncpu" ]; do T="$T $t"; t=$((t * 2)); done
 [ $((t / 2)) -lt "$ncpu" ] && T="$T $ncpu"
 PY=$(command -v python3)
 fail=0
-echo "size,pipeline,threads,wall_ms,stages_ms,stage_ms,identical" >"$OUT/threads.csv"
+echo "size,pipeline,threads,wall_ms,stages_ms,stage_ms,identical,start_ms,read_ms,decode_ms,write_ms,other_ms" >"$OUT/threads.csv"
 for n in $SIZES; do
     "$SF" simulate -q -n "$n" --seed 11 -o "$W/sim$n.fits" || exit 2
     cat "$W/sim$n.fits" >/dev/null # in the page cache
@@ -42,11 +46,18 @@ for n in $SIZES; do
             "$PY" - "$W/j$med.json" "$n" "$p" "$t" "$wall" "$same" >>"$OUT/threads.csv" <<'EOF'
 import json, sys
 f, n, p, t, wall, same = sys.argv[1:]
+row, summ = None, None
 for line in open(f):
     d = json.loads(line)
     if "stages" in d:
-        st = " ".join("%s=%.1f" % (s["name"], s["ms"]) for s in d["stages"])
-        print("%s,%s,%s,%s,%.1f,%s,%s" % (n, p, t, wall, d["phases"]["stages_ms"], st, same))
+        row = d
+    elif "summary" in d:
+        summ = d["summary"]
+st = " ".join("%s=%.1f" % (s["name"], s["ms"]) for s in row["stages"])
+ph = row["phases"]
+known = summ["main_ms"] + ph["read_ms"] + ph["decode_ms"] + ph["stages_ms"] + ph["write_ms"]
+print("%s,%s,%s,%s,%.1f,%s,%s,%.1f,%.1f,%.1f,%.1f,%.1f" % (n, p, t, wall, ph["stages_ms"], st, same,
+      summ["main_ms"], ph["read_ms"], ph["decode_ms"], ph["write_ms"], float(wall) - known))
 EOF
         done
     done
@@ -55,12 +66,13 @@ done
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 one = {(r["size"], r["pipeline"]): float(r["wall_ms"]) for r in rows if r["threads"] == "1"}
-print("| size | pipeline | threads | wall ms (process) | speed-up | stages ms | catalogue | stages |")
-print("|---|---|---|---|---|---|---|---|")
+print("| size | pipeline | threads | wall ms (process) | speed-up | stages ms | catalogue | stages | start / read / decode / write / other ms |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     w = float(r["wall_ms"])
-    print("| %s² | %s | %s | %.0f | %.2f | %s | %s | %s |" % (r["size"], r["pipeline"], r["threads"], w,
-          one[(r["size"], r["pipeline"])] / w, r["stages_ms"], r["identical"], r["stage_ms"]))
+    print("| %s² | %s | %s | %.0f | %.2f | %s | %s | %s | %s / %s / %s / %s / %s |" % (r["size"], r["pipeline"],
+          r["threads"], w, one[(r["size"], r["pipeline"])] / w, r["stages_ms"], r["identical"], r["stage_ms"],
+          r["start_ms"], r["read_ms"], r["decode_ms"], r["write_ms"], r["other_ms"]))
 EOF
 cat "$OUT/threads.md"
 exit $fail
