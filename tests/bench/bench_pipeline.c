@@ -2,7 +2,10 @@
  * version, on FITS images and on simulated ones (--sizes): warm-up, then the
  * median of --repeat runs; stage times are CUDA-event device times on the GPU
  * and wall times on the CPU (sf_run_result.stage_ms); "end-to-end" is the
- * wall time from FITS read to catalogue written. Each stage's achieved GB/s
+ * wall time from FITS read to catalogue written, the image read into
+ * pageable memory as the CLI and the API read it (BENCH_READ_PINNED=1 in the
+ * environment: into memory pinned per image by cudaMallocHost, as this
+ * benchmark did before 2026-11-27). Each stage's achieved GB/s
  * and its floor (the bytes it must move over the copy bandwidth measured in
  * the same run) are printed beside it. The driver of tests/bench/harness.py;
  * it builds without CUDA too and then says that the GPU columns were not run.
@@ -211,11 +214,15 @@ typedef struct {
 } input;
 
 /* One pipeline on one backend: `repeat` timed runs after a warm-up, each
- * reading the FITS file, running the pipeline and writing the CSV catalogue. */
+ * reading the FITS file, running the pipeline and writing the CSV catalogue.
+ * The image is pageable unless BENCH_READ_PINNED=1: a 268 MB image pinned
+ * for one use costs more than its pageable upload (tests/bench/RESULTS.md). */
 static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int repeat,
                       double bw, const char *workdir, sf_source **keep, int *nkeep)
 {
     const char *bk = g ? "gpu" : "cpu";
+    const char *pin = getenv("BENCH_READ_PINNED");
+    sf_gpu *rg = pin && !strcmp(pin, "1") ? g : NULL; /* the read's context: pinned memory */
     int ns = pl->nsteps, nsrc = -1, ncomp = -1;
     size_t np = sf_npix(in->nx, in->ny);
     double *v = calloc((size_t)repeat * (size_t)(ns + 4), sizeof *v);
@@ -234,7 +241,7 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
         sf_run_result r;
         memset(&info, 0, sizeof info);
         double t0 = wall_ms();
-        CHECK(sf_fits_read(in->path, -1, g, &img, &info));
+        CHECK(sf_fits_read(in->path, -1, rg, &img, &info));
         sf_run_opts o;
         set_beam(&o, &info, img.nx, img.ny);
         o.backend = g ? SF_BACKEND_GPU : SF_BACKEND_CPU;
@@ -278,7 +285,7 @@ static void bench_one(input *in, int pi, const sf_pipeline *pl, sf_gpu *g, int r
             }
         }
         sf_run_result_free(&r);
-        sf_image_free(&img, g);
+        sf_image_free(&img, rg);
         sf_fits_info_free(&info);
     }
     double total_bytes = 0;
