@@ -35,7 +35,18 @@ struct sf_gpu {
     cudaStream_t aux[2];      // side streams for a stage's independent launches (sf_gpu_fork)
     cudaEvent_t fork_ev, join_ev[2];
     pthread_mutex_t lock;     // the allocation bookkeeping above, shared by the lane's thread
+    // Staged uploads of large pageable buffers (h2d in gpu/gpu.cu): SF_STAGE_N
+    // pinned chunks of SF_STAGE_CHUNK bytes, made on the first such upload,
+    // and the event of each chunk's last copy; one upload at a time.
+#define SF_STAGE_N 3
+    void *stage;
+    cudaEvent_t stage_ev[SF_STAGE_N];
+    int stage_failed;         // the pinned chunks could not be made: plain copies
+    pthread_mutex_t stage_lock;
 };
+
+// memcpy by up to 8 threads (src/core/image.c: C with OpenMP).
+extern "C" void sf_copy_parallel(void *dst, const void *src, size_t n);
 
 // Independent launches of one stage side by side: sf_gpu_fork(g, n) lets
 // g->aux[0..n-1] (n <= 2, created on first use) start after the work queued

@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include "common.cuh"
 
+// Staged uploads (h2d below): a chunk's bytes (SF_STAGE_N of them,
+// common.cuh), the smallest upload staged.
+#define SF_STAGE_CHUNK ((size_t)8 << 20)
+#define SF_STAGE_MIN ((size_t)32 << 20)
+
 struct sf_gpu_timer {
     sf_gpu *g;
     cudaEvent_t a, b;
@@ -44,6 +49,7 @@ extern "C" sf_status sf_gpu_create(sf_gpu **out, int device)
     }
     g->device = device;
     pthread_mutex_init(&g->lock, NULL);
+    pthread_mutex_init(&g->stage_lock, NULL);
     SF_CUDA(cudaSetDevice(device));
     SF_CUDA(cudaGetDeviceProperties(&prop, device));
     snprintf(g->name, sizeof g->name, "%s", prop.name);
@@ -96,6 +102,12 @@ extern "C" void sf_gpu_destroy(sf_gpu *g)
         }
         cudaEventDestroy(g->fork_ev);
     }
+    if (g->stage) {
+        cudaFreeHost(g->stage);
+        for (int i = 0; i < SF_STAGE_N; i++)
+            cudaEventDestroy(g->stage_ev[i]);
+    }
+    pthread_mutex_destroy(&g->stage_lock);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -234,6 +246,84 @@ extern "C" void sf_host_unregister(void *ptr)
         cudaGetLastError();
 }
 
+// A host-to-device copy on stream s, finished when it returns. A pageable
+// source of SF_STAGE_MIN bytes or more goes through the context's pinned
+// chunks: a team of host threads copies a chunk in (sf_copy_parallel) while
+// the copy engine takes the one before. The driver's own pageable copy
+// stages through its buffers on one thread: 268 MB took about 30 ms on the
+// H100 machine (9 GB/s), against 5 ms from pinned memory; pinning the
+// image itself (cudaMallocHost, cudaHostRegister) costs more than that
+// for one use (tests/bench/RESULTS.md). Pinned or registered sources, small
+// copies, and a second upload while one is staged copy directly.
+static int host_pinned(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+// SKYFIND_UPLOAD_STAGED=0 (a developer knob, for before/after timings):
+// the driver's plain copy for every upload.
+static int staging_on(void)
+{
+    const char *v = getenv("SKYFIND_UPLOAD_STAGED");
+    return !(v && !strcmp(v, "0"));
+}
+
+static sf_status h2d(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
+{
+    sf_status st = SF_OK;
+    int staged = 0;
+    if (bytes >= SF_STAGE_MIN && staging_on() && !host_pinned(src) &&
+        pthread_mutex_trylock(&g->stage_lock) == 0) {
+        staged = 1;
+        if (!g->stage && !g->stage_failed) {
+            int n = 0;
+            if (cudaMallocHost(&g->stage, SF_STAGE_N * SF_STAGE_CHUNK) == cudaSuccess) {
+                for (; n < SF_STAGE_N; n++)
+                    if (cudaEventCreateWithFlags(&g->stage_ev[n], cudaEventDisableTiming) != cudaSuccess)
+                        break;
+            }
+            if (n < SF_STAGE_N) { /* no pinned chunks: plain copies from now on */
+                cudaGetLastError();
+                while (n > 0)
+                    cudaEventDestroy(g->stage_ev[--n]);
+                if (g->stage)
+                    cudaFreeHost(g->stage);
+                g->stage = NULL;
+                g->stage_failed = 1;
+            }
+        }
+        if (!g->stage) {
+            pthread_mutex_unlock(&g->stage_lock);
+            staged = 0;
+        }
+    }
+    if (!staged) {
+        SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+        SF_CUDA(cudaStreamSynchronize(s));
+        return SF_OK;
+    }
+    for (size_t k = 0, off = 0; off < bytes; k++, off += SF_STAGE_CHUNK) {
+        const int slot = (int)(k % SF_STAGE_N);
+        const size_t len = bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK;
+        char *chunk = (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK;
+        if (k >= SF_STAGE_N) /* the chunk's previous copy has left it */
+            SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
+        sf_copy_parallel(chunk, (const char *)src + off, len);
+        SF_CUDA(cudaMemcpyAsync((char *)dst + off, chunk, len, cudaMemcpyHostToDevice, s));
+        SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
+    }
+    SF_CUDA(cudaStreamSynchronize(s));
+fail:
+    if (staged)
+        pthread_mutex_unlock(&g->stage_lock);
+    return st;
+}
+
 extern "C" sf_status sf_gpu_upload_lane(sf_gpu *g, void *dst, const void *src, size_t bytes,
                                         double *ms)
 {
@@ -245,7 +335,7 @@ extern "C" sf_status sf_gpu_upload_lane(sf_gpu *g, void *dst, const void *src, s
         SF_CUDA(cudaEventCreate(&g->lane_ev[1]));
     }
     SF_CUDA(cudaEventRecord(g->lane_ev[0], g->lane));
-    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->lane));
+    SF_TRY(h2d(g, g->lane, dst, src, bytes));
     SF_CUDA(cudaEventRecord(g->lane_ev[1], g->lane));
     SF_CUDA(cudaEventSynchronize(g->lane_ev[1]));
     SF_CUDA(cudaEventElapsedTime(&f, g->lane_ev[0], g->lane_ev[1]));
@@ -358,8 +448,7 @@ extern "C" void sf_gpu_host_free(sf_gpu *g, void *ptr)
 extern "C" sf_status sf_gpu_to_device(sf_gpu *g, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;
-    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->stream));
-    SF_CUDA(cudaStreamSynchronize(g->stream));
+    SF_TRY(h2d(g, g->stream, dst, src, bytes));
     g->h2d += bytes;
 fail:
     return st;
