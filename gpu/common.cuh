@@ -35,9 +35,9 @@ struct sf_gpu {
     cudaStream_t aux[2];      // side streams for a stage's independent launches (sf_gpu_fork)
     cudaEvent_t fork_ev, join_ev[2];
     pthread_mutex_t lock;     // the allocation bookkeeping above, shared by the lane's thread
-    // Staged uploads of large pageable buffers (h2d in gpu/gpu.cu): SF_STAGE_N
-    // pinned chunks of SF_STAGE_CHUNK bytes, made on the first such upload,
-    // and the event of each chunk's last copy; one upload at a time.
+    // Staged copies of large pageable buffers (h2d and d2h in gpu/gpu.cu):
+    // SF_STAGE_N pinned chunks of SF_STAGE_CHUNK bytes, made on the first
+    // such copy, and the event of each chunk's last copy; one copy at a time.
 #define SF_STAGE_N 3
     void *stage;
     cudaEvent_t stage_ev[SF_STAGE_N];

@@ -253,8 +253,10 @@ extern "C" void sf_host_unregister(void *ptr)
 // stages through its buffers on one thread: 268 MB took about 30 ms on the
 // H100 machine (9 GB/s), against 5 ms from pinned memory; pinning the
 // image itself (cudaMallocHost, cudaHostRegister) costs more than that
-// for one use (tests/bench/RESULTS.md). Pinned or registered sources, small
-// copies, and a second upload while one is staged copy directly.
+// for one use (tests/bench/RESULTS.md). Pinned or registered host memory,
+// small copies, and a copy while another one holds the chunks (an upload on
+// the batch engine's copy lane beside a download of the compute thread's
+// maps) go directly; so does every copy with SKYFIND_UPLOAD_STAGED=0.
 static int host_pinned(const void *p)
 {
     cudaPointerAttributes a;
@@ -266,42 +268,50 @@ static int host_pinned(const void *p)
 }
 
 // SKYFIND_UPLOAD_STAGED=0 (a developer knob, for before/after timings):
-// the driver's plain copy for every upload.
+// the driver's plain copy for every copy, both ways.
 static int staging_on(void)
 {
     const char *v = getenv("SKYFIND_UPLOAD_STAGED");
     return !(v && !strcmp(v, "0"));
 }
 
+// Takes the context's pinned chunks for one staged copy of bytes with the
+// host side at host: 1 with stage_lock held and the chunks made, 0 for a
+// plain copy (small, pinned host memory, the knob, chunks in use or not
+// to be had).
+static int stage_take(sf_gpu *g, const void *host, size_t bytes)
+{
+    if (bytes < SF_STAGE_MIN || !staging_on() || host_pinned(host) ||
+        pthread_mutex_trylock(&g->stage_lock) != 0)
+        return 0;
+    if (!g->stage && !g->stage_failed) {
+        int n = 0;
+        if (cudaMallocHost(&g->stage, SF_STAGE_N * SF_STAGE_CHUNK) == cudaSuccess) {
+            for (; n < SF_STAGE_N; n++)
+                if (cudaEventCreateWithFlags(&g->stage_ev[n], cudaEventDisableTiming) != cudaSuccess)
+                    break;
+        }
+        if (n < SF_STAGE_N) { /* no pinned chunks: plain copies from now on */
+            cudaGetLastError();
+            while (n > 0)
+                cudaEventDestroy(g->stage_ev[--n]);
+            if (g->stage)
+                cudaFreeHost(g->stage);
+            g->stage = NULL;
+            g->stage_failed = 1;
+        }
+    }
+    if (!g->stage) {
+        pthread_mutex_unlock(&g->stage_lock);
+        return 0;
+    }
+    return 1;
+}
+
 static sf_status h2d(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;
-    int staged = 0;
-    if (bytes >= SF_STAGE_MIN && staging_on() && !host_pinned(src) &&
-        pthread_mutex_trylock(&g->stage_lock) == 0) {
-        staged = 1;
-        if (!g->stage && !g->stage_failed) {
-            int n = 0;
-            if (cudaMallocHost(&g->stage, SF_STAGE_N * SF_STAGE_CHUNK) == cudaSuccess) {
-                for (; n < SF_STAGE_N; n++)
-                    if (cudaEventCreateWithFlags(&g->stage_ev[n], cudaEventDisableTiming) != cudaSuccess)
-                        break;
-            }
-            if (n < SF_STAGE_N) { /* no pinned chunks: plain copies from now on */
-                cudaGetLastError();
-                while (n > 0)
-                    cudaEventDestroy(g->stage_ev[--n]);
-                if (g->stage)
-                    cudaFreeHost(g->stage);
-                g->stage = NULL;
-                g->stage_failed = 1;
-            }
-        }
-        if (!g->stage) {
-            pthread_mutex_unlock(&g->stage_lock);
-            staged = 0;
-        }
-    }
+    const int staged = stage_take(g, src, bytes);
     if (!staged) {
         SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
         SF_CUDA(cudaStreamSynchronize(s));
@@ -319,8 +329,11 @@ static sf_status h2d(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size
     }
     SF_CUDA(cudaStreamSynchronize(s));
 fail:
-    if (staged)
+    if (staged) {
+        if (st) /* nothing may still be copying out of the chunks when they are let go */
+            cudaStreamSynchronize(s);
         pthread_mutex_unlock(&g->stage_lock);
+    }
     return st;
 }
 
@@ -454,11 +467,51 @@ fail:
     return st;
 }
 
+// The download's mirror of h2d: the copy engine fills the pinned chunks
+// (up to SF_STAGE_N ahead) while host threads empty each one into dst
+// (stage maps and check images of 268 MB at 8192^2).
+static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
+{
+    sf_status st = SF_OK;
+    const int staged = stage_take(g, dst, bytes);
+    const size_t nk = (bytes + SF_STAGE_CHUNK - 1) / SF_STAGE_CHUNK;
+    if (!staged) {
+        SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+        SF_CUDA(cudaStreamSynchronize(s));
+        return SF_OK;
+    }
+    for (size_t k = 0; k < nk + SF_STAGE_N; k++) {
+        if (k >= SF_STAGE_N) { /* chunk k - SF_STAGE_N is down: out of its slot */
+            const size_t j = k - SF_STAGE_N, off = j * SF_STAGE_CHUNK;
+            const int slot = (int)(j % SF_STAGE_N);
+            if (j >= nk)
+                continue;
+            SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
+            sf_copy_parallel((char *)dst + off, (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK,
+                             bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK);
+        }
+        if (k < nk) { /* chunk k into the slot just emptied */
+            const size_t off = k * SF_STAGE_CHUNK;
+            const int slot = (int)(k % SF_STAGE_N);
+            SF_CUDA(cudaMemcpyAsync((char *)g->stage + (size_t)slot * SF_STAGE_CHUNK, (const char *)src + off,
+                                    bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK,
+                                    cudaMemcpyDeviceToHost, s));
+            SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
+        }
+    }
+fail:
+    if (staged) {
+        if (st) /* nothing may still be copying into the chunks when they are let go */
+            cudaStreamSynchronize(s);
+        pthread_mutex_unlock(&g->stage_lock);
+    }
+    return st;
+}
+
 extern "C" sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;
-    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g->stream));
-    SF_CUDA(cudaStreamSynchronize(g->stream));
+    SF_TRY(d2h(g, g->stream, dst, src, bytes));
     g->d2h += bytes;
 fail:
     return st;
