@@ -45,8 +45,6 @@ struct sf_gpu {
     pthread_mutex_t stage_lock;
 };
 
-// memcpy by up to 8 threads (src/core/image.c: C with OpenMP).
-extern "C" void sf_copy_parallel(void *dst, const void *src, size_t n);
 
 // Independent launches of one stage side by side: sf_gpu_fork(g, n) lets
 // g->aux[0..n-1] (n <= 2, created on first use) start after the work queued

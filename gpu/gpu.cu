@@ -7,6 +7,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include "common.cuh"
+#include "copy.h" /* src/calc: sf_copy_parallel */
 
 // Staged uploads (h2d below): a chunk's bytes (SF_STAGE_N of them,
 // common.cuh), the smallest upload staged.

@@ -9,9 +9,6 @@
 #endif
 #include "skyfind/image.h"
 #include "skyfind/gpu.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Large host blocks (image-sized buffers and scratch):
  * - aligned to 2 MB and, on Linux, advised for transparent huge pages
@@ -111,29 +108,6 @@ void sf_host_cache_release(void)
         free(big_cache[--n_cache].p);
     cache_bytes = 0;
     pthread_mutex_unlock(&big_lock);
-}
-
-/* memcpy by up to nth threads (the caller's OpenMP team size, at most 8),
- * in pieces of whole 4 KB pages: the host's part of the GPU's staged upload
- * (gpu/gpu.cu), where one thread copies pageable memory at a fraction of the
- * memory's speed. */
-void sf_copy_parallel(void *dst, const void *src, size_t n)
-{
-    int nth = 1;
-#ifdef _OPENMP
-    nth = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
-#endif
-    const size_t piece = ((n / (size_t)nth + 4095) / 4096) * 4096;
-    if (nth < 2 || n < ((size_t)1 << 20) || piece == 0) {
-        memcpy(dst, src, n);
-        return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int t = 0; t < nth; t++) {
-        const size_t a = (size_t)t * piece, b = a + piece < n ? a + piece : n;
-        if (a < b)
-            memcpy((char *)dst + a, (const char *)src + a, b - a);
-    }
 }
 
 static sf_status buf_alloc(void **ptr, size_t bytes, sf_loc loc, sf_gpu *g)
