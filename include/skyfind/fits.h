@@ -48,6 +48,10 @@ int sf_fits_card_ok(const char *card);
 /* Read one plane (plane < 0: the first, with a note on stderr-free detail
  * left to the caller: see info->nplanes). Fills img on the host (malloc, or
  * pinned when g != NULL) and info. Errors name the file and the problem.
+ * Pass g = NULL for an image uploaded once: pinning 268 MB costs more than
+ * its upload from pageable memory, which sf_pipeline_run stages through
+ * the context's pinned chunks (tests/bench/RESULTS.md, "Outside the
+ * stages"); free the image with the same g.
  * A plain disk file's pixels are read raw and decoded (sf_decode_cpu), the
  * rest through CFITSIO's conversion (also every file with
  * SKYFIND_FITS_CFITSIO=1): the same values. */
