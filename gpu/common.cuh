@@ -45,7 +45,6 @@ struct sf_gpu {
     pthread_mutex_t stage_lock;
 };
 
-
 // Independent launches of one stage side by side: sf_gpu_fork(g, n) lets
 // g->aux[0..n-1] (n <= 2, created on first use) start after the work queued
 // so far on g->stream; sf_gpu_join(g, n) makes g->stream wait for what was

@@ -2,12 +2,11 @@
 // counted host<->device copies and event timers. GPU version only (the
 // CPU-only build uses src/core/gpu_stub.c). In this file, in order: device
 // count, the context's creation and teardown; device buffers kept across
-// runs; pinned and registered host memory; staged uploads of large pageable
-// buffers (stage_take, h2d) and the copy lane; scratch and allocation
-// bookkeeping; counted copies (sf_gpu_to_device, then d2h, the staged
-// download, and sf_gpu_to_host), memset, negate, the raw import, sampled
-// rows; event timers and the copy-bandwidth probe; cuFFT, opened on first
-// use.
+// runs; pinned and registered host memory; the staged copies of large
+// pageable buffers (stage_take, h2d, d2h) and the copy lane; scratch and
+// allocation bookkeeping; counted copies, memset, negate, the raw import,
+// sampled rows; event timers and the copy-bandwidth probe; cuFFT, opened on
+// first use.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -316,32 +315,78 @@ static int stage_take(sf_gpu *g, const void *host, size_t bytes)
     return 1;
 }
 
+// Gives the chunks back after a staged copy; after a failure, once nothing
+// on s can still be copying into or out of them.
+static void stage_give(sf_gpu *g, cudaStream_t s, sf_status st)
+{
+    if (st)
+        cudaStreamSynchronize(s);
+    pthread_mutex_unlock(&g->stage_lock);
+}
+
+// The bytes of the chunk that starts at off.
+static size_t stage_len(size_t bytes, size_t off)
+{
+    return bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK;
+}
+
+// The copy without the chunks (the driver's), finished when it returns.
+static sf_status plain_copy(cudaStream_t s, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    sf_status st = SF_OK;
+    SF_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
+    SF_CUDA(cudaStreamSynchronize(s));
+fail:
+    return st;
+}
+
 static sf_status h2d(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;
-    const int staged = stage_take(g, src, bytes);
-    if (!staged) {
-        SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-        SF_CUDA(cudaStreamSynchronize(s));
-        return SF_OK;
-    }
+    if (!stage_take(g, src, bytes))
+        return plain_copy(s, dst, src, bytes, cudaMemcpyHostToDevice);
     for (size_t k = 0, off = 0; off < bytes; k++, off += SF_STAGE_CHUNK) {
         const int slot = (int)(k % SF_STAGE_N);
-        const size_t len = bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK;
         char *chunk = (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK;
         if (k >= SF_STAGE_N) /* the chunk's previous copy has left it */
             SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
-        sf_copy_parallel(chunk, (const char *)src + off, len);
-        SF_CUDA(cudaMemcpyAsync((char *)dst + off, chunk, len, cudaMemcpyHostToDevice, s));
+        sf_copy_parallel(chunk, (const char *)src + off, stage_len(bytes, off));
+        SF_CUDA(cudaMemcpyAsync((char *)dst + off, chunk, stage_len(bytes, off), cudaMemcpyHostToDevice, s));
         SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
     }
     SF_CUDA(cudaStreamSynchronize(s));
 fail:
-    if (staged) {
-        if (st) /* nothing may still be copying out of the chunks when they are let go */
-            cudaStreamSynchronize(s);
-        pthread_mutex_unlock(&g->stage_lock);
+    stage_give(g, s, st);
+    return st;
+}
+
+// The download's mirror of h2d: the copy engine fills the pinned chunks
+// (up to SF_STAGE_N ahead) while host threads empty each one into dst
+// (stage maps and check images of 268 MB at 8192^2).
+static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
+{
+    sf_status st = SF_OK;
+    const size_t nk = (bytes + SF_STAGE_CHUNK - 1) / SF_STAGE_CHUNK;
+    if (!stage_take(g, dst, bytes))
+        return plain_copy(s, dst, src, bytes, cudaMemcpyDeviceToHost);
+    for (size_t k = 0; k < nk + SF_STAGE_N; k++) {
+        if (k >= SF_STAGE_N) { /* chunk j = k - SF_STAGE_N is down: out of its slot */
+            const size_t off = (k - SF_STAGE_N) * SF_STAGE_CHUNK;
+            const int slot = (int)((k - SF_STAGE_N) % SF_STAGE_N);
+            SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
+            sf_copy_parallel((char *)dst + off, (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK,
+                             stage_len(bytes, off));
+        }
+        if (k < nk) { /* chunk k into the slot just emptied */
+            const size_t off = k * SF_STAGE_CHUNK;
+            const int slot = (int)(k % SF_STAGE_N);
+            SF_CUDA(cudaMemcpyAsync((char *)g->stage + (size_t)slot * SF_STAGE_CHUNK, (const char *)src + off,
+                                    stage_len(bytes, off), cudaMemcpyDeviceToHost, s));
+            SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
+        }
     }
+fail:
+    stage_give(g, s, st);
     return st;
 }
 
@@ -472,47 +517,6 @@ extern "C" sf_status sf_gpu_to_device(sf_gpu *g, void *dst, const void *src, siz
     SF_TRY(h2d(g, g->stream, dst, src, bytes));
     g->h2d += bytes;
 fail:
-    return st;
-}
-
-// The download's mirror of h2d: the copy engine fills the pinned chunks
-// (up to SF_STAGE_N ahead) while host threads empty each one into dst
-// (stage maps and check images of 268 MB at 8192^2).
-static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
-{
-    sf_status st = SF_OK;
-    const int staged = stage_take(g, dst, bytes);
-    const size_t nk = (bytes + SF_STAGE_CHUNK - 1) / SF_STAGE_CHUNK;
-    if (!staged) {
-        SF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
-        SF_CUDA(cudaStreamSynchronize(s));
-        return SF_OK;
-    }
-    for (size_t k = 0; k < nk + SF_STAGE_N; k++) {
-        if (k >= SF_STAGE_N) { /* chunk k - SF_STAGE_N is down: out of its slot */
-            const size_t j = k - SF_STAGE_N, off = j * SF_STAGE_CHUNK;
-            const int slot = (int)(j % SF_STAGE_N);
-            if (j >= nk)
-                continue;
-            SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
-            sf_copy_parallel((char *)dst + off, (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK,
-                             bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK);
-        }
-        if (k < nk) { /* chunk k into the slot just emptied */
-            const size_t off = k * SF_STAGE_CHUNK;
-            const int slot = (int)(k % SF_STAGE_N);
-            SF_CUDA(cudaMemcpyAsync((char *)g->stage + (size_t)slot * SF_STAGE_CHUNK, (const char *)src + off,
-                                    bytes - off < SF_STAGE_CHUNK ? bytes - off : SF_STAGE_CHUNK,
-                                    cudaMemcpyDeviceToHost, s));
-            SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
-        }
-    }
-fail:
-    if (staged) {
-        if (st) /* nothing may still be copying into the chunks when they are let go */
-            cudaStreamSynchronize(s);
-        pthread_mutex_unlock(&g->stage_lock);
-    }
     return st;
 }
 
