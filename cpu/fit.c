@@ -1,17 +1,18 @@
 /* Stage `fit`, CPU twin (the GPU version is gpu/fit.cu): Gaussian components
  * fitted to every island by Levenberg-Marquardt (skyfind/fit.h), islands in
  * parallel with OpenMP, each island's arithmetic in the one order both
- * backends share (src/calc/fit_calc.h). Also the host-side finish (sizes,
- * fluxes, Condon errors, deconvolution) and the model renderer both backends
- * use. Sections, in order:
+ * backends share (src/calc/fit_calc.h). Also the finish (sizes, fluxes,
+ * Condon errors, deconvolution; the GPU runs the same on the device) and the
+ * model renderer both backends use. Sections, in order:
  *   the checks and tables both backends use (sf_fit_check, the object ->
  *     island map, each island's objects, the inputs as ms_in, the beam);
  *   one island's fit (the canonical sum, the normal equations, the damped
  *     Cholesky solve, fit_island's Levenberg-Marquardt loop, the seeds and
  *     bounds);
  *   the stage (island_pixels: the lists in raster order; sf_fit_cpu);
- *   derived values (sf_fit_finish and sf_fit_finish_threads, components in
- *     parallel: shapes, Condon's errors, deconvolution; sf_fit_render). */
+ *   derived values (sf_fit_finish, components in parallel: shapes, Condon's
+ *     errors, deconvolution, by fit_calc.h's sf_fit_finish_one as the GPU
+ *     computes them; sf_fit_render). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -571,6 +572,8 @@ done:
         free(out);
     if (st == SF_OK && !*comps)
         st = sf_fail(SF_ERR_NOMEM, "fit: components");
+    if (st == SF_OK)
+        sf_fit_finish(*comps, *ncomps, in, p);
     free(isl_of);
     free(ooff);
     free(olist);
@@ -583,124 +586,17 @@ done:
 
 /* ---- derived values (host, both backends) -------------------------------- */
 
-/* Condon's rho^2 with exponents (aM, am); nM, nm = the noise's correlation
- * FWHM along the component's major and minor axes (0: white noise). */
-static double condon_rho2(double tM, double tm, double snr2, double nM, double nm, double aM,
-                          double am)
-{
-    if (!(nM > 0)) /* independent pixels of side 1 */
-        return M_PI / (8.0 * M_LN2) * tM * tm * snr2;
-    return tM * tm / (4.0 * nM * nm) * pow(1.0 + nM * nM / (tM * tM), aM) *
-           pow(1.0 + nm * nm / (tm * tm), am) * snr2;
-}
-
-/* The FWHM of the beam's Gaussian along direction (cs, sn): its variance
- * along that line (cov in sigma^2). */
-static double beam_fwhm_along(const sf_fit_cov2 *b, double cs, double sn)
-{
-    const double v = cs * cs * b->xx + 2.0 * cs * sn * b->xy + sn * sn * b->yy;
-    return v > 0 ? sqrt(v) / SF_FIT_F2S : 0.0;
-}
-
-/* FWHM axes and angle (deg from +x, (-90, 90]) of the Gaussian (P, Q, R). */
-static void shape_of(double P, double Q, double R, double *maj, double *min, double *pa)
-{
-    double m, d, c2, s2, a;
-    sf_fit_eig(P, Q, R, &m, &d, &c2, &s2);
-    *maj = 1.0 / (sqrt(m - d) * SF_FIT_F2S);
-    *min = 1.0 / (sqrt(m + d) * SF_FIT_F2S);
-    a = d > 0 ? 0.5 * atan2(s2, c2) * 180.0 / M_PI + 90.0 : 0.0; /* the major axis */
-    while (a > 90.0)
-        a -= 180.0;
-    while (a <= -90.0)
-        a += 180.0;
-    *pa = a;
-}
-
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p)
-{
-    sf_fit_finish_threads(c, n, in, p, 0);
-}
-
-void sf_fit_finish_threads(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p,
-                           int threads)
 {
     const int beam = in->beam_maj > 0 && isfinite(in->beam_maj);
     const int corr = beam && p->noise != SF_FIT_NOISE_WHITE;
-    const int nt = threads > 0 ? threads : omp_get_max_threads();
     sf_fit_cov2 bc;
     sf_fit_beam_cov(in, &bc);
-    /* each component alone, so the same bits on any number of threads; about
-     * 0.3 us a component on one core (sin, cos, the pow of Condon's rho^2 and
-     * the deconvolution's eigenvalues) */
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && n >= 256)
-    for (int i = 0; i < n; i++) {
-        sf_component *o = &c[i];
-        double smaj, smin, cs, sn, snr2;
-        shape_of(o->cP, o->cQ, o->cR, &o->maj, &o->min, &o->pa);
-        smaj = o->maj * SF_FIT_F2S;
-        smin = o->min * SF_FIT_F2S;
-        o->x = o->x0;
-        o->y = o->y0;
-        o->peak = o->amp;
-        o->flux = 2.0 * M_PI * o->amp * smaj * smin;
-        o->resid_rms = o->npix > 0 ? sqrt(o->resid_ss / o->npix) : NAN;
-        o->x_err = o->y_err = o->peak_err = o->flux_err = NAN;
-        o->maj_err = o->min_err = o->pa_err = NAN;
-        o->dmaj = o->dmin = o->dpa = o->dmaj_err = o->dmin_err = NAN;
-        cs = cos(o->pa * M_PI / 180.0);
-        sn = sin(o->pa * M_PI / 180.0);
-        snr2 = (o->amp / o->rms) * (o->amp / o->rms);
-        if ((o->status == SF_FIT_OK || o->status == SF_FIT_MAXITER) && o->rms > 0 &&
-            isfinite(o->rms) && o->amp > 0) {
-            /* the correlation length along each axis of the component: an
-             * elliptical beam correlates the noise more along its major axis
-             * (Condon's theta_N for a circular one; white: independent pixels) */
-            const double nM = corr ? beam_fwhm_along(&bc, cs, sn) : 0.0;
-            const double nm = corr ? beam_fwhm_along(&bc, -sn, cs) : 0.0;
-            const double n2 = corr ? nM * nm : 2.0 * M_LN2 / M_PI; /* theta_N^2, flux error */
-            const double rA = condon_rho2(o->maj, o->min, snr2, nM, nm, 1.5, 1.5);
-            const double rM = condon_rho2(o->maj, o->min, snr2, nM, nm, 2.5, 0.5);
-            const double rm = condon_rho2(o->maj, o->min, snr2, nM, nm, 0.5, 2.5);
-            const double eM = smaj * sqrt(2.0 / rM), em = smin * sqrt(2.0 / rm);
-            double muA2 = 2.0 / rA, muM2 = 2.0 / rM, mum2 = 2.0 / rm, epa;
-            o->peak_err = o->amp * sqrt(muA2);
-            o->maj_err = o->maj * sqrt(muM2);
-            o->min_err = o->min * sqrt(mum2);
-            epa = smaj > smin ? sqrt(2.0 / rm) * 2.0 * smaj * smin / (smaj * smaj - smin * smin) *
-                                    180.0 / M_PI
-                              : 90.0;
-            o->pa_err = epa < 90.0 ? epa : 90.0;
-            o->flux_err = o->flux * sqrt(muA2 + n2 / (o->maj * o->min) * (muM2 + mum2));
-            o->x_err = sqrt(eM * eM * cs * cs + em * em * sn * sn);
-            o->y_err = sqrt(eM * eM * sn * sn + em * em * cs * cs);
-        }
-        if (beam) { /* the fitted FWHM matrix less the beam's */
-            double xx, yy, xy, m, d, c2, s2, lbig, lsmall;
-            sf_fit_cov(o->maj, o->min, cs, sn, &xx, &yy, &xy);
-            /* the eigenvalues of the difference (sigma^2) and the axis of the larger */
-            sf_fit_eig(xx - bc.xx, yy - bc.yy, xy - bc.xy, &m, &d, &c2, &s2);
-            lbig = m + d;
-            lsmall = m - d;
-            o->dmaj = lbig > 0 ? sqrt(lbig) / SF_FIT_F2S : 0.0;
-            o->dmin = lsmall > 0 ? sqrt(lsmall) / SF_FIT_F2S : 0.0;
-            if (o->dmaj > 0) {
-                double a = d > 0 ? 0.5 * atan2(s2, c2) * 180.0 / M_PI : o->pa;
-                while (a > 90.0)
-                    a -= 180.0;
-                while (a <= -90.0)
-                    a += 180.0;
-                o->dpa = a;
-            }
-            /* theta_d^2 = theta^2 - beam^2 along the axis: d theta_d = theta d theta / theta_d */
-            if (o->dmaj > 0)
-                o->dmaj_err = o->maj * o->maj_err / o->dmaj;
-            if (o->dmin > 0)
-                o->dmin_err = o->min * o->min_err / o->dmin;
-            if (!(lsmall > 0))
-                o->flags |= SF_COMP_UNRESOLVED;
-        }
-    }
+    /* each component alone (fit_calc.h's sf_fit_finish_one, gpu/fit.cu's
+     * fit_finish on the device), so the same bits on any number of threads */
+#pragma omp parallel for schedule(static) if (n >= 256)
+    for (int i = 0; i < n; i++)
+        sf_fit_finish_one(&c[i], &bc, beam, corr);
 }
 
 void sf_fit_render(const sf_component *c, int n, float scale, sf_image *img)

@@ -16,6 +16,7 @@
 #include "skyfind/fits.h"
 #include "skyfind/pipeline.h"
 #include "skyfind/simulate.h"
+#include "fit_calc.h"
 
 static const char *PIPE_GLOBAL = "background method=global\n"
                                  "threshold nsigma=5 flood=3\n"
@@ -88,6 +89,58 @@ static double angle_diff(double a, double b)
         d += 180;
     return fabs(d);
 }
+
+START_TEST(test_finish_math)
+{
+    /* the derived values come from +, -, *, /, sqrt and ms_atan2 / ms_sincos
+     * (so the GPU's are the same bits): those agree with libm to a few ulp,
+     * and a component's size, angle, flux and deconvolved size with their
+     * closed forms */
+    double worst = 0, worst_a = 0;
+    for (int i = -20000; i <= 20000; i++) {
+        const double x = i * (M_PI / 2) / 20000;
+        double sn, cs;
+        ms_sincos(x, &sn, &cs);
+        worst = fmax(worst, fmax(fabs(sn - sin(x)), fabs(cs - cos(x))));
+        if (i)
+            worst_a = fmax(worst_a, fabs(ms_atan2(sin(3 * x + 0.2), cos(1.7 * x)) -
+                                         atan2(sin(3 * x + 0.2), cos(1.7 * x))));
+    }
+    ck_assert_msg(worst < 4.5e-16, "sin/cos: worst absolute error %g", worst);
+    ck_assert_msg(worst_a < 2e-15, "atan2: worst absolute error %g", worst_a);
+    for (int k = 0; k < 7; k++) {
+        /* FWHM 6 x 4 px at angles -85..85 deg; a beam of 3 x 2 px at 20 deg */
+        const double maj = 6, min = 4, pa = -85 + 28.3 * k;
+        const double a = pa * M_PI / 180, ba = 20 * M_PI / 180;
+        double xx, yy, xy, q[6] = {0}, bxx, byy, bxy, dxx, dyy, dxy, t, d;
+        sf_fit_cov2 bc;
+        sf_component o;
+        sf_fit_cov(maj, min, cos(a), sin(a), &xx, &yy, &xy);
+        sf_fit_from_cov(xx, yy, xy, q);
+        sf_fit_cov(3, 2, cos(ba), sin(ba), &bxx, &byy, &bxy);
+        bc.xx = bxx, bc.yy = byy, bc.xy = bxy;
+        memset(&o, 0, sizeof o);
+        o.amp = 2.5, o.x0 = 10, o.y0 = 20, o.cP = q[3], o.cQ = q[4], o.cR = q[5];
+        o.status = SF_FIT_OK, o.rms = 0.1f, o.npix = 50, o.resid_ss = 0.5;
+        sf_fit_finish_one(&o, &bc, 1, 1);
+        ck_assert_msg(fabs(o.maj - maj) < 1e-12 && fabs(o.min - min) < 1e-12, "axes %.15g %.15g",
+                      o.maj, o.min);
+        ck_assert_msg(angle_diff(o.pa, pa) < 1e-10, "pa %.15g, want %.15g", o.pa, pa);
+        ck_assert(fabs(o.flux - 2 * M_PI * 2.5 * maj * min * SF_FIT_F2S * SF_FIT_F2S) < 1e-12);
+        ck_assert(fabs(o.resid_rms - 0.1) < 1e-15);
+        ck_assert(o.x_err > 0 && o.y_err > 0 && o.flux_err > 0 && o.pa_err > 0 && o.pa_err <= 90);
+        /* the deconvolved size: eigenvalues of the covariances' difference */
+        dxx = xx - bxx, dyy = yy - byy, dxy = xy - bxy;
+        t = 0.5 * (dxx + dyy), d = sqrt(0.25 * (dxx - dyy) * (dxx - dyy) + dxy * dxy);
+        ck_assert_msg(fabs(o.dmaj - sqrt(t + d) / SF_FIT_F2S) < 1e-9 &&
+                          fabs(o.dmin - sqrt(t - d) / SF_FIT_F2S) < 1e-9,
+                      "deconvolved %.15g x %.15g", o.dmaj, o.dmin);
+        ck_assert_msg(angle_diff(o.dpa, 0.5 * atan2(2 * dxy, dxx - dyy) * 180 / M_PI) < 1e-8,
+                      "dpa %.15g", o.dpa);
+        ck_assert(!(o.flags & SF_COMP_UNRESOLVED));
+    }
+}
+END_TEST
 
 START_TEST(test_single)
 {
@@ -310,10 +363,13 @@ static void same_components(const sf_run_result *a, const sf_run_result *b, cons
         if (memcmp(p, q, sizeof *p) == 0)
             continue;
         ck_abort_msg("%s: component %d (island %d #%d): status %d/%d iter %d/%d amp %.17g/%.17g "
-                     "x %.17g/%.17g y %.17g/%.17g P %.17g/%.17g chi2 %.17g/%.17g flags %d/%d",
+                     "x %.17g/%.17g y %.17g/%.17g P %.17g/%.17g chi2 %.17g/%.17g flags %d/%d; "
+                     "derived (the GPU's fit_finish): maj %.17g/%.17g pa %.17g/%.17g x_err "
+                     "%.17g/%.17g flux_err %.17g/%.17g dmaj %.17g/%.17g dpa %.17g/%.17g",
                      what, i, p->island, p->component, p->status, q->status, p->niter, q->niter,
                      p->amp, q->amp, p->x0, q->x0, p->y0, q->y0, p->cP, q->cP, p->chi2, q->chi2,
-                     p->flags, q->flags);
+                     p->flags, q->flags, p->maj, q->maj, p->pa, q->pa, p->x_err, q->x_err,
+                     p->flux_err, q->flux_err, p->dmaj, q->dmaj, p->dpa, q->dpa);
     }
 }
 
@@ -480,6 +536,7 @@ int main(void)
     Suite *s = suite_create("fit");
     TCase *cpu = tcase_create("cpu");
     TCase *gpu = tcase_create("gpu");
+    tcase_add_test(cpu, test_finish_math);
     tcase_add_test(cpu, test_single);
     tcase_add_test(cpu, test_condon_errors);
     tcase_add_test(cpu, test_blend);

@@ -42,7 +42,8 @@
  * IEEE operations that round alike and an exp of their own
  * (src/calc/fit_calc.h), so GPU components are the CPU twin's bit for bit.
  *
- * Derived values (sf_fit_finish, on the host for both backends): FWHM axes
+ * Derived values (sf_fit_finish; the GPU computes them on the device by the
+ * same operations, fit_calc.h's sf_fit_finish_one): FWHM axes
  * and angle, the integrated flux 2 pi A sigma_maj sigma_min, errors after
  * Condon (1997): rho^2 = (theta_M theta_m / (4 theta_N^2))
  * (1 + (theta_N/theta_M)^2)^aM (1 + (theta_N/theta_m)^2)^am A^2 / sigma^2,
@@ -112,7 +113,7 @@ typedef struct {
     double amp, x0, y0, cP, cQ, cR; /* the fitted parameters (0-based pixels) */
     double chi2;     /* weighted chi^2 of the island */
     double resid_ss; /* sum of (m - model)^2 over the island (image units^2) */
-    /* derived on the host (sf_fit_finish) */
+    /* derived (sf_fit_finish; the GPU's on the device, the same bits) */
     double x, y, x_err, y_err;        /* 0-based pixels */
     double peak, peak_err;            /* image units */
     double flux, flux_err;            /* 2 pi A sigma_maj sigma_min: image units x pixels */
@@ -145,26 +146,21 @@ typedef struct {
 } sf_fit_in;
 
 /* Fit every island. *comps (malloc'd on the host, *ncomps entries, island
- * order then component order) gets the fitted fields; derived fields are
- * filled by sf_fit_finish. The GPU version reads the image, maps, labels and
- * sources on the device and brings only the components back. */
+ * order then component order) gets the fitted fields and the derived ones
+ * (sf_fit_finish's). The GPU version reads the image, maps, labels and
+ * sources on the device, derives the values there too, and brings only the
+ * finished components back. */
 sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_in *in,
                      const sf_fit_params *p, sf_component **comps, int *ncomps);
 sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
                      const sf_fit_in *in, const sf_fit_params *p, sf_component **comps,
                      int *ncomps);
 
-/* The derived values of n components (the same on both backends). */
+/* The derived values of n components from their fitted fields (both
+ * stage functions return them done; call it again after changing a fitted
+ * field): on all OpenMP threads, each component alone, by the arithmetic
+ * the GPU version runs on the device, so the same bits either way. */
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p);
-/* sf_fit_finish on `threads` OpenMP threads (0: all of them, as
- * sf_fit_finish); the same bits whatever the number. The runner's GPU fit
- * stage uses one: its host's threads are asleep by then (the last parallel
- * region was the file's decode), and waking them for 0.3 us of work a
- * component took 2-4 ms in some runs on the lent H100 machines, against
- * 0.5-0.8 ms on one thread for 1689 components (tests/bench/RESULTS.md,
- * "Where the GPU waits"). */
-void sf_fit_finish_threads(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p,
-                           int threads);
 
 /* Add the fitted model of n components to img (host), each Gaussian out to
  * where it falls below 1e-7 of its amplitude (at most the image). */

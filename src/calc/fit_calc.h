@@ -489,4 +489,141 @@ SF_FIX_FN void sf_fit_write(sf_component *out, int k, int nc, long long npix, co
     }
 }
 
+/* ---- the derived values (sf_fit_finish on the host, fit_finish on the GPU)
+ * From +, -, *, /, sqrt and measure_calc.h's ms_atan2 and ms_sincos only,
+ * so the components the GPU finishes on the device are the CPU's bit for
+ * bit; every derived value a NaN of one pattern when it is one. */
+
+/* Condon's rho^2 with exponents (aM, am) in {1.5, 2.5} x {0.5, 1.5, 2.5}
+ * (half-integers: a power is a product and one square root); nM, nm = the
+ * noise's correlation FWHM along the component's major and minor axes (0:
+ * white noise). */
+SF_FIX_FN double sf_fit_half_pow(double v, double sv, int twice)
+{ /* v^(twice/2) from v and sqrt(v), twice odd */
+    double r = sv;
+    for (int k = 1; k < twice; k += 2)
+        r = ms_mul(r, v);
+    return r;
+}
+
+SF_FIX_FN double sf_fit_condon_rho2(double tM, double tm, double snr2, double nM, double nm,
+                                    int aM2, int am2)
+{
+    double A, B;
+    if (!(nM > 0)) /* independent pixels of side 1: pi / (8 ln 2) tM tm snr2 */
+        return ms_mul(ms_mul(ms_mul(ms_div(3.141592653589793, ms_mul(8.0, 0.6931471805599453)), tM),
+                             tm), snr2);
+    A = ms_add(1.0, ms_div(ms_mul(nM, nM), ms_mul(tM, tM)));
+    B = ms_add(1.0, ms_div(ms_mul(nm, nm), ms_mul(tm, tm)));
+    return ms_mul(ms_mul(ms_mul(ms_div(ms_mul(tM, tm), ms_mul(ms_mul(4.0, nM), nm)),
+                                sf_fit_half_pow(A, ms_sqrt(A), aM2)),
+                         sf_fit_half_pow(B, ms_sqrt(B), am2)),
+                  snr2);
+}
+
+/* The FWHM of the beam's Gaussian along direction (cs, sn): its variance
+ * along that line (cov in sigma^2). */
+SF_FIX_FN double sf_fit_beam_fwhm_along(const sf_fit_cov2 *b, double cs, double sn)
+{
+    const double v = ms_add(ms_add(ms_mul(ms_mul(cs, cs), b->xx), ms_mul(ms_mul(ms_mul(2.0, cs), sn), b->xy)),
+                            ms_mul(ms_mul(sn, sn), b->yy));
+    return v > 0 ? ms_div(ms_sqrt(v), SF_FIT_F2S) : 0.0;
+}
+
+/* An angle in degrees (from ms_atan2 in radians, halved) into (-90, 90]. */
+SF_FIX_FN double sf_fit_deg_half(double s2, double c2, double add)
+{
+    double a = ms_add(ms_div(ms_mul(ms_mul(0.5, ms_atan2(s2, c2)), 180.0), 3.141592653589793), add);
+    while (a > 90.0)
+        a = ms_sub(a, 180.0);
+    while (a <= -90.0)
+        a = ms_add(a, 180.0);
+    return a;
+}
+
+/* The derived values of one component from its fitted fields: position,
+ * peak, FWHM axes and angle (deg from +x, (-90, 90]), integrated flux,
+ * Condon's errors (noise correlated over the beam when corr) and, with a
+ * beam (bc: its covariance), the deconvolved size. Each component alone:
+ * the same bits on any thread and either backend. */
+SF_FIX_FN void sf_fit_finish_one(sf_component *o, const sf_fit_cov2 *bc, int beam, int corr)
+{
+    const double qnan = sf_fix_nan(), pi = 3.141592653589793, ln2 = 0.6931471805599453;
+    double m, d, c2, s2, smaj, smin, cs, sn, snr2;
+    sf_fit_eig(o->cP, o->cQ, o->cR, &m, &d, &c2, &s2);
+    o->maj = ms_div(1.0, ms_mul(ms_sqrt(ms_sub(m, d)), SF_FIT_F2S));
+    o->min = ms_div(1.0, ms_mul(ms_sqrt(ms_add(m, d)), SF_FIT_F2S));
+    o->pa = d > 0 ? sf_fit_deg_half(s2, c2, 90.0) : 0.0; /* the major axis */
+    smaj = ms_mul(o->maj, SF_FIT_F2S);
+    smin = ms_mul(o->min, SF_FIT_F2S);
+    o->x = o->x0;
+    o->y = o->y0;
+    o->peak = o->amp;
+    o->flux = ms_mul(ms_mul(ms_mul(ms_mul(2.0, pi), o->amp), smaj), smin);
+    o->resid_rms = o->npix > 0 ? ms_sqrt(ms_div(o->resid_ss, (double)o->npix)) : qnan;
+    o->x_err = o->y_err = o->peak_err = o->flux_err = qnan;
+    o->maj_err = o->min_err = o->pa_err = qnan;
+    o->dmaj = o->dmin = o->dpa = o->dmaj_err = o->dmin_err = qnan;
+    ms_sincos(ms_div(ms_mul(o->pa, pi), 180.0), &sn, &cs);
+    snr2 = ms_mul(ms_div(o->amp, o->rms), ms_div(o->amp, o->rms));
+    if ((o->status == SF_FIT_OK || o->status == SF_FIT_MAXITER) && o->rms > 0 &&
+        isfinite(o->rms) && o->amp > 0) {
+        /* the correlation length along each axis of the component: an
+         * elliptical beam correlates the noise more along its major axis
+         * (Condon's theta_N for a circular one; white: independent pixels) */
+        const double nM = corr ? sf_fit_beam_fwhm_along(bc, cs, sn) : 0.0;
+        const double nm = corr ? sf_fit_beam_fwhm_along(bc, -sn, cs) : 0.0;
+        const double n2 = corr ? ms_mul(nM, nm) : ms_div(ms_mul(2.0, ln2), pi); /* theta_N^2 */
+        const double rA = sf_fit_condon_rho2(o->maj, o->min, snr2, nM, nm, 3, 3);
+        const double rM = sf_fit_condon_rho2(o->maj, o->min, snr2, nM, nm, 5, 1);
+        const double rm = sf_fit_condon_rho2(o->maj, o->min, snr2, nM, nm, 1, 5);
+        const double eM = ms_mul(smaj, ms_sqrt(ms_div(2.0, rM)));
+        const double em = ms_mul(smin, ms_sqrt(ms_div(2.0, rm)));
+        const double muA2 = ms_div(2.0, rA), muM2 = ms_div(2.0, rM), mum2 = ms_div(2.0, rm);
+        double epa;
+        o->peak_err = ms_mul(o->amp, ms_sqrt(muA2));
+        o->maj_err = ms_mul(o->maj, ms_sqrt(muM2));
+        o->min_err = ms_mul(o->min, ms_sqrt(mum2));
+        epa = smaj > smin
+                  ? ms_div(ms_mul(ms_div(ms_mul(ms_mul(ms_mul(ms_sqrt(ms_div(2.0, rm)), 2.0), smaj), smin),
+                                         ms_sub(ms_mul(smaj, smaj), ms_mul(smin, smin))),
+                                  180.0),
+                           pi)
+                  : 90.0;
+        o->pa_err = epa < 90.0 ? epa : 90.0;
+        o->flux_err = ms_mul(o->flux, ms_sqrt(ms_add(muA2, ms_mul(ms_div(n2, ms_mul(o->maj, o->min)),
+                                                                  ms_add(muM2, mum2)))));
+        o->x_err = ms_sqrt(ms_add(ms_mul(ms_mul(ms_mul(eM, eM), cs), cs), ms_mul(ms_mul(ms_mul(em, em), sn), sn)));
+        o->y_err = ms_sqrt(ms_add(ms_mul(ms_mul(ms_mul(eM, eM), sn), sn), ms_mul(ms_mul(ms_mul(em, em), cs), cs)));
+    }
+    if (beam) { /* the fitted FWHM matrix less the beam's */
+        double xx, yy, xy, lbig, lsmall;
+        sf_fit_cov(o->maj, o->min, cs, sn, &xx, &yy, &xy);
+        /* the eigenvalues of the difference (sigma^2) and the axis of the larger */
+        sf_fit_eig(ms_sub(xx, bc->xx), ms_sub(yy, bc->yy), ms_sub(xy, bc->xy), &m, &d, &c2, &s2);
+        lbig = ms_add(m, d);
+        lsmall = ms_sub(m, d);
+        o->dmaj = lbig > 0 ? ms_div(ms_sqrt(lbig), SF_FIT_F2S) : 0.0;
+        o->dmin = lsmall > 0 ? ms_div(ms_sqrt(lsmall), SF_FIT_F2S) : 0.0;
+        if (o->dmaj > 0)
+            o->dpa = d > 0 ? sf_fit_deg_half(s2, c2, 0.0) : o->pa;
+        /* theta_d^2 = theta^2 - beam^2 along the axis: d theta_d = theta d theta / theta_d */
+        if (o->dmaj > 0)
+            o->dmaj_err = ms_div(ms_mul(o->maj, o->maj_err), o->dmaj);
+        if (o->dmin > 0)
+            o->dmin_err = ms_div(ms_mul(o->min, o->min_err), o->dmin);
+        if (!(lsmall > 0))
+            o->flags |= SF_COMP_UNRESOLVED;
+    }
+    /* NaNs computed on x86 and on the GPU differ in their sign bit */
+    o->maj = ms_canon(o->maj), o->min = ms_canon(o->min), o->pa = ms_canon(o->pa);
+    o->flux = ms_canon(o->flux), o->resid_rms = ms_canon(o->resid_rms);
+    o->x_err = ms_canon(o->x_err), o->y_err = ms_canon(o->y_err);
+    o->peak_err = ms_canon(o->peak_err), o->flux_err = ms_canon(o->flux_err);
+    o->maj_err = ms_canon(o->maj_err), o->min_err = ms_canon(o->min_err);
+    o->pa_err = ms_canon(o->pa_err), o->dmaj = ms_canon(o->dmaj), o->dmin = ms_canon(o->dmin);
+    o->dpa = ms_canon(o->dpa), o->dmaj_err = ms_canon(o->dmaj_err);
+    o->dmin_err = ms_canon(o->dmin_err);
+}
+
 #endif

@@ -553,7 +553,6 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
              : sf_fit_cpu(&s->img, &s->labels, &in, p, &c, &n);
     if (st)
         return st;
-    sf_fit_finish_threads(c, n, &in, p, gpu ? 1 : 0); /* skyfind/fit.h: why one on the GPU */
     s->comps = c;
     s->ncomps = n;
     s->have |= SF_DATA_COMPONENTS;
