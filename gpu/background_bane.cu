@@ -2,13 +2,15 @@
 // the rules and why both backends get the same bits: src/calc/background_bane.h).
 // Kernels in launch order (sf_background_bane_gpu, at the end, launches them):
 // 1. bane_scan: the image's finite pixels, for the run summary (the pixel
-//    path only: the cell path has the count in its last cell offset).
+//    path only: the cell path has the cells' counts).
 // 2. Cell maxima (the pixel path's first scale) and, on the cell path (when
-//    sf_bane_use_cells), its arrays: bane_cellstat (each cell's finite count
-//    and largest |v|, a warp a cell), cub's scan of the counts into offsets,
-//    bane_cellsort_warp (a warp a cell: cub's warp merge sort, then the
+//    sf_bane_use_cells), its arrays: bane_cellsort_warp (a warp a cell, in
+//    a slot of step^2 values: the cell's finite values gathered and
+//    counted, cub's warp merge sort, the count and largest |v|, then the
 //    running sums a chunk a lane, bane_running_warp). Cells of more than
-//    1024 pixels: bane_cellsort, a block a cell.
+//    1024 pixels (and SKYFIND_BANE_BLOCK=1): bane_cellstat or
+//    bane_cellcount (the counts), cub's scan of them into offsets, then
+//    bane_cellsort, a block a cell, the cells packed.
 // 3. bane_nodes_warp: the cell-aligned nodes, a warp each, 8 a block
 //    (nodes of up to 8 x 8 cells): per-cell kept ranges by galloping
 //    searches from the previous pass's, range sums added a cell or two a
@@ -18,8 +20,8 @@
 //    candidates (many equal values) is listed for the block kernel.
 // 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
 //    nodes (a few blocks looping over the list), mode 2 the others (last
-//    column and row, not cell-aligned; launched on a side stream right
-//    after bane_cellstat, so they run beside steps 2 and 3), mode 1 every
+//    column and row, not cell-aligned; launched on a side stream as soon
+//    as the cell maxima are known, so they run beside step 2 or 3), mode 1 every
 //    aligned node when nodes have more than 64 cells, mode 0 every node
 //    without the cell path:
 //    - cell path: as bane_nodes_warp, thread 0 adding the range sums;
@@ -137,7 +139,9 @@ struct bane_args {
     const float *img, *cm;
     const float *vals;       // cell path: sorted finite values, cell after cell
     const double *a1, *a2;   // their running sums
-    const long long *off;    // cell c's values at vals[off[c] .. off[c+1])
+    const long long *off;    // cell c's values at vals[off[c] .. off[c+1]) (cap 0), or
+    const int *cnt;          // at vals[c cap .. c cap + cnt[c]) (cap > 0: slots of step^2)
+    int cap;
     size_t stride;
     int nx, ny, step, box, ncx, ncy, ccx, stage, cells;
     double kappa;
@@ -147,6 +151,16 @@ struct bane_args {
               // 3: the aligned nodes bane_nodes_warp listed (slow[0 .. *nslow))
     const int *slow, *nslow;
 };
+
+// Where cell ci's sorted values start, and how many there are.
+__device__ __forceinline__ long long bane_cell_at(const bane_args &a, size_t ci)
+{
+    return a.cap ? (long long)ci * a.cap : a.off[ci];
+}
+__device__ __forceinline__ int bane_cell_n(const bane_args &a, size_t ci)
+{
+    return a.cap ? a.cnt[ci] : (int)(a.off[ci + 1] - a.off[ci]);
+}
 
 // A node whose box has no finite pixel: NaN, filled later by bane_fill.
 __device__ void bane_node_empty(const bane_args &a, int node)
@@ -389,8 +403,8 @@ __device__ void bane_node_block(const bane_args &a, int node)
             }
             for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
                 const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                const long long o = a.off[ci];
-                const int cnt = (int)(a.off[ci + 1] - o);
+                const long long o = bane_cell_at(a, ci);
+                const int cnt = bane_cell_n(a, ci);
                 int ia = pass ? sf_bane_upper(a.vals + o, cnt, l) : 0,
                     ib = pass ? sf_bane_lower(a.vals + o, cnt, hh) : cnt;
                 if (ib < ia)
@@ -485,8 +499,8 @@ __device__ void bane_node_block(const bane_args &a, int node)
             const double vlo = mean - wd, vhi = mean + wd;
             for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
                 const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                const long long o = a.off[ci];
-                const int cnt = (int)(a.off[ci + 1] - o);
+                const long long o = bane_cell_at(a, ci);
+                const int cnt = bane_cell_n(a, ci);
                 int la = sf_bane_lower(a.vals + o, cnt, vlo), ub = sf_bane_upper(a.vals + o, cnt, vhi);
                 la = la < ca[i] ? ca[i] : (la > cb[i] ? cb[i] : la);
                 ub = ub < ca[i] ? ca[i] : (ub > cb[i] ? cb[i] : ub);
@@ -512,7 +526,7 @@ __device__ void bane_node_block(const bane_args &a, int node)
                     break; // many equal values: the box path below
                 for (int i = tid; i < ncl; i += BN_TX * BN_TY) {
                     const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                    const float *v = a.vals + a.off[ci];
+                    const float *v = a.vals + bane_cell_at(a, ci);
                     for (int j = ta[i]; j < tb[i]; j++)
                         S.cand[coff[i] + j - ta[i]] = v[j];
                 }
@@ -672,11 +686,16 @@ struct bane_less {
 // Each cell's finite values sorted and their running sums (what
 // bane_cellsort computes), a warp a cell: the keys gathered in raster order,
 // cub's warp merge sort (ITEMS keys a lane: cells of up to 32 ITEMS
-// pixels), then bane_running_warp through shared memory.
+// pixels), then bane_running_warp through shared memory. Each cell in a slot
+// of step^2 values (cell c at c step^2): the warp counts the cell's finite
+// values as it gathers them and writes the count (cnt) and the largest |v|
+// (cm, the larger of the sorted ends' magnitudes; -1: none), so no pass
+// before it counts cells and no scan places them (bane_cellstat and cub's
+// scan: 0.17 ms at 8192^2).
 template <int ITEMS, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS)
     bane_cellsort_warp(const float *img, size_t stride, int nx, int ny, int step, int ccx, int nc,
-                       const long long *off, float *vals, double *a1, double *a2)
+                       int *cnt, float *cm, float *vals, double *a1, double *a2)
 {
     typedef cub::WarpMergeSort<unsigned, ITEMS, 32> sorter;
     __shared__ typename sorter::TempStorage ts[WARPS];
@@ -687,10 +706,7 @@ __global__ void __launch_bounds__(32 * WARPS)
         return;
     unsigned *ks = kss[w];
     const int cx = c % ccx, cy = c / ccx, area = step * step;
-    const long long o = off[c];
-    const int n = (int)(off[c + 1] - o);
-    if (n == 0)
-        return;
+    const long long o = (long long)c * area;
     int base = 0;
     for (int i0 = 0; i0 < area; i0 += 32) {
         const int i = i0 + lane, x = cx * step + i % step, y = cy * step + i / step;
@@ -703,7 +719,15 @@ __global__ void __launch_bounds__(32 * WARPS)
             ks[base + __popc(bal & ((1u << lane) - 1u))] = sf_fkey(f);
         base += __popc(bal);
     }
+    const int n = base;
     __syncwarp();
+    if (n == 0) {
+        if (lane == 0) {
+            cnt[c] = 0;
+            cm[c] = -1.0f;
+        }
+        return;
+    }
     unsigned k[ITEMS];
 #pragma unroll
     for (int j = 0; j < ITEMS; j++) {
@@ -718,18 +742,24 @@ __global__ void __launch_bounds__(32 * WARPS)
     __syncwarp();
     for (int i = lane; i < n; i += 32)
         vals[o + i] = sf_fkey_value(ks[i]);
+    if (lane == 0) {
+        cnt[c] = n;
+        cm[c] = fmaxf(fabsf(sf_fkey_value(ks[0])), fabsf(sf_fkey_value(ks[n - 1])));
+    }
     bane_running_warp(ks, n, a1 + o, a2 + o, stg[w]);
 }
 
-// The launch of bane_cellsort_warp for cells of step^2 pixels (0: none fits).
+// The launch of bane_cellsort_warp for cells of step^2 pixels (0: none fits,
+// BCS_AREA_MAX).
+#define BCS_AREA_MAX (32 * 32)
 static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, int ny, int step,
-                                     int ccx, int nc, const long long *off, float *vals, double *a1,
+                                     int ccx, int nc, int *cnt, float *cm, float *vals, double *a1,
                                      double *a2, cudaStream_t s)
 {
     const int area = step * step;
 #define BCS_LAUNCH(I, W)                                                                           \
     bane_cellsort_warp<I, W><<<(nc + (W)-1) / (W), 32 * (W), 0, s>>>(img, stride, nx, ny, step,   \
-                                                                     ccx, nc, off, vals, a1, a2)
+                                                                     ccx, nc, cnt, cm, vals, a1, a2)
     if (area <= 32 * 4)
         BCS_LAUNCH(4, 8);
     else if (area <= 32 * 8)
@@ -738,7 +768,7 @@ static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, in
         BCS_LAUNCH(10, 8);
     else if (area <= 32 * 16)
         BCS_LAUNCH(16, 4);
-    else if (area <= 32 * 32)
+    else if (area <= BCS_AREA_MAX)
         BCS_LAUNCH(32, 2);
     else
         return 0;
@@ -790,8 +820,8 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         unsigned cn = 0;
         for (int i = lane; i < ncl; i += 32) {
             const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-            const long long o = a.off[ci];
-            const int cnt = (int)(a.off[ci + 1] - o);
+            const long long o = bane_cell_at(a, ci);
+            const int cnt = bane_cell_n(a, ci);
             int ia = 0, ib = cnt;
             if (pass) {
                 ia = sf_bane_upper_from(a.vals + o, S.ca[i], S.cb[i], l);
@@ -845,7 +875,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         unsigned below = 0, upto = 0;
         for (int i = lane; i < ncl; i += 32) {
             const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-            const float *v = a.vals + a.off[ci];
+            const float *v = a.vals + bane_cell_at(a, ci);
             const int ca = S.ca[i], cb = S.cb[i];
             const int la = ca + sf_bane_lower(v + ca, cb - ca, vlo),
                       ub = sf_bane_upper_from(v, la, cb, vhi); // a few values past la
@@ -875,7 +905,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             int na[2] = {0, 0}, nbb[2] = {0, 0};
             for (int i = lane, r = 0; i < ncl; i += 32, r++) {
                 const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                const float *v = a.vals + a.off[ci];
+                const float *v = a.vals + bane_cell_at(a, ci);
                 const int ta = S.ta[i], tb = S.tb[i];
                 na[r] = ta + sf_bane_lower(v + ta, tb - ta, nlo);
                 nbb[r] = sf_bane_upper_from(v, na[r], tb, nhi);
@@ -911,7 +941,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             unsigned at[2] = {x0 - c0, t0 + x1 - c1};
             for (int i = lane, r = 0; i < ncl; i += 32, r++) {
                 const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
-                const float *v = a.vals + a.off[ci];
+                const float *v = a.vals + bane_cell_at(a, ci);
                 for (int j = S.ta[i]; j < S.tb[i]; j++)
                     S.cand[at[r]++] = sf_fkey(v[j]);
             }
@@ -1217,10 +1247,11 @@ __device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *
 
 __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
     bane_summary(const float *fb, const float *fs, const int *iters, int nb,
-                 const long long *nfinite, bane_summary_out *out)
+                 const long long *nfinite, const int *ccnt, int nc, bane_summary_out *out)
 {
     __shared__ double part[SF_BANE_GRID_CHUNKS];
     __shared__ int most[SF_BANE_GRID_CHUNKS / 32];
+    __shared__ unsigned long long fin[SF_BANE_GRID_CHUNKS / 32];
     __shared__ unsigned hist[BANE_SEL_BINS], sh[36];
     const int t = threadIdx.x, cl = (nb + SF_BANE_GRID_CHUNKS - 1) / SF_BANE_GRID_CHUNKS;
     double u = 0.0;
@@ -1237,23 +1268,32 @@ __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
     }
     for (int i = t * cl; i < (t + 1) * cl && i < nb; i++)
         u = u + (double)fb[i];
+    unsigned long long f = 0; // the finite pixels: the cells' counts (slots of step^2)
     for (int i = t; i < nb; i += SF_BANE_GRID_CHUNKS)
         mx = max(mx, iters[i]);
+    for (int i = t; ccnt && i < nc; i += SF_BANE_GRID_CHUNKS)
+        f += (unsigned)ccnt[i];
     part[t] = u;
     mx = __reduce_max_sync(0xffffffffu, mx);
-    if ((t & 31) == 0)
+    for (int o = 16; o; o >>= 1)
+        f += __shfl_xor_sync(0xffffffffu, f, o);
+    if ((t & 31) == 0) {
         most[t >> 5] = mx;
+        fin[t >> 5] = f;
+    }
     __syncthreads();
     if (t == 0) {
         double s = 0.0;
         for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++)
             s = s + part[q];
-        for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++)
+        for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++) {
             mx = max(mx, most[w]);
+            f += w ? fin[w] : 0;
+        }
         out->mean = s / nb;
         out->first = fb[0];
         out->niter = mx;
-        out->nfinite = nfinite ? *nfinite : 0;
+        out->nfinite = ccnt ? (long long)f : nfinite ? *nfinite : 0;
     }
 }
 
@@ -1324,6 +1364,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     float *rawb, *raws, *fb, *fs, *cm, *cvals = NULL;
     double *ca1 = NULL, *ca2 = NULL;
     long long *coff = NULL, *ccnt = NULL;
+    int *fcnt = NULL;
     void *ctemp = NULL;
     bane_summary_out *dsum;
     int *iters, *slow, *nslow;
@@ -1335,6 +1376,9 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     // (the warp kernels' reference in benchmarks; the same maps)
     const int blockpath = getenv("SKYFIND_BANE_BLOCK") != NULL;
     const int ccx = (nx + step - 1) / step, ccy = (ny + step - 1) / step;
+    // the cells in slots of step^2 values, sorted and counted by one warp
+    // each (bane_cellsort_warp); else counted, placed by a scan and sorted
+    const int slots = use_cells && !blockpath && step * step <= BCS_AREA_MAX;
     if (!bkg || !rms)
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
     if ((st = sf_bane_check_work(nx, ny, step, p->box)) != SF_OK)
@@ -1356,17 +1400,19 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     dsum = (bane_summary_out *)((char *)base + 1024);
     q += 7 * fbytes;
     if (use_cells) { // the layout of sf_bane_scratch_bytes
-        const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny;
+        const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny,
+                     ns = nc * (size_t)step * step > np ? nc * (size_t)step * step : np;
         coff = (long long *)q;
         q += SF_BANE_ALIGN((nc + 1) * 8);
-        ccnt = (long long *)q; // (nc + 1) * 8 bytes fit in the nc*4 + np*4 that follow
+        ccnt = (long long *)q; // (nc + 1) * 8 bytes fit in the nc*4 + ns*4 that follow
+        fcnt = (int *)q;       // slots: the counts alone (nc ints)
         q += SF_BANE_ALIGN(nc * 4);
         cvals = (float *)q;
-        q += SF_BANE_ALIGN(np * 4);
+        q += SF_BANE_ALIGN(ns * 4);
         ca1 = (double *)q;
-        q += SF_BANE_ALIGN(np * 8);
+        q += SF_BANE_ALIGN(ns * 8);
         ca2 = (double *)q;
-        q += SF_BANE_ALIGN(np * 8);
+        q += SF_BANE_ALIGN(ns * 8);
         ctemp = q;
     }
     {
@@ -1380,9 +1426,9 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         sdyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
         cdyn = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
         ne = use_cells ? (nx % step ? ncy : 0) + (ny % step ? ncx - (nx % step ? 1 : 0) : 0) : 0;
-        na = bane_args{img->data, cm,    cvals, ca1, ca2, coff,  img->stride, nx,       ny,
-                       step,      p->box, ncx,  ncy, ccx, stage, use_cells,   p->kappa, rawb,
-                       raws,      iters,       use_cells ? 1 : 0, slow, nslow};
+        na = bane_args{img->data, cm,     cvals, ca1, ca2, coff,      fcnt,     slots ? step * step : 0,
+                       img->stride, nx,   ny,   step,  p->box, ncx, ncy, ccx, stage, use_cells,
+                       p->kappa,  rawb,   raws,  iters, use_cells ? 1 : 0, slow, nslow};
         const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
         // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
         // block gets without asking
@@ -1405,7 +1451,15 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         int P = 1;
         while (P < step * step)
             P <<= 1;
-        if (blockpath) {
+        if (slots) {
+            // count, maxima, sort and running sums in one pass over the image
+            if (!bane_cellsort_warp_launch(img->data, img->stride, nx, ny, step, ccx, ccx * ccy, fcnt,
+                                           cm, cvals, ca1, ca2, g->stream)) {
+                st = sf_fail(SF_ERR_INTERNAL, "background bane: no warp cell sort for step %d", step);
+                goto fail;
+            }
+            SF_LAUNCHED();
+        } else if (blockpath) {
             bane_cellcount<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
                 img->data, img->stride, nx, ny, step, ccx, ccy, ccnt);
         } else {
@@ -1415,8 +1469,9 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         SF_LAUNCHED();
         if (ne && !blockpath) {
             // the nodes off the cell grid need only the cell maxima: on a side
-            // stream, beside the cell sort and the warp kernel (0.15 ms of
-            // 965 blocks at 8192^2 that ran alone after them)
+            // stream, beside the cell sort (or with slots, beside the warp
+            // node kernel; 0.15 ms of 965 blocks at 8192^2 that ran alone
+            // after them)
             bane_args a2 = na;
             a2.mode = 2;
             SF_TRY(sf_gpu_fork(g, 1));
@@ -1424,7 +1479,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
             bane_nodes<<<ne, dim3(BN_TX, BN_TY), sdyn, g->aux[0]>>>(a2);
             SF_LAUNCHED();
         }
-        {
+        if (!slots) {
             // the offsets: cub's scan of the counts (its temporary storage
             // after the cell arrays, sf_bane_scratch_bytes), else one block
             size_t tb = 0;
@@ -1438,15 +1493,14 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 SF_LAUNCHED();
             }
         }
-        if (blockpath || !bane_cellsort_warp_launch(img->data, img->stride, nx, ny, step, ccx,
-                                                    ccx * ccy, coff, cvals, ca1, ca2, g->stream)) {
+        if (!slots) { // a block a cell (blockpath, or cells of more than BCS_AREA_MAX pixels)
             if (P * 4 > 48 * 1024)
                 SF_CUDA(cudaFuncSetAttribute(bane_cellsort,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, P * 4));
             bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
                 img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, ca1, ca2);
+            SF_LAUNCHED();
         }
-        SF_LAUNCHED();
     }
     {
         if (use_cells && !blockpath && (p->box / step) * (p->box / step) <= BW_CELLS) {
@@ -1490,7 +1544,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     if (!blockpath) { // the summary on the device, 40 bytes back
         bane_summary_out *hsum = (bane_summary_out *)g->pinned;
         bane_summary<<<3, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(
-            fb, fs, iters, nb, use_cells ? coff + (size_t)ccx * ccy : NULL, dsum);
+            fb, fs, iters, nb, use_cells && !slots ? coff + (size_t)ccx * ccy : NULL,
+            slots ? fcnt : NULL, ccx * ccy, dsum);
         SF_LAUNCHED();
         SF_TRY(sf_gpu_to_host(g, hsum, dsum, sizeof *hsum));
         if (use_cells)

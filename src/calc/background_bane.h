@@ -461,9 +461,13 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     nb = (size_t)sf_bane_nnodes(nx, step) * (size_t)sf_bane_nnodes(ny, step);
     nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
     bytes = 4096 + 7 * SF_BANE_ALIGN(nb * 4);
-    if (sf_bane_use_cells(step, box))
-        bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(np * 4) +
-                 2 * SF_BANE_ALIGN(np * 8) + SF_BANE_SCAN_TEMP(nc);
+    if (sf_bane_use_cells(step, box)) {
+        /* the GPU's warp cell sort gives each cell a slot of step^2 values
+         * (the far cells' slots partly empty): a little more than np */
+        const size_t ns = nc * (size_t)step * (size_t)step > np ? nc * (size_t)step * (size_t)step : np;
+        bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(ns * 4) +
+                 2 * SF_BANE_ALIGN(ns * 8) + SF_BANE_SCAN_TEMP(nc);
+    }
     return bytes;
 }
 
