@@ -795,7 +795,9 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     w.edges = sf_bkg_edges_on();
     w.mid = (size_t)(img->ny / 2) * img->stride + (size_t)(img->nx / 2);
     w.prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
-    SF_CUDA(cudaMemsetAsync(w.h1, 0, (size_t)((char *)w.reg - (char *)w.h1), g->stream));
+    // the result record too: the kernel leaves fields unwritten (prof[]
+    // without SKYFIND_BKG_PROFILE) that its download carries (initcheck)
+    SF_CUDA(cudaMemsetAsync(w.res, 0, (size_t)((char *)w.reg - (char *)w.res), g->stream));
     w.first = NULL;
     if (n >= (getenv("SKYFIND_BKG_SAMPLE_MIN") ? (size_t)atoll(getenv("SKYFIND_BKG_SAMPLE_MIN"))
                                                 : BKG_SAMPLE_MIN)) { // the first window, sampled
