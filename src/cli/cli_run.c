@@ -620,27 +620,3 @@ sf_status write_outputs(const char *file, const char *stem, const run_args *a,
     return SF_OK;
 }
 
-/* Pick the backend; returns 0 and sets *gpu (NULL for the CPU), or an exit code. */
-int open_backend(const run_args *a, sf_gpu **gpu, const char **name)
-{
-    *gpu = NULL;
-    *name = "cpu";
-    if (!strcmp(a->backend, "cpu"))
-        return 0;
-    if (sf_gpu_count() <= a->device) {
-        if (!strcmp(a->backend, "gpu")) {
-            cli_error("no CUDA device%s: cannot use --backend gpu (use -b cpu or -b auto)",
-                      sf_gpu_compiled() ? " found" : " (this skyfind was built without CUDA)");
-            return SF_EXIT_FAIL;
-        }
-        cli_note("no CUDA device%s: running on the CPU",
-                 sf_gpu_compiled() ? " found" : " (built without CUDA)");
-        return 0;
-    }
-    if (sf_gpu_create(gpu, a->device)) {
-        cli_error("cannot use CUDA device %d: %s", a->device, sf_errdetail());
-        return SF_EXIT_FAIL;
-    }
-    *name = "gpu";
-    return 0;
-}

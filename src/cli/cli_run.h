@@ -67,7 +67,4 @@ void report_run_fdr_json(FILE *f, const sf_run_result *r);
 sf_status write_outputs(const char *file, const char *name, const run_args *a,
                         const sf_pipeline *pl, const char *backend, const sf_fits_info *info,
                         const sf_image *img, const sf_run_result *r, char *catalog, size_t catn);
-/* The GPU context of compare (or NULL and "cpu"); 0 or an exit code. */
-int open_backend(const run_args *a, sf_gpu **gpu, const char **name);
-
 #endif
