@@ -94,7 +94,7 @@ if want sanitizer; then
 fi
 
 if want bench; then
-    say "bench_pipeline, GPU stages (median of 10): today's kernels, then SKYFIND_BANE_BLOCK=1, twice"
+    say "bench_pipeline, GPU stages (median of 10): variants ${FLOOR_VARIANTS:-new block}, ${FLOOR_ROUNDS:-2} rounds"
     for rep in $(seq "${FLOOR_ROUNDS:-2}"); do
         for v in ${FLOOR_VARIANTS:-new block}; do
             say "variant $v, round $rep"
