@@ -584,7 +584,7 @@ done:
     return st;
 }
 
-/* ---- derived values (host, both backends) -------------------------------- */
+/* ---- derived values (the CPU's; the GPU's fit_finish runs the same) ------ */
 
 void sf_fit_finish(sf_component *c, int n, const sf_fit_in *in, const sf_fit_params *p)
 {
