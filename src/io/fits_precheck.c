@@ -3,7 +3,11 @@
  * the file, so damaged cards, impossible sizes and corrupt tiles are refused
  * with a message naming the HDU and the problem instead of reaching the
  * library code that would crash or hang on them (tests/fuzz/RESULTS.md lists
- * what each check answers). */
+ * what each check answers). In this file, in order: card and raw keyword
+ * readers (sf_card_value_ok, sf_raw_key, sf_raw_int, ...), the size limit;
+ * the tiles' decoders' checks (gzip, Rice); one
+ * tile-compressed HDU's table and tiles (sf_raw_check_zimage); the walk over
+ * the file's HDUs (sf_fits_precheck). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
