@@ -1284,11 +1284,12 @@ __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
     __syncthreads();
     if (t == 0) {
         double s = 0.0;
+        f = 0;
         for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++)
             s = s + part[q];
         for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++) {
             mx = max(mx, most[w]);
-            f += w ? fin[w] : 0;
+            f += fin[w];
         }
         out->mean = s / nb;
         out->first = fb[0];
@@ -1431,8 +1432,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     dsum = (bane_summary_out *)((char *)base + 1024);
     q += 7 * fbytes;
     if (use_cells) { // the layout of sf_bane_scratch_bytes
-        const size_t nc = (size_t)ccx * ccy, np = (size_t)nx * ny,
-                     ns = nc * (size_t)step * step > np ? nc * (size_t)step * step : np;
+        const size_t nc = (size_t)ccx * ccy, ns = sf_bane_cell_values(nx, ny, step);
         coff = (long long *)q;
         q += SF_BANE_ALIGN((nc + 1) * 8);
         ccnt = (long long *)q; // (nc + 1) * 8 bytes fit in the nc*4 + ns*4 that follow
@@ -1489,7 +1489,6 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 st = sf_fail(SF_ERR_INTERNAL, "background bane: no warp cell sort for step %d", step);
                 goto fail;
             }
-            SF_LAUNCHED();
         } else if (blockpath) {
             bane_cellcount<<<sf_blocks((size_t)ccx * ccy, 128), 128, 0, g->stream>>>(
                 img->data, img->stride, nx, ny, step, ccx, ccy, ccnt);
@@ -1511,8 +1510,10 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
             SF_LAUNCHED();
         }
         if (!slots) {
-            // the offsets: cub's scan of the counts (its temporary storage
-            // after the cell arrays, sf_bane_scratch_bytes), else one block
+            // the packed layout: the offsets by cub's scan of the counts (its
+            // temporary storage after the cell arrays, sf_bane_scratch_bytes),
+            // else one block; then a block a cell sorts it (blockpath, or
+            // cells of more than BCS_AREA_MAX pixels)
             size_t tb = 0;
             const int nc = ccx * ccy;
             SF_CUDA(cub::DeviceScan::InclusiveSum(NULL, tb, ccnt, coff + 1, nc, g->stream));
@@ -1523,8 +1524,6 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 bane_cellscan<<<1, 1024, 0, g->stream>>>(ccnt, coff, nc);
                 SF_LAUNCHED();
             }
-        }
-        if (!slots) { // a block a cell (blockpath, or cells of more than BCS_AREA_MAX pixels)
             if (P * 4 > 48 * 1024)
                 SF_CUDA(cudaFuncSetAttribute(bane_cellsort,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, P * 4));
@@ -1573,8 +1572,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                                                           rms->data, rms->stride);
         SF_LAUNCHED();
     }
-    // the finite pixels: the last cell offset on the cell path (it comes
-    // back with the summary), else the scan's count
+    // the finite pixels: on the cell path the summary adds them up (the
+    // cells' counts, or the packed layout's last offset), else the scan's count
     if (!use_cells || blockpath) {
         SF_TRY(sf_gpu_to_host(g, &scan, dscan, sizeof scan));
         if (scan.nfinite == 0) {

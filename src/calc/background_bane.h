@@ -449,9 +449,18 @@ static inline sf_status sf_bane_check_work(int nx, int ny, int step, int box)
 /* the GPU's scan of the cell counts: its temporary storage (cub asks for
  * about 16 bytes a tile of a few thousand counts) */
 #define SF_BANE_SCAN_TEMP(nc) SF_BANE_ALIGN((size_t)(nc) + 65536)
+/* Room for the cells' sorted values (and each of their running sums) on
+ * the GPU: a slot of step^2 values a cell (its warp cell sort; the far
+ * cells' slots partly empty), which holds the packed layout too. */
+static inline size_t sf_bane_cell_values(int nx, int ny, int step)
+{
+    return (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step) * (size_t)step *
+           (size_t)step;
+}
+
 static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
 {
-    size_t nb, nc, np = (size_t)nx * (size_t)ny, bytes;
+    size_t nb, nc, bytes;
     if (nx < 1 || ny < 1)
         return 0;
     if (step < 1) {
@@ -462,9 +471,7 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     nc = (size_t)((nx + step - 1) / step) * (size_t)((ny + step - 1) / step);
     bytes = 4096 + 7 * SF_BANE_ALIGN(nb * 4);
     if (sf_bane_use_cells(step, box)) {
-        /* the GPU's warp cell sort gives each cell a slot of step^2 values
-         * (the far cells' slots partly empty): a little more than np */
-        const size_t ns = nc * (size_t)step * (size_t)step > np ? nc * (size_t)step * (size_t)step : np;
+        const size_t ns = sf_bane_cell_values(nx, ny, step);
         bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(ns * 4) +
                  2 * SF_BANE_ALIGN(ns * 8) + SF_BANE_SCAN_TEMP(nc);
     }
