@@ -200,13 +200,14 @@ static long long bane_cells(const sf_image *img, int step, float *cm, int ccx, i
  * each cell in a slot of step^2 values. The nodes are done a node row at a
  * time, every thread on the same row, and the ring takes the next cell row
  * before each (bane_cell_fill): a few MB that stay in cache, instead of
- * 20 bytes a pixel for the whole image (at 2048^2, 84 MB whose first touch
- * cost more than sorting them on the development VM). */
+ * the whole image's cells (20 bytes a pixel when the running sums were kept
+ * value by value: at 2048^2, 84 MB whose first touch cost more than sorting
+ * them on the development VM; about 5 with the records). */
 typedef struct {
-    float *v;        /* each cell's finite values, sorted */
-    double *a1, *a2; /* their running sums outward from each cell's middle */
-    int *cnt;        /* each cell's count */
-    int ccx, ccy, w, step, slot;
+    float *v;          /* each cell's finite values, sorted */
+    sf_bane_pair *rec; /* their running sums' records (sf_bane_entry) */
+    int *cnt;          /* each cell's count */
+    int ccx, ccy, w, step, slot, rslot;
 } bane_cellset;
 
 /* Sort n keys (sf_fkey order): insertion below 48, else an LSD radix sort
@@ -262,15 +263,15 @@ static sf_status bane_ring_alloc(int ccx, int ccy, int step, int span, bane_cell
     c->w = span < ccy ? span : ccy;
     c->step = step;
     c->slot = step * step;
+    c->rslot = sf_bane_rec_slot(step);
     {
-        const size_t n = (size_t)c->w * ccx * c->slot;
+        const size_t nc = (size_t)c->w * ccx, n = nc * c->slot;
         c->v = malloc(n * sizeof *c->v);
-        c->a1 = malloc(n * sizeof *c->a1);
-        c->a2 = malloc(n * sizeof *c->a2);
-        c->cnt = malloc((size_t)c->w * ccx * sizeof *c->cnt);
-        if (!c->v || !c->a1 || !c->a2 || !c->cnt)
+        c->rec = malloc(nc * c->rslot * sizeof *c->rec);
+        c->cnt = malloc(nc * sizeof *c->cnt);
+        if (!c->v || !c->rec || !c->cnt)
             return sf_fail(SF_ERR_NOMEM, "background bane: %d rows of sorted cells (%.1f MB)",
-                           c->w, n * 20.0 / 1e6);
+                           c->w, (n * 4.0 + nc * c->rslot * 16.0) / 1e6);
     }
     return SF_OK;
 }
@@ -305,25 +306,25 @@ static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
     key_sort(k, tmp, n, h);
     for (int i = 0; i < n; i++)
         v[i] = sf_fkey_value(k[i]);
-    sf_bane_running(v, n, c->a1 + o, c->a2 + o);
+    sf_bane_records(v, n, c->rec + ci * c->rslot);
     c->cnt[ci] = n;
 }
 
-/* Cell (cx, cy), in the ring: its sorted values at *v, their running sums
- * from offset *o; returns its count. */
-static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v, long long *o)
+/* Cell (cx, cy), in the ring: its sorted values at *v, their running sums'
+ * record at *r; returns its count. */
+static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v,
+                          const sf_bane_pair **r)
 {
     const size_t ci = (size_t)(cy % c->w) * c->ccx + cx;
-    *o = (long long)(ci * c->slot);
-    *v = c->v + *o;
+    *v = c->v + ci * c->slot;
+    *r = c->rec + ci * c->rslot;
     return c->cnt[ci];
 }
 
 static void bane_cells_free(bane_cellset *c)
 {
     free(c->v);
-    free(c->a1);
-    free(c->a2);
+    free(c->rec);
     free(c->cnt);
 }
 
@@ -358,8 +359,9 @@ static inline int lower_near(const float *s, int a, int b, double h, int g)
     return lo + sf_bane_lower(s + lo, hi - lo, h);
 }
 
-/* One cell-aligned node (see bane_node for the rule); ab: 2 ints a cell of
- * scratch, buf: candidates for the median. */
+/* One cell-aligned node (see bane_node for the rule); ab: 8 ints a cell and
+ * 4 more of scratch (two ranges a cell, then each cell's range sums), buf:
+ * candidates for the median. */
 static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0, int x1, int y0,
                            int y1, int *ab, float *buf, float *level, float *rms)
 {
@@ -367,6 +369,7 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
               cy1 = (y1 - 1) / step, ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
     double n = 0, lo = -INFINITY, hi = INFINITY, mean, sigma;
     double t1[SF_BANE_LANES], t2[SF_BANE_LANES]; /* sf_bane_lanes_total's lanes */
+    double *xs = (double *)(ab + 4 * ncl + 4); /* each cell's range sums, as ab's ranges */
     int it = 0, i;
     size_t nk, k, km, below, m;
     /* pass 1: every finite pixel */
@@ -376,13 +379,14 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     for (int cy = cy0; cy <= cy1; cy++)
         for (int cx = cx0; cx <= cx1; cx++, i++) {
             const float *v;
-            long long o;
-            const int cnt = cell_at(c, cx, cy, &v, &o);
+            const sf_bane_pair *r;
+            const int cnt = cell_at(c, cx, cy, &v, &r);
             ab[2 * i] = 0;
             ab[2 * i + 1] = cnt;
             n += cnt;
-            t1[i % SF_BANE_LANES] += sf_bane_range(c->a1 + o, cnt, 0, cnt);
-            t2[i % SF_BANE_LANES] += sf_bane_range(c->a2 + o, cnt, 0, cnt);
+            sf_bane_range2(v, cnt, r, 0, cnt, &xs[2 * i], &xs[2 * i + 1]);
+            t1[i % SF_BANE_LANES] += xs[2 * i];
+            t2[i % SF_BANE_LANES] += xs[2 * i + 1];
         }
     if (n == 0) {
         *level = *rms = NAN;
@@ -398,17 +402,20 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
                 const float *v;
-                long long o;
-                const int cnt = cell_at(c, cx, cy, &v, &o);
+                const sf_bane_pair *r;
+                const int cnt = cell_at(c, cx, cy, &v, &r);
                 int a = sf_bane_upper_from(v, ab[2 * i], ab[2 * i + 1], l),
                     b = sf_bane_lower_from(v, ab[2 * i], ab[2 * i + 1], h);
                 if (b < a)
                     b = a;
+                /* a range the pass left as it was keeps its sums */
+                if (a != ab[2 * i] || b != ab[2 * i + 1])
+                    sf_bane_range2(v, cnt, r, a, b, &xs[2 * i], &xs[2 * i + 1]);
                 ab[2 * (ncl + i)] = a;
                 ab[2 * (ncl + i) + 1] = b;
                 un += b - a;
-                t1[i % SF_BANE_LANES] += sf_bane_range(c->a1 + o, cnt, a, b);
-                t2[i % SF_BANE_LANES] += sf_bane_range(c->a2 + o, cnt, a, b);
+                t1[i % SF_BANE_LANES] += xs[2 * i];
+                t2[i % SF_BANE_LANES] += xs[2 * i + 1];
             }
         if (un == 0)
             break;
@@ -443,8 +450,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
                 const float *v;
-                long long o;
-                (void)cell_at(c, cx, cy, &v, &o);
+                const sf_bane_pair *r;
+                (void)cell_at(c, cx, cy, &v, &r);
                 const int a = ab[2 * i], b = ab[2 * i + 1];
                 /* within the kept range: the whole cell's indices clamped to it */
                 const int la = lower_near(v, a, b, vlo, a + (int)(gfrac * (b - a))),
@@ -470,9 +477,9 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
             size_t b2 = nb_, u2 = nb_;
             for (i = 0; i < ncl; i++) {
                 const float *v;
-                long long o;
+                const sf_bane_pair *r;
                 const int la = ab[2 * (ncl + i)], ub = ab[2 * (ncl + i) + 1];
-                (void)cell_at(c, cx0 + i % (cx1 - cx0 + 1), cy0 + i / (cx1 - cx0 + 1), &v, &o);
+                (void)cell_at(c, cx0 + i % (cx1 - cx0 + 1), cy0 + i / (cx1 - cx0 + 1), &v, &r);
                 ab[2 * i] = la + sf_bane_lower(v + la, ub - la, nlo);
                 ab[2 * i + 1] = sf_bane_upper_from(v, ab[2 * i], ub, nhi);
                 b2 += (size_t)(ab[2 * i] - la);
@@ -488,8 +495,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
                 const float *v;
-                long long o;
-                (void)cell_at(c, cx, cy, &v, &o);
+                const sf_bane_pair *r;
+                (void)cell_at(c, cx, cy, &v, &r);
                 for (int j = ab[2 * (ncl + i)]; j < ab[2 * (ncl + i) + 1]; j++)
                     buf[m++] = v[j];
             }
@@ -585,8 +592,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             goto fail;
         }
         const int use_cells = sf_bane_use_cells(step, p->box);
-        const int per_ab = 4 * (p->box / step) * (p->box / step) + 4;
-        bane_cellset cl = {NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1};
+        const int per_ab = 8 * (p->box / step) * (p->box / step) + 4;
+        bane_cellset cl = {NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
         int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);
         if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step, &cl)) != SF_OK)) {
             if (!abuf)

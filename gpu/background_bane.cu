@@ -7,7 +7,7 @@
 //    sf_bane_use_cells), its arrays: bane_cellsort_warp (a warp a cell, in
 //    a slot of step^2 values: the cell's finite values gathered and
 //    counted, cub's warp merge sort, the count and largest |v|, then the
-//    running sums a chunk a lane, bane_running_warp). Cells of more than
+//    running sums' record a chunk a lane, bane_records_warp). Cells of more than
 //    1024 pixels (and SKYFIND_BANE_BLOCK=1): bane_cellstat or
 //    bane_cellcount (the counts), cub's scan of them into offsets, then
 //    bane_cellsort, a block a cell, the cells packed.
@@ -138,7 +138,8 @@ __device__ sf_bane_sums bane_pass(const float *src, size_t pitch, int w, int h, 
 struct bane_args {
     const float *img, *cm;
     const float *vals;       // cell path: sorted finite values, cell after cell
-    const double *a1, *a2;   // their running sums
+    const sf_bane_pair *rec; // their running sums' records (sf_bane_entry), rslot pairs a cell
+    int rslot;
     const long long *off;    // cell c's values at vals[off[c] .. off[c+1]) (cap 0), or
     const int *cnt;          // at vals[c cap .. c cap + cnt[c]) (cap > 0: slots of step^2)
     int cap;
@@ -160,6 +161,10 @@ __device__ __forceinline__ long long bane_cell_at(const bane_args &a, size_t ci)
 __device__ __forceinline__ int bane_cell_n(const bane_args &a, size_t ci)
 {
     return a.cap ? a.cnt[ci] : (int)(a.off[ci + 1] - a.off[ci]);
+}
+__device__ __forceinline__ const sf_bane_pair *bane_cell_rec(const bane_args &a, size_t ci)
+{
+    return a.rec + ci * (size_t)a.rslot;
 }
 
 // A node whose box has no finite pixel: NaN, filled later by bane_fill.
@@ -411,8 +416,7 @@ __device__ void bane_node_block(const bane_args &a, int node)
                     ib = ia;
                 ta[i] = ia;
                 tb[i] = ib;
-                r1[i] = sf_bane_range(a.a1 + o, cnt, ia, ib);
-                r2[i] = sf_bane_range(a.a2 + o, cnt, ia, ib);
+                sf_bane_range2(a.vals + o, cnt, bane_cell_rec(a, ci), ia, ib, &r1[i], &r2[i]);
             }
             __syncthreads();
             if (tid == 0) {
@@ -628,54 +632,59 @@ __device__ void bane_warp_bitonic(unsigned *keys, int P)
         }
 }
 
-// One of a cell's running sums (sf_bane_running: sq 0 the values, 1 their
-// squares) over one half (sf_bane_half), a chunk a lane: the chunk's own
-// sums, the chunks' offsets by a shuffle scan (sf_bane_scan), then the
-// entries P + u into dst (cell-relative indices).
-__device__ void bane_half_warp(const unsigned *ks, int m, int len, int dir, int sq, double *dst)
+// One half's record (sf_bane_half_rec), a chunk a lane: the chunk's own
+// sums, the chunks' offsets by a shuffle scan (sf_bane_scan), then P_q and
+// the chunk's checkpoints into rec. Returns the half's pairs.
+__device__ int bane_half_rec_warp(const unsigned *ks, int m, int len, int dir, sf_bane_pair *rec)
 {
-    const int lane = threadIdx.x & 31, cl = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS,
-              j0 = lane * cl, j1 = min(j0 + cl, len);
-    double u = 0.0, acc = 0.0, p = 0.0;
+    int cl, nq, nck;
+    const int np = sf_bane_half_pairs(len, &cl, &nq, &nck);
+    const int lane = threadIdx.x & 31, j0 = lane * cl, j1 = min(j0 + cl, len);
+    double u1 = 0.0, u2 = 0.0;
     for (int j = j0; j < j1; j++) {
         const double d = (double)sf_fkey_value(ks[dir > 0 ? m + j : m - 1 - j]);
-        u = u + (sq ? __dmul_rn(d, d) : d);
+        u1 = u1 + d;
+        u2 = u2 + __dmul_rn(d, d);
     }
     // the chunks' offsets: sf_bane_scan's association, lane q holding x_q
-    acc = u;
     for (int o = 1; o < SF_BANE_CHUNKS; o <<= 1) {
-        const double y = __shfl_up_sync(0xffffffffu, acc, o);
-        if (lane >= o)
-            acc = y + acc;
+        const double y1 = __shfl_up_sync(0xffffffffu, u1, o), y2 = __shfl_up_sync(0xffffffffu, u2, o);
+        if (lane >= o) {
+            u1 = y1 + u1;
+            u2 = y2 + u2;
+        }
     }
-    p = __shfl_up_sync(0xffffffffu, acc, 1);
-    if (lane == 0)
-        p = 0.0;
-    u = 0.0;
-    for (int j = j0; j < j1; j++) {
-        const int i = dir > 0 ? m + j : m - 1 - j;
-        const double d = (double)sf_fkey_value(ks[i]);
-        u = u + (sq ? __dmul_rn(d, d) : d);
-        dst[i] = p + u;
+    double p1 = __shfl_up_sync(0xffffffffu, u1, 1), p2 = __shfl_up_sync(0xffffffffu, u2, 1);
+    if (lane < nq) {
+        double2 *r = reinterpret_cast<double2 *>(rec);
+        r[lane] = make_double2(lane ? p1 : 0.0, lane ? p2 : 0.0);
+        u1 = u2 = 0.0;
+        for (int rr = 0; rr < nck * SF_BANE_CK && j0 + rr < len; rr++) {
+            const int j = j0 + rr;
+            const double d = (double)sf_fkey_value(ks[dir > 0 ? m + j : m - 1 - j]);
+            u1 = u1 + d;
+            u2 = u2 + __dmul_rn(d, d);
+            if (rr % SF_BANE_CK == SF_BANE_CK - 1)
+                r[nq + lane * nck + rr / SF_BANE_CK] = make_double2(u1, u2);
+        }
     }
+    return np;
 }
 
-// A cell's running sums a1, a2 (global, the cell's offset applied) from its
-// n sorted keys ks, by one warp; through stage (n doubles of shared memory,
-// so the global writes are whole lines) when it is not NULL.
-__device__ void bane_running_warp(const unsigned *ks, int n, double *a1, double *a2, double *stage)
+// A cell's record (sf_bane_records) from its n sorted keys ks, by one warp;
+// vals: the same values, already written (the whole cell's sums are read
+// back from them and the halves' records).
+__device__ void bane_records_warp(const unsigned *ks, const float *vals, int n, sf_bane_pair *rec)
 {
-    const int lane = threadIdx.x & 31, m = n / 2;
-    for (int sq = 0; sq < 2; sq++) {
-        double *g = sq ? a2 : a1, *d = stage ? stage : g;
-        bane_half_warp(ks, m, n - m, 1, sq, d);
-        bane_half_warp(ks, m, m, -1, sq, d);
-        if (stage) {
-            __syncwarp();
-            for (int i = lane; i < n; i += 32)
-                g[i] = stage[i];
-            __syncwarp();
-        }
+    const int m = n / 2;
+    sf_bane_pair *h = rec + 1;
+    h += bane_half_rec_warp(ks, m, n - m, 1, h);
+    (void)bane_half_rec_warp(ks, m, m, -1, h);
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) {
+        double x1, x2;
+        sf_bane_entries(vals, n, rec, 0, n, &x1, &x2);
+        reinterpret_cast<double2 *>(rec)[0] = make_double2(x1, x2);
     }
 }
 
@@ -686,7 +695,9 @@ struct bane_less {
 // Each cell's finite values sorted and their running sums (what
 // bane_cellsort computes), a warp a cell: the keys gathered in raster order,
 // cub's warp merge sort (ITEMS keys a lane: cells of up to 32 ITEMS
-// pixels), then bane_running_warp through shared memory. Each cell in a slot
+// pixels), then its running sums' record (bane_records_warp: the chunks'
+// offsets and checkpoints, about an eighth of the 16 bytes a value that the
+// running sums themselves took to write). Each cell in a slot
 // of step^2 values (cell c at c step^2): the warp counts the cell's finite
 // values as it gathers them and writes the count (cnt) and the largest |v|
 // (cm, the larger of the sorted ends' magnitudes; -1: none), so no pass
@@ -695,12 +706,11 @@ struct bane_less {
 template <int ITEMS, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS)
     bane_cellsort_warp(const float *img, size_t stride, int nx, int ny, int step, int ccx, int nc,
-                       int *cnt, float *cm, float *vals, double *a1, double *a2)
+                       int *cnt, float *cm, float *vals, sf_bane_pair *rec, int rslot)
 {
     typedef cub::WarpMergeSort<unsigned, ITEMS, 32> sorter;
     __shared__ typename sorter::TempStorage ts[WARPS];
     __shared__ unsigned kss[WARPS][32 * ITEMS];
-    __shared__ double stg[WARPS][32 * ITEMS];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, c = blockIdx.x * WARPS + w;
     if (c >= nc)
         return;
@@ -746,20 +756,21 @@ __global__ void __launch_bounds__(32 * WARPS)
         cnt[c] = n;
         cm[c] = fmaxf(fabsf(sf_fkey_value(ks[0])), fabsf(sf_fkey_value(ks[n - 1])));
     }
-    bane_running_warp(ks, n, a1 + o, a2 + o, stg[w]);
+    __syncwarp();
+    bane_records_warp(ks, vals + o, n, rec + (size_t)c * rslot);
 }
 
 // The launch of bane_cellsort_warp for cells of step^2 pixels (0: none fits,
 // BCS_AREA_MAX).
 #define BCS_AREA_MAX (32 * 32)
 static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, int ny, int step,
-                                     int ccx, int nc, int *cnt, float *cm, float *vals, double *a1,
-                                     double *a2, cudaStream_t s)
+                                     int ccx, int nc, int *cnt, float *cm, float *vals,
+                                     sf_bane_pair *rec, int rslot, cudaStream_t s)
 {
     const int area = step * step;
 #define BCS_LAUNCH(I, W)                                                                           \
     bane_cellsort_warp<I, W><<<(nc + (W)-1) / (W), 32 * (W), 0, s>>>(img, stride, nx, ny, step,   \
-                                                                     ccx, nc, cnt, cm, vals, a1, a2)
+                                                                     ccx, nc, cnt, cm, vals, rec, rslot)
     if (area <= 32 * 4)
         BCS_LAUNCH(4, 8);
     else if (area <= 32 * 8)
@@ -808,6 +819,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
     sf_bane_box(py, a.box, a.ny, &y0, &y1);
     const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = (x1 - 1) / a.step - cx0 + 1,
               ncl = ncw * ((y1 - 1) / a.step - cy0 + 1);
+    double k1[BW_CELLS / 32], k2[BW_CELLS / 32]; // this lane's cells' range sums
     for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
         double l = lo, hh = hi, s0 = 0;
         if (pass) {
@@ -818,7 +830,11 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         // in sf_bane_lanes_total's order (the twin's)
         double u1 = 0.0, u2 = 0.0;
         unsigned cn = 0;
-        for (int i = lane; i < ncl; i += 32) {
+#pragma unroll
+        for (int r = 0; r < BW_CELLS / 32; r++) {
+            const int i = lane + 32 * r;
+            if (i >= ncl)
+                break;
             const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
             const long long o = bane_cell_at(a, ci);
             const int cnt = bane_cell_n(a, ci);
@@ -831,8 +847,11 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             }
             S.ta[i] = ia;
             S.tb[i] = ib;
-            u1 = u1 + sf_bane_range(a.a1 + o, cnt, ia, ib);
-            u2 = u2 + sf_bane_range(a.a2 + o, cnt, ia, ib);
+            // a range the pass left as it was: its sums as they were
+            if (!pass || ia != S.ca[i] || ib != S.cb[i])
+                sf_bane_range2(a.vals + o, cnt, bane_cell_rec(a, ci), ia, ib, &k1[r], &k2[r]);
+            u1 = u1 + k1[r];
+            u2 = u2 + k2[r];
             cn += ib - ia;
         }
         for (int o = SF_BANE_LANES / 2; o; o >>= 1) { // lane i takes lane i + o
@@ -877,6 +896,8 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
             const float *v = a.vals + bane_cell_at(a, ci);
             const int ca = S.ca[i], cb = S.cb[i];
+            // a bisection (the CPU twin gallops from a guess: here lanes
+            // that gallop further keep the warp waiting, 0.2 ms at 8192^2)
             const int la = ca + sf_bane_lower(v + ca, cb - ca, vlo),
                       ub = sf_bane_upper_from(v, la, cb, vhi); // a few values past la
             S.ta[i] = la;
@@ -1011,11 +1032,10 @@ __global__ void bane_cellscan(const long long *cnt, long long *off, int n)
 }
 
 // 3. Each cell's finite values sorted (bitonic, on sf_fkey keys in shared
-// memory: P, a power of two of at least step^2) and their running sums
-// (thread 0 upward from the middle, thread 1 downward: sf_bane_running's
-// operations in its order).
+// memory: P, a power of two of at least step^2) and their running sums'
+// record (bane_records_warp, by the first warp: sf_bane_records' operations).
 __global__ void bane_cellsort(const float *img, size_t stride, int nx, int ny, int step, int ccx,
-                              const long long *off, int P, float *vals, double *a1, double *a2)
+                              const long long *off, int P, float *vals, sf_bane_pair *rec, int rslot)
 {
     extern __shared__ unsigned keys[];
     __shared__ int cntk;
@@ -1052,8 +1072,9 @@ __global__ void bane_cellsort(const float *img, size_t stride, int nx, int ny, i
         }
     for (int i = tid; i < n; i += blockDim.x)
         vals[o + i] = sf_fkey_value(keys[i]);
-    if (tid < 32) // sf_bane_running's operations, by the first warp
-        bane_running_warp(keys, n, a1 + o, a2 + o, NULL);
+    __syncthreads(); // the values are read back
+    if (tid < 32) // sf_bane_records' operations, by the first warp
+        bane_records_warp(keys, vals + o, n, rec + (size_t)c * rslot);
 }
 
 __global__ void bane_fill(const float *rawb, const float *raws, float *fb, float *fs, int ncx, int ncy)
@@ -1394,7 +1415,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     char *q;
     bane_scan_out *dscan;
     float *rawb, *raws, *fb, *fs, *cm, *cvals = NULL;
-    double *ca1 = NULL, *ca2 = NULL;
+    sf_bane_pair *crec = NULL;
     long long *coff = NULL, *ccnt = NULL;
     int *fcnt = NULL;
     void *ctemp = NULL;
@@ -1404,6 +1425,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     size_t sdyn = 0, cdyn = 0;
     int ne = 0, forked = 0;
     const int use_cells = sf_bane_use_cells(step, p->box);
+    const int rslot = use_cells ? sf_bane_rec_slot(step) : 0; // pairs of a cell's record
     // SKYFIND_BANE_BLOCK=1: the block-per-cell and block-per-node kernels
     // (the warp kernels' reference in benchmarks; the same maps)
     const int blockpath = getenv("SKYFIND_BANE_BLOCK") != NULL;
@@ -1440,10 +1462,8 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         q += SF_BANE_ALIGN(nc * 4);
         cvals = (float *)q;
         q += SF_BANE_ALIGN(ns * 4);
-        ca1 = (double *)q;
-        q += SF_BANE_ALIGN(ns * 8);
-        ca2 = (double *)q;
-        q += SF_BANE_ALIGN(ns * 8);
+        crec = (sf_bane_pair *)q;
+        q += SF_BANE_ALIGN(nc * (size_t)rslot * sizeof(sf_bane_pair));
         ctemp = q;
     }
     {
@@ -1457,7 +1477,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         sdyn = stage ? (size_t)(bw * bh) * sizeof(float) : 0;
         cdyn = (size_t)(p->box / step) * (p->box / step) * (2 * 8 + 5 * 4) + 64;
         ne = use_cells ? (nx % step ? ncy : 0) + (ny % step ? ncx - (nx % step ? 1 : 0) : 0) : 0;
-        na = bane_args{img->data, cm,     cvals, ca1, ca2, coff,      fcnt,     slots ? step * step : 0,
+        na = bane_args{img->data, cm,     cvals, crec, rslot, coff,      fcnt,     slots ? step * step : 0,
                        img->stride, nx,   ny,   step,  p->box, ncx, ncy, ccx, stage, use_cells,
                        p->kappa,  rawb,   raws,  iters, use_cells ? 1 : 0, slow, nslow};
         const size_t dyn = use_cells ? (cdyn > sdyn ? cdyn : sdyn) : sdyn;
@@ -1485,7 +1505,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         if (slots) {
             // count, maxima, sort and running sums in one pass over the image
             if (!bane_cellsort_warp_launch(img->data, img->stride, nx, ny, step, ccx, ccx * ccy, fcnt,
-                                           cm, cvals, ca1, ca2, g->stream)) {
+                                           cm, cvals, crec, rslot, g->stream)) {
                 st = sf_fail(SF_ERR_INTERNAL, "background bane: no warp cell sort for step %d", step);
                 goto fail;
             }
@@ -1528,7 +1548,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 SF_CUDA(cudaFuncSetAttribute(bane_cellsort,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, P * 4));
             bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
-                img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, ca1, ca2);
+                img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, crec, rslot);
             SF_LAUNCHED();
         }
     }

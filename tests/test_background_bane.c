@@ -1,4 +1,5 @@
-/* Check suite for `background` method=bane: the CPU twin on images with a
+/* Check suite for `background` method=bane: the cells' running-sum records
+ * against the sums kept value by value, the CPU twin on images with a
  * known answer (white noise, a plane, NaN blocks, a box without finite
  * pixels, parameter errors, thread independence), and the GPU version
  * against the CPU twin, bit for bit, on awkward sizes, steps and boxes and
@@ -14,6 +15,7 @@
 #include "sftest.h"
 #include "skyfind/background.h"
 #include "skyfind/fits.h"
+#include "background_bane.h"
 
 static sf_bkg_params bane_params(int step, int box)
 {
@@ -31,6 +33,112 @@ static void free3(sf_image *a, sf_image *b, sf_image *c)
     sf_image_free(b, NULL);
     sf_image_free(c, NULL);
 }
+
+/* A cell's running sums, value by value, in the association the header
+ * documents (32 chunks a half summed from their starts, the chunks'
+ * offsets by sf_bane_scan, an entry P + u): what the cells kept before
+ * their records. */
+static void running_ref(const float *s, int c, double *a1, double *a2)
+{
+    const int m = c / 2;
+    for (int half = 0; half < 2; half++) {
+        const int len = half ? m : c - m, cl = (len + 31) / 32;
+        double x1[SF_BANE_CHUNKS], x2[SF_BANE_CHUNKS];
+        for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+            double u1 = 0.0, u2 = 0.0;
+            for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
+                const double d = (double)s[half ? m - 1 - j : m + j];
+                u1 = u1 + d;
+                u2 = u2 + d * d;
+            }
+            x1[q] = u1;
+            x2[q] = u2;
+        }
+        sf_bane_scan(x1);
+        sf_bane_scan(x2);
+        for (int q = 0; q < SF_BANE_CHUNKS; q++) {
+            double u1 = 0.0, u2 = 0.0;
+            for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
+                const int i = half ? m - 1 - j : m + j;
+                const double d = (double)s[i];
+                u1 = u1 + d;
+                u2 = u2 + d * d;
+                a1[i] = (q ? x1[q - 1] : 0.0) + u1;
+                a2[i] = (q ? x2[q - 1] : 0.0) + u2;
+            }
+        }
+    }
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The cells' records (sf_bane_records, sf_bane_entry) give every running
+ * sum with the bits of the sums kept value by value, for every count a cell
+ * of up to 90 x 90 pixels can have around the chunk and checkpoint sizes
+ * (1-value chunks, 7 values without a checkpoint, 8 and 9 with one, the
+ * largest cells), on noise with a bright outlier at either end; and a range
+ * sum is the difference or sum of those entries, the whole cell's its first
+ * pair. */
+START_TEST(test_records)
+{
+    const int counts[] = {1, 2, 3, 31, 32, 33, 63, 64, 65, 289, 448, 449, 450, 511, 512, 513, 577,
+                          1024, 1025, 2047, 3000, 4096, 6399, 8100};
+    const int nc = (int)(sizeof counts / sizeof counts[0]);
+    float *s = malloc(8100 * sizeof *s);
+    double *a1 = malloc(8100 * sizeof *a1), *a2 = malloc(8100 * sizeof *a2);
+    sf_bane_pair *rec = malloc((size_t)sf_bane_rec_slot(90) * sizeof *rec);
+    unsigned long long st = 12345;
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(a1);
+    ck_assert_ptr_nonnull(a2);
+    ck_assert_ptr_nonnull(rec);
+    for (int t = 0; t < nc; t++) {
+        const int c = counts[t];
+        ck_assert_int_le(sf_bane_rec_pairs(c), sf_bane_rec_slot(90));
+        for (int i = 0; i < c; i++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            s[i] = (float)((double)(st >> 11) / 9007199254740992.0 - 0.5) * 1e-3f;
+        }
+        s[0] = -3.0f; /* outliers a thousand times the noise at both ends */
+        if (c > 1)
+            s[c - 1] = 7.0f;
+        qsort(s, (size_t)c, sizeof *s, cmp_float);
+        running_ref(s, c, a1, a2);
+        sf_bane_records(s, c, rec);
+        for (int i = 0; i < c; i++) {
+            double r1, r2;
+            sf_bane_entry(s, c, rec, i, &r1, &r2);
+            ck_assert_msg(r1 == a1[i] && r2 == a2[i],
+                          "count %d entry %d: %.17g %.17g, kept value by value %.17g %.17g", c, i,
+                          r1, r2, a1[i], a2[i]);
+        }
+        {
+            double x1, x2;
+            const int m = c / 2;
+            sf_bane_range2(s, c, rec, 0, c, &x1, &x2);
+            ck_assert(x1 == (c > 1 ? a1[0] + a1[c - 1] : a1[0]));
+            ck_assert(x2 == (c > 1 ? a2[0] + a2[c - 1] : a2[0]));
+            if (c > 3) { /* both outliers clipped: the entries next to them */
+                sf_bane_range2(s, c, rec, 1, c - 1, &x1, &x2);
+                ck_assert(x1 == a1[1] + a1[c - 2]);
+                ck_assert(x2 == a2[1] + a2[c - 2]);
+                /* within a half: a difference that never includes the outlier */
+                sf_bane_range2(s, c, rec, m + 1, c - 1, &x1, &x2);
+                ck_assert(x1 == (m + 1 < c - 1 ? a1[c - 2] - a1[m] : 0.0));
+                ck_assert(fabs(x1) < 1e-3 * c);
+            }
+        }
+    }
+    free(s);
+    free(a1);
+    free(a2);
+    free(rec);
+}
+END_TEST
 
 /* White noise of sigma 1 on a level of 5: every node's level within a few
  * standard errors of 5 and its rms within 3% of 1 (a 3-sigma clip of a
@@ -324,6 +432,7 @@ int main(void)
     TCase *cpu = tcase_create("cpu"), *gpu = tcase_create("gpu");
     tcase_set_timeout(cpu, 300);
     tcase_set_timeout(gpu, 600);
+    tcase_add_test(cpu, test_records);
     tcase_add_test(cpu, test_noise);
     tcase_add_test(cpu, test_plane);
     tcase_add_test(cpu, test_nan);

@@ -203,8 +203,8 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
  * cells narrower). Such nodes do not read pixels: each cell's finite values
  * are sorted once (by sf_fkey order) with running sums outward from the
  * cell's middle index m = c/2 (a1[i] = s[m] + ... + s[i] for i >= m, a1[i]
- * = s[i] + ... + s[m-1] for i < m, in sf_bane_running's association; a2
- * the same of s*s), so the kept values
+ * = s[i] + ... + s[m-1] for i < m, in sf_bane_scan's association; a2 the
+ * same of s*s; kept as a compact record, sf_bane_entry), so the kept values
  * of a cell (lo < v < hi) are an index range [a, b) found by two binary
  * searches, and their sums come from at most two running sums that never
  * reach past the range's far end (an outlier at a cell's end does not
@@ -306,19 +306,6 @@ SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, dou
     return lo + sf_bane_lower(s + lo, hi - lo, h);
 }
 
-/* Sum of r[a..b) of a cell of c values from its running sums r (a1 or a2). */
-SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int b)
-{
-    const int m = c / 2;
-    if (a >= b)
-        return 0.0;
-    if (a >= m)
-        return a > m ? r[b - 1] - r[a - 1] : r[b - 1];
-    if (b <= m)
-        return b < m ? r[a] - r[b] : r[a];
-    return r[a] + r[b - 1];
-}
-
 /* A cell's running sums (s sorted, c values). Each half (upward from m =
  * c/2, and downward from m-1) is cut into 32 chunks of ceil(len/32) values
  * (SF_BANE_CHUNKS; the last ones short or empty); inside a chunk the sums
@@ -328,8 +315,9 @@ SF_BKG_HD static inline double sf_bane_range(const double *r, int c, int a, int 
  * x_(q-o) + x_q at once; P_0 = 0, P_q = x_(q-1)), and an entry is P + u. So
  * a1[i] is a sum of s[m..i] (or s[i..m-1]) in a fixed association that a
  * warp computes with one chunk a lane and five shuffle steps (the GPU's
- * bane_running_warp: the same operations, so the same bits; a chain of 32
- * dependent additions there cost a third of its cell sort). */
+ * bane_records_warp: the same operations, so the same bits; a chain of 32
+ * dependent additions there cost a third of its cell sort). The record
+ * keeps P_q and checkpoints (below). */
 #define SF_BANE_CHUNKS 32
 SF_BKG_HD static inline void sf_bane_scan(double x[SF_BANE_CHUNKS])
 {
@@ -338,10 +326,156 @@ SF_BKG_HD static inline void sf_bane_scan(double x[SF_BANE_CHUNKS])
             x[q] = x[q - o] + x[q];
 }
 
-SF_BKG_HD static inline void sf_bane_half(const float *s, int m, int len, int dir, double *a1,
-                                          double *a2)
+/* A cell's running sums are not stored value by value (16 bytes a value,
+ * more than the sorted values themselves, written by the cell sort and
+ * faulted in by the CPU's ring): each half keeps its chunks' offsets P_q
+ * and, inside a chunk, the running sum u after every SF_BANE_CK-th value
+ * (checkpoints); an entry a1[i] = P_q + u_i is recomputed from the nearest
+ * checkpoint by the same additions u = u + d that made it, so it has the
+ * same bits, reading at most SF_BANE_CK - 1 sorted values next to the one a
+ * search just found. A half of len values has nq = ceil(len / cl) non-empty
+ * chunks of cl = ceil(len / 32) and nck = cl / SF_BANE_CK checkpoints a
+ * chunk; its record is nq pairs (P_q: the sums of s and of s*s), then nq
+ * nck pairs (chunk q's checkpoint t at q nck + t: u after value q cl + t CK
+ * + CK - 1). A cell's record is one pair, the whole cell's sums (which
+ * every node's first pass asks of every cell: sf_bane_entries of [0, c),
+ * kept), then the upper half's record (from m = c/2 up), then the lower
+ * one's. At 17 x 17 cells that is 1 + 29 + 29 pairs for 289 values. */
+#define SF_BANE_CK 8
+typedef struct {
+    double s1, s2; /* a sum of s and of s*s */
+} sf_bane_pair;
+
+SF_BKG_HD static inline int sf_bane_half_pairs(int len, int *cl, int *nq, int *nck)
 {
-    const int cl = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS;
+    const int l = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS;
+    *cl = l;
+    *nq = l ? (len + l - 1) / l : 0;
+    *nck = l / SF_BANE_CK;
+    return *nq * (1 + *nck);
+}
+
+/* Pairs in the record of a cell of c values. */
+SF_BKG_HD static inline int sf_bane_rec_pairs(int c)
+{
+    int cl, nq, nck;
+    return 1 + sf_bane_half_pairs(c - c / 2, &cl, &nq, &nck) +
+           sf_bane_half_pairs(c / 2, &cl, &nq, &nck);
+}
+
+/* Room for the record of any cell of a step x step grid (the most pairs of
+ * any count up to step^2: the count of chunks is not monotonic). */
+static inline int sf_bane_rec_slot(int step)
+{
+    int most = 0;
+    for (int c = 0; c <= step * step; c++) {
+        const int r = sf_bane_rec_pairs(c);
+        most = r > most ? r : most;
+    }
+    return most;
+}
+
+/* Entry i of a cell's running sums (a1[i] and a2[i] above) from its sorted
+ * values s (c of them) and its record. */
+SF_BKG_HD static inline void sf_bane_entry(const float *s, int c, const sf_bane_pair *rec, int i,
+                                           double *r1, double *r2)
+{
+    const int m = c / 2, up = i >= m;
+    int cl, nq, nck, j;
+    rec++; /* past the whole cell's sums */
+    if (up) {
+        (void)sf_bane_half_pairs(c - m, &cl, &nq, &nck);
+        j = i - m;
+    } else {
+        int clu, nqu, ncku;
+        rec += sf_bane_half_pairs(c - m, &clu, &nqu, &ncku);
+        (void)sf_bane_half_pairs(m, &cl, &nq, &nck);
+        j = m - 1 - i;
+    }
+    {
+        const int q = j / cl, r = j - q * cl, t = (r + 1) / SF_BANE_CK;
+        double u1 = 0.0, u2 = 0.0;
+        if (t) {
+            const sf_bane_pair k = rec[nq + q * nck + t - 1];
+            u1 = k.s1;
+            u2 = k.s2;
+        }
+        /* r - t CK + 1 values, at most CK - 1 (cl <= 7 when nck is 0): a
+         * fixed loop, so that the GPU issues their loads at once */
+        const int jj0 = q * cl + t * SF_BANE_CK, nv = r - t * SF_BANE_CK + 1;
+        const float *sv = up ? s + m + jj0 : s + m - 1 - jj0;
+        const int dv = up ? 1 : -1;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (int k = 0; k < SF_BANE_CK - 1; k++)
+            if (k < nv) {
+                const double d = (double)sv[k * dv];
+                u1 = u1 + d;
+                u2 = u2 + SF_BKG_DMUL(d, d);
+            }
+        *r1 = rec[q].s1 + u1;
+        *r2 = rec[q].s2 + u2;
+    }
+}
+
+/* The sums of s[a..b) and of their squares (a cell of c values, its
+ * record) from at most two entries, so that a range never reaches past its
+ * own ends (an outlier at a cell's end does not enter the sums of ranges
+ * without it). */
+SF_BKG_HD static inline void sf_bane_entries(const float *s, int c, const sf_bane_pair *rec, int a,
+                                             int b, double *x1, double *x2)
+{
+    const int m = c / 2;
+    double p1, p2, q1, q2;
+    if (a >= b) {
+        *x1 = *x2 = 0.0;
+        return;
+    }
+    if (a >= m) {
+        sf_bane_entry(s, c, rec, b - 1, &p1, &p2);
+        if (a > m) {
+            sf_bane_entry(s, c, rec, a - 1, &q1, &q2);
+            p1 = p1 - q1;
+            p2 = p2 - q2;
+        }
+    } else if (b <= m) {
+        sf_bane_entry(s, c, rec, a, &p1, &p2);
+        if (b < m) {
+            sf_bane_entry(s, c, rec, b, &q1, &q2);
+            p1 = p1 - q1;
+            p2 = p2 - q2;
+        }
+    } else {
+        sf_bane_entry(s, c, rec, a, &p1, &p2);
+        sf_bane_entry(s, c, rec, b - 1, &q1, &q2);
+        p1 = p1 + q1;
+        p2 = p2 + q2;
+    }
+    *x1 = p1;
+    *x2 = p2;
+}
+
+/* The same, the whole cell's from its record's first pair (which
+ * sf_bane_records computed by sf_bane_entries). */
+SF_BKG_HD static inline void sf_bane_range2(const float *s, int c, const sf_bane_pair *rec, int a,
+                                            int b, double *x1, double *x2)
+{
+    if (a == 0 && b == c && c > 0) {
+        *x1 = rec[0].s1;
+        *x2 = rec[0].s2;
+        return;
+    }
+    sf_bane_entries(s, c, rec, a, b, x1, x2);
+}
+
+/* One half's record (see sf_bane_entry): len values from m, upward (dir >
+ * 0) or downward. Returns the pairs written. */
+SF_BKG_HD static inline int sf_bane_half_rec(const float *s, int m, int len, int dir,
+                                             sf_bane_pair *rec)
+{
+    int cl, nq, nck;
+    const int np = sf_bane_half_pairs(len, &cl, &nq, &nck);
     double x1[SF_BANE_CHUNKS], x2[SF_BANE_CHUNKS];
     for (int q = 0; q < SF_BANE_CHUNKS; q++) {
         double u1 = 0.0, u2 = 0.0;
@@ -355,25 +489,32 @@ SF_BKG_HD static inline void sf_bane_half(const float *s, int m, int len, int di
     }
     sf_bane_scan(x1);
     sf_bane_scan(x2);
-    for (int q = 0; q < SF_BANE_CHUNKS; q++) {
-        const double p1 = q ? x1[q - 1] : 0.0, p2 = q ? x2[q - 1] : 0.0;
+    for (int q = 0; q < nq; q++) {
         double u1 = 0.0, u2 = 0.0;
-        for (int j = q * cl; j < (q + 1) * cl && j < len; j++) {
-            const int i = dir > 0 ? m + j : m - 1 - j;
-            const double d = (double)s[i];
+        rec[q].s1 = q ? x1[q - 1] : 0.0;
+        rec[q].s2 = q ? x2[q - 1] : 0.0;
+        for (int r = 0; r < nck * SF_BANE_CK && q * cl + r < len; r++) {
+            const int j = q * cl + r;
+            const double d = (double)s[dir > 0 ? m + j : m - 1 - j];
             u1 = u1 + d;
             u2 = u2 + SF_BKG_DMUL(d, d);
-            a1[i] = p1 + u1;
-            a2[i] = p2 + u2;
+            if (r % SF_BANE_CK == SF_BANE_CK - 1) {
+                rec[nq + q * nck + r / SF_BANE_CK].s1 = u1;
+                rec[nq + q * nck + r / SF_BANE_CK].s2 = u2;
+            }
         }
     }
+    return np;
 }
 
-SF_BKG_HD static inline void sf_bane_running(const float *s, int c, double *a1, double *a2)
+/* A cell's record (sf_bane_entry) from its c sorted values. */
+SF_BKG_HD static inline void sf_bane_records(const float *s, int c, sf_bane_pair *rec)
 {
     const int m = c / 2;
-    sf_bane_half(s, m, c - m, 1, a1, a2);
-    sf_bane_half(s, m, m, -1, a1, a2);
+    sf_bane_pair *h = rec + 1;
+    h += sf_bane_half_rec(s, m, c - m, 1, h);
+    (void)sf_bane_half_rec(s, m, m, -1, h);
+    sf_bane_entries(s, c, rec, 0, c, &rec[0].s1, &rec[0].s2);
 }
 
 /* The mean of the nb node levels for the run summary: each of
@@ -443,8 +584,9 @@ static inline sf_status sf_bane_check_work(int nx, int ny, int step, int box)
 /* Bytes of device scratch the GPU version needs (step 0: auto, counted as
  * 4, the least a beam of a pixel or more gives, with the cell path's arrays;
  * scratch grows on demand): the node grids, cell maxima, the list of nodes
- * the GPU's warp path leaves to its block path, and for the cell path each cell's count and offset and every finite pixel's value and
- * two running sums. */
+ * the GPU's warp path leaves to its block path, and for the cell path each
+ * cell's count, offset and record (sf_bane_rec_slot pairs) and every finite
+ * pixel's value. */
 #define SF_BANE_ALIGN(b) (((b) + 255) / 256 * 256)
 /* the GPU's scan of the cell counts: its temporary storage (cub asks for
  * about 16 bytes a tile of a few thousand counts) */
@@ -473,7 +615,8 @@ static inline size_t sf_bane_scratch_bytes(int nx, int ny, int step, int box)
     if (sf_bane_use_cells(step, box)) {
         const size_t ns = sf_bane_cell_values(nx, ny, step);
         bytes += SF_BANE_ALIGN((nc + 1) * 8) + SF_BANE_ALIGN(nc * 4) + SF_BANE_ALIGN(ns * 4) +
-                 2 * SF_BANE_ALIGN(ns * 8) + SF_BANE_SCAN_TEMP(nc);
+                 SF_BANE_ALIGN(nc * (size_t)sf_bane_rec_slot(step) * sizeof(sf_bane_pair)) +
+                 SF_BANE_SCAN_TEMP(nc);
     }
     return bytes;
 }

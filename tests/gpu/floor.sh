@@ -15,7 +15,8 @@
 #           NAME=VALUE runs with that in the environment, e.g.
 #           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel; the
 #           variant old runs FLOOR_OLD_BENCH, an earlier build's
-#           bench_pipeline, for before/after in one call; FLOOR_ROUNDS
+#           bench_pipeline, for before/after in one call, and a variant
+#           exe:PATH the bench_pipeline at PATH; FLOOR_ROUNDS
 #           rounds, default 2)
 #   ncu     Nsight Compute kernel times of one run at NCU_SIZE (default
 #           8192^2) of each pipeline in NCU_PIPES (default radio)
@@ -102,6 +103,7 @@ if want bench; then
             case $v in
             new) envv=() ;;
             old) envv=(); bench=${FLOOR_OLD_BENCH:?FLOOR_OLD_BENCH: an earlier build of bench_pipeline} ;;
+            exe:*) envv=(); bench=${v#exe:} ;;
             block) envv=(SKYFIND_BANE_BLOCK=1) ;;
             *=*) envv=($v) ;;
             esac
