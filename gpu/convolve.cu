@@ -310,7 +310,7 @@ static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel 
     default: fn = direct2d_rb_pick<24>(nans, dbl); break;
     }
     SF_TRY(weights_2d(g, k, kxp, &wg));
-    SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    SF_TRY(sf_gpu_smem_max(g, (const void *)fn, smem));
     {
         const dim3 grid((in->nx + RBW - 1) / RBW, (in->ny + RBT * 4 - 1) / (RBT * 4));
         fn<<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride, in->nx,
@@ -365,7 +365,7 @@ static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k,
         fn = nans ? direct2d_pick<true, 2, DTW>(dbl, sw) : direct2d_pick<false, 2, DTW>(dbl, sw);
     else
         fn = nans ? direct2d_pick<true, 1, DTW>(dbl, sw) : direct2d_pick<false, 1, DTW>(dbl, sw);
-    SF_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    SF_TRY(sf_gpu_smem_max(g, (const void *)fn, smem));
     fn<<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride, in->nx,
                                             in->ny, k->nx, k->ny, kxp, cx, cy, edge, wsum, m, wg);
     SF_LAUNCHED();
@@ -401,8 +401,8 @@ static sf_status conv_sep2(sf_gpu *g, const sf_image *in, const sf_kernel *k, in
         return smem_fail(k, smr > smc ? smr : smc);
     SF_TRY(sf_gpu_scratch(g, sep_h_bytes(in->nx, in->ny), (void **)&H));
     SF_TRY(upload_weights(g, k, 1, kxp));
-    SF_CUDA(cudaFuncSetAttribute(seprow_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smr));
-    SF_CUDA(cudaFuncSetAttribute(sepcol_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc));
+    SF_TRY(sf_gpu_smem_max(g, (const void *)seprow_kernel, smr));
+    SF_TRY(sf_gpu_smem_max(g, (const void *)sepcol_kernel, smc));
     seprow_kernel<<<dim3((in->nx + RW - 1) / RW, (in->ny + RH - 1) / RH), NTHREADS, smr, g->stream>>>(
         in->data, in->stride, H, sh, in->nx, in->ny, k->nx, kxp, cx, edge);
     SF_LAUNCHED();
@@ -434,11 +434,11 @@ static sf_status conv_direct(sf_gpu *g, const sf_image *in, const sf_kernel *k, 
         SF_TRY(upload_weights(g, k, 1, kxp));
         dim3 grid((in->nx + STW - 1) / STW, (in->ny + th - 1) / th);
         if (nans) {
-            SF_CUDA(cudaFuncSetAttribute(sep_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            SF_TRY(sf_gpu_smem_max(g, (const void *)sep_kernel<true>, smem));
             sep_kernel<true><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
                 in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, th, edge, wsum);
         } else {
-            SF_CUDA(cudaFuncSetAttribute(sep_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            SF_TRY(sf_gpu_smem_max(g, (const void *)sep_kernel<false>, smem));
             sep_kernel<false><<<grid, NTHREADS, smem, g->stream>>>(in->data, in->stride, out->data, out->stride,
                 in->nx, in->ny, k->nx, k->ny, kxp, cx, cy, th, edge, wsum);
         }

@@ -1184,10 +1184,8 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                                      "shared memory a block, %zu needed", g->smem_optin, b1 + 12288);
                         goto fail;
                     }
-                    SF_CUDA(cudaFuncSetAttribute(db_split<256>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b1));
-                    SF_CUDA(cudaFuncSetAttribute(db_split<1024>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b2));
+                    SF_TRY(sf_gpu_smem_max(g, (const void *)db_split<256>, b1));
+                    SF_TRY(sf_gpu_smem_max(g, (const void *)db_split<1024>, b2));
                     const int conn8 = p->connectivity == 8;
                     // SKYFIND_DEBLEND_GLOBAL (a developer knob): the small islands'
                     // pixels and trees in global memory, to time the shared path

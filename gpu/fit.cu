@@ -651,7 +651,7 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     a.coff = coff;
     a.joff = joff;
     if (smem > 48 * 1024)
-        SF_CUDA(cudaFuncSetAttribute(fit_lm, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        SF_TRY(sf_gpu_smem_max(g, (const void *)fit_lm, smem));
     fit_lm<<<N, LM_THREADS, smem, s>>>(a);
     SF_LAUNCHED();
     if (ntot > 0) {
