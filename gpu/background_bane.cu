@@ -789,6 +789,7 @@ static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, in
 
 struct bane_warp_shared {
     int ca[BW_CELLS], cb[BW_CELLS], ta[BW_CELLS], tb[BW_CELLS];
+    int ci[BW_CELLS], cn[BW_CELLS]; // each cell's index and count, found once a node
     unsigned cand[BW_CAND];
 };
 
@@ -819,6 +820,12 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
     sf_bane_box(py, a.box, a.ny, &y0, &y1);
     const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = (x1 - 1) / a.step - cx0 + 1,
               ncl = ncw * ((y1 - 1) / a.step - cy0 + 1);
+    for (int i = lane; i < ncl; i += 32) { // not a division and a count read in every loop
+        const int ci = (cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+        S.ci[i] = ci;
+        S.cn[i] = bane_cell_n(a, ci);
+    }
+    __syncwarp();
     double k1[BW_CELLS / 32], k2[BW_CELLS / 32]; // this lane's cells' range sums
     for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
         double l = lo, hh = hi, s0 = 0;
@@ -826,6 +833,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             s0 = sigma;
             sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
         }
+        const float fl = sf_bane_f_le(l), fh = sf_bane_f_ge(hh);
         // this lane's cells (lane, lane + 32): ranges and range sums, added
         // in sf_bane_lanes_total's order (the twin's)
         double u1 = 0.0, u2 = 0.0;
@@ -835,13 +843,13 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             const int i = lane + 32 * r;
             if (i >= ncl)
                 break;
-            const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+            const size_t ci = (size_t)S.ci[i];
             const long long o = bane_cell_at(a, ci);
-            const int cnt = bane_cell_n(a, ci);
+            const int cnt = S.cn[i];
             int ia = 0, ib = cnt;
             if (pass) {
-                ia = sf_bane_upper_from(a.vals + o, S.ca[i], S.cb[i], l);
-                ib = sf_bane_lower_from(a.vals + o, S.ca[i], S.cb[i], hh);
+                ia = sf_bane_upper_from_f(a.vals + o, S.ca[i], S.cb[i], fl);
+                ib = sf_bane_lower_from_f(a.vals + o, S.ca[i], S.cb[i], fh);
                 if (ib < ia)
                     ib = ia;
             }
@@ -891,15 +899,16 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         if (!(wd > 0))
             break;
         const double vlo = mean - wd, vhi = mean + wd;
+        const float fvlo = sf_bane_f_ge(vlo), fvhi = sf_bane_f_le(vhi);
         unsigned below = 0, upto = 0;
         for (int i = lane; i < ncl; i += 32) {
-            const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+            const size_t ci = (size_t)S.ci[i];
             const float *v = a.vals + bane_cell_at(a, ci);
             const int ca = S.ca[i], cb = S.cb[i];
             // a bisection (the CPU twin gallops from a guess: here lanes
             // that gallop further keep the warp waiting, 0.2 ms at 8192^2)
-            const int la = ca + sf_bane_lower(v + ca, cb - ca, vlo),
-                      ub = sf_bane_upper_from(v, la, cb, vhi); // a few values past la
+            const int la = ca + sf_bane_lower_f(v + ca, cb - ca, fvlo),
+                      ub = sf_bane_upper_from_f(v, la, cb, fvhi); // a few values past la
             S.ta[i] = la;
             S.tb[i] = ub;
             below += la - ca;
@@ -922,14 +931,15 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             const double span = vhi - vlo;
             const double nlo = vlo + span * (((double)(km - below) - 24.0) / m),
                          nhi = vlo + span * (((double)(k - below) + 25.0) / m);
+            const float fnlo = sf_bane_f_ge(nlo), fnhi = sf_bane_f_le(nhi);
             unsigned nb0 = 0, nu0 = 0;
             int na[2] = {0, 0}, nbb[2] = {0, 0};
             for (int i = lane, r = 0; i < ncl; i += 32, r++) {
-                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const size_t ci = (size_t)S.ci[i];
                 const float *v = a.vals + bane_cell_at(a, ci);
                 const int ta = S.ta[i], tb = S.tb[i];
-                na[r] = ta + sf_bane_lower(v + ta, tb - ta, nlo);
-                nbb[r] = sf_bane_upper_from(v, na[r], tb, nhi);
+                na[r] = ta + sf_bane_lower_f(v + ta, tb - ta, fnlo);
+                nbb[r] = sf_bane_upper_from_f(v, na[r], tb, fnhi);
                 nb0 += na[r] - ta;
                 nu0 += nbb[r] - ta;
             }
@@ -961,7 +971,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             const unsigned t0 = __shfl_sync(0xffffffffu, x0, 31);
             unsigned at[2] = {x0 - c0, t0 + x1 - c1};
             for (int i = lane, r = 0; i < ncl; i += 32, r++) {
-                const size_t ci = (size_t)(cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
+                const size_t ci = (size_t)S.ci[i];
                 const float *v = a.vals + bane_cell_at(a, ci);
                 for (int j = S.ta[i]; j < S.tb[i]; j++)
                     S.cand[at[r]++] = sf_fkey(v[j]);
@@ -1484,8 +1494,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         // the static arrays (12.6 KB) and a staged box may pass the 48 KB a
         // block gets without asking
         if (dyn)
-            SF_CUDA(cudaFuncSetAttribute(bane_nodes, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)dyn));
+            SF_TRY(sf_gpu_smem_max(g, (const void *)bane_nodes, dyn));
     }
     SF_CUDA(cudaMemsetAsync(dscan, 0, sizeof *dscan, g->stream));
     SF_CUDA(cudaMemsetAsync(nslow, 0, sizeof *nslow, g->stream));
@@ -1545,8 +1554,7 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
                 SF_LAUNCHED();
             }
             if (P * 4 > 48 * 1024)
-                SF_CUDA(cudaFuncSetAttribute(bane_cellsort,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, P * 4));
+                SF_TRY(sf_gpu_smem_max(g, (const void *)bane_cellsort, (size_t)P * 4));
             bane_cellsort<<<ccx * ccy, 256, (size_t)P * 4, g->stream>>>(
                 img->data, img->stride, nx, ny, step, ccx, coff, P, cvals, crec, rslot);
             SF_LAUNCHED();

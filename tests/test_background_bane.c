@@ -140,6 +140,43 @@ START_TEST(test_records)
 }
 END_TEST
 
+/* The float bounds of the cells' searches (sf_bane_f_le, sf_bane_f_ge)
+ * decide every float as the double bound does: (double)v <= l exactly when
+ * v <= f_le(l), (double)v < h exactly when v < f_ge(h); at zeros of both
+ * signs, subnormals, the float range's ends, infinities, and bounds just
+ * beside floats and between them. */
+START_TEST(test_float_bounds)
+{
+    const float fv[] = {0.0f, -0.0f, 1.40129846e-45f, -1.40129846e-45f, 1.17549435e-38f,
+                        -1.17549435e-38f, 1.0f, -1.0f, 1.0e-4f, -1.0e-4f, 3.40282347e38f,
+                        -3.40282347e38f, INFINITY, -INFINITY, 0.1f, 123456.789f};
+    const int nf = (int)(sizeof fv / sizeof fv[0]);
+    unsigned long long st = 99;
+    for (int t = 0; t < 20000; t++) {
+        double b;
+        if (t < nf * 5) { /* each float, and just beside it */
+            const double x = (double)fv[t / 5];
+            const double d[5] = {0.0, 1e-300, -1e-300, x * 1e-12, -x * 1e-12};
+            b = x + d[t % 5];
+        } else if (t < nf * 5 + 4) {
+            const double e[4] = {1e300, -1e300, 3.4028235677973366e38, -3.4028235677973366e38};
+            b = e[t - nf * 5];
+        } else {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            b = ldexp((double)(long long)(st >> 11) / 4503599627370496.0 - 1.0, (int)(st % 200) - 100);
+        }
+        const float le = sf_bane_f_le(b), ge = sf_bane_f_ge(b);
+        for (int i = 0; i < nf + 3; i++) {
+            const float v = i < nf ? fv[i] : i == nf ? (float)b : i == nf + 1 ? le : ge;
+            ck_assert_msg(((double)v <= b) == (v <= le), "v %.9g <= bound %.17g: float bound %.9g", v,
+                          b, le);
+            ck_assert_msg(((double)v < b) == (v < ge), "v %.9g < bound %.17g: float bound %.9g", v, b,
+                          ge);
+        }
+    }
+}
+END_TEST
+
 /* White noise of sigma 1 on a level of 5: every node's level within a few
  * standard errors of 5 and its rms within 3% of 1 (a 3-sigma clip of a
  * Gaussian keeps 99.7%: its std is 0.986). */
@@ -433,6 +470,7 @@ int main(void)
     tcase_set_timeout(cpu, 300);
     tcase_set_timeout(gpu, 600);
     tcase_add_test(cpu, test_records);
+    tcase_add_test(cpu, test_float_bounds);
     tcase_add_test(cpu, test_noise);
     tcase_add_test(cpu, test_plane);
     tcase_add_test(cpu, test_nan);

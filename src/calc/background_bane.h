@@ -229,34 +229,89 @@ SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
     return sf_bane_use_cells(step, box) && px % step == 0 && py % step == 0;
 }
 
-/* First index of s[0..c) with s > l, and first with s >= h. Branch-free
- * bisection (the range halves by a select, the last value decides), so an
- * unpredictable comparison costs no mispredicted branch: the median
- * window's searches were about a third of the CPU's BANE. */
-SF_BKG_HD static inline int sf_bane_upper(const float *s, int c, double l)
+/* A double bound as a float one for the sorted cells' searches: (double)v
+ * <= l exactly when v <= sf_bane_f_le(l) (the largest float at or below l),
+ * and (double)v < h exactly when v < sf_bane_f_ge(h) (the smallest float at
+ * or above h), for every float v. The GPU's node kernel, bound by the
+ * instructions it issues, converts a pass's bounds once and compares floats
+ * in its searches instead of widening every value read. */
+#ifndef __CUDA_ARCH__
+/* The float next to f (not NaN) downwards (dir < 0) or upwards, by its bits
+ * (nextafterf is a call into libm in the CPU's inner loops). */
+static inline float sf_bane_f_next(float f, int dir)
+{
+    union {
+        float f;
+        unsigned u;
+    } x;
+    if (f == 0.0f)
+        return dir < 0 ? -1.40129846e-45f : 1.40129846e-45f;
+    x.f = f;
+    x.u = (f > 0.0f) == (dir > 0) ? x.u + 1u : x.u - 1u;
+    return x.f;
+}
+#endif
+
+SF_BKG_HD static inline float sf_bane_f_le(double l)
+{
+#ifdef __CUDA_ARCH__
+    return __double2float_rd(l);
+#else
+    const float f = (float)l;
+    return (double)f > l ? sf_bane_f_next(f, -1) : f;
+#endif
+}
+
+SF_BKG_HD static inline float sf_bane_f_ge(double h)
+{
+#ifdef __CUDA_ARCH__
+    return __double2float_ru(h);
+#else
+    const float f = (float)h;
+    return (double)f < h ? sf_bane_f_next(f, 1) : f;
+#endif
+}
+
+/* First index of s[0..c) with s > l (l: sf_bane_f_le of the bound), and
+ * first with s >= h (h: sf_bane_f_ge of it). Branch-free bisection (the
+ * range halves by a select, the last value decides), so an unpredictable
+ * comparison costs no mispredicted branch: the median window's searches
+ * were about a third of the CPU's BANE. */
+SF_BKG_HD static inline int sf_bane_upper_f(const float *s, int c, float l)
 {
     const float *b = s;
     if (c <= 0)
         return 0;
     while (c > 1) { /* the answer is in [b - s, b - s + c] */
         const int half = c / 2;
-        b = (double)b[half] <= l ? b + half : b;
+        b = b[half] <= l ? b + half : b;
         c -= half;
     }
-    return (int)(b - s) + ((double)*b <= l);
+    return (int)(b - s) + (*b <= l);
 }
 
-SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
+SF_BKG_HD static inline int sf_bane_lower_f(const float *s, int c, float h)
 {
     const float *b = s;
     if (c <= 0)
         return 0;
     while (c > 1) {
         const int half = c / 2;
-        b = (double)b[half] < h ? b + half : b;
+        b = b[half] < h ? b + half : b;
         c -= half;
     }
-    return (int)(b - s) + ((double)*b < h);
+    return (int)(b - s) + (*b < h);
+}
+
+/* The same with double bounds. */
+SF_BKG_HD static inline int sf_bane_upper(const float *s, int c, double l)
+{
+    return sf_bane_upper_f(s, c, sf_bane_f_le(l));
+}
+
+SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
+{
+    return sf_bane_lower_f(s, c, sf_bane_f_ge(h));
 }
 
 /* The same two searches within a cell's kept range [a, b) of the previous
@@ -268,7 +323,7 @@ SF_BKG_HD static inline int sf_bane_lower(const float *s, int c, double h)
  * to [a, b]. Bounds only tighten from pass to pass (l >= the previous low
  * bound, h <= the previous high one), so the passes meet that; so does the
  * median's window, whose upper end is searched from its lower end's index. */
-SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, double l)
+SF_BKG_HD static inline int sf_bane_upper_from_f(const float *s, int a, int b, float l)
 {
     int lo = a, hi, g = 1;
     for (;;) { /* s[a..lo) <= l */
@@ -277,17 +332,17 @@ SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, dou
             hi = b;
             break;
         }
-        if ((double)s[p] > l) {
+        if (s[p] > l) {
             hi = p;
             break;
         }
         lo = p + 1;
         g <<= 1;
     }
-    return lo + sf_bane_upper(s + lo, hi - lo, l); /* the answer is in [lo, hi] */
+    return lo + sf_bane_upper_f(s + lo, hi - lo, l); /* the answer is in [lo, hi] */
 }
 
-SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, double h)
+SF_BKG_HD static inline int sf_bane_lower_from_f(const float *s, int a, int b, float h)
 {
     int lo, hi = b, g = 1;
     for (;;) { /* s[hi..b) >= h */
@@ -296,14 +351,24 @@ SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, dou
             lo = a;
             break;
         }
-        if ((double)s[p] < h) {
+        if (s[p] < h) {
             lo = p + 1;
             break;
         }
         hi = p;
         g <<= 1;
     }
-    return lo + sf_bane_lower(s + lo, hi - lo, h);
+    return lo + sf_bane_lower_f(s + lo, hi - lo, h);
+}
+
+SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, double l)
+{
+    return sf_bane_upper_from_f(s, a, b, sf_bane_f_le(l));
+}
+
+SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, double h)
+{
+    return sf_bane_lower_from_f(s, a, b, sf_bane_f_ge(h));
 }
 
 /* A cell's running sums (s sorted, c values). Each half (upward from m =
