@@ -328,20 +328,20 @@ static void bane_cells_free(bane_cellset *c)
     free(c->cnt);
 }
 
-/* a + sf_bane_lower(s + a, b - a, h), the first index of the sorted
- * s[a..b) with s >= h (b if none), found by galloping from a guess g and
- * bisecting the last gap: a guess a few values off costs 4 or 5 reads
- * instead of the 8 or 9 of a bisection of the whole range (the median
- * window's searches were a third of the node's time). The index does not
- * depend on the guess. */
-static inline int lower_near(const float *s, int a, int b, double h, int g)
+/* a + sf_bane_lower_f(s + a, b - a, h), the first index of the sorted
+ * s[a..b) with s >= h (b if none; h a float bound, sf_bane_f_ge), found by
+ * galloping from a guess g and bisecting the last gap: a guess a few
+ * values off costs 4 or 5 reads instead of the 8 or 9 of a bisection of
+ * the whole range (the median window's searches were a third of the
+ * node's time). The index does not depend on the guess. */
+static inline int lower_near(const float *s, int a, int b, float h, int g)
 {
     int lo, hi, d = 1;
     if (a >= b)
         return a;
     g = g < a ? a : (g < b ? g : b - 1);
-    if ((double)s[g] >= h) /* at g or before: downwards, as from a range's end */
-        return sf_bane_lower_from(s, a, g, h);
+    if (s[g] >= h) /* at g or before: downwards, as from a range's end */
+        return sf_bane_lower_from_f(s, a, g, h);
     lo = g + 1; /* past g: s[lo - 1] < h */
     for (;;) {
         const int p = g + d;
@@ -349,14 +349,14 @@ static inline int lower_near(const float *s, int a, int b, double h, int g)
             hi = b;
             break;
         }
-        if ((double)s[p] >= h) {
+        if (s[p] >= h) {
             hi = p;
             break;
         }
         lo = p + 1;
         d <<= 1;
     }
-    return lo + sf_bane_lower(s + lo, hi - lo, h);
+    return lo + sf_bane_lower_f(s + lo, hi - lo, h);
 }
 
 /* One cell-aligned node (see bane_node for the rule); ab: 8 ints a cell and
@@ -396,6 +396,7 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     while (it < SF_BANE_PASSES) {
         double l = lo, h = hi, s0 = sigma, un = 0;
         sf_bane_bounds(mean, sigma, p->kappa, &l, &h);
+        const float fl = sf_bane_f_le(l), fh = sf_bane_f_ge(h); /* the same decisions */
         for (int q = 0; q < SF_BANE_LANES; q++)
             t1[q] = t2[q] = 0.0;
         i = 0;
@@ -404,8 +405,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
                 const float *v;
                 const sf_bane_pair *r;
                 const int cnt = cell_at(c, cx, cy, &v, &r);
-                int a = sf_bane_upper_from(v, ab[2 * i], ab[2 * i + 1], l),
-                    b = sf_bane_lower_from(v, ab[2 * i], ab[2 * i + 1], h);
+                int a = sf_bane_upper_from_f(v, ab[2 * i], ab[2 * i + 1], fl),
+                    b = sf_bane_lower_from_f(v, ab[2 * i], ab[2 * i + 1], fh);
                 if (b < a)
                     b = a;
                 /* a range the pass left as it was keeps its sums */
@@ -437,6 +438,7 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     for (int tries = 0;; tries++) {
         double w = tries < 5 ? sigma / 32.0 * (double)(1 << (3 * tries)) : INFINITY;
         double vlo = tries < 5 ? mean - w : -INFINITY, vhi = tries < 5 ? mean + w : INFINITY;
+        const float fvlo = sf_bane_f_ge(vlo), fvhi = sf_bane_f_le(vhi);
         size_t nb_ = 0, nu = 0;
         if (tries < 5 && !(w > 0))
             continue;
@@ -454,8 +456,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
                 (void)cell_at(c, cx, cy, &v, &r);
                 const int a = ab[2 * i], b = ab[2 * i + 1];
                 /* within the kept range: the whole cell's indices clamped to it */
-                const int la = lower_near(v, a, b, vlo, a + (int)(gfrac * (b - a))),
-                          ub = sf_bane_upper_from(v, la, b, vhi); /* a few values past la */
+                const int la = lower_near(v, a, b, fvlo, a + (int)(gfrac * (b - a))),
+                          ub = sf_bane_upper_from_f(v, la, b, fvhi); /* a few values past la */
                 nb_ += (size_t)(la - a);
                 nu += (size_t)(ub - a);
                 ab[2 * (ncl + i)] = la;
@@ -474,14 +476,15 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
             const double span = vhi - vlo, mw = (double)(nu - nb_);
             const double nlo = vlo + span * (((double)(km - nb_) - 24.0) / mw),
                          nhi = vlo + span * (((double)(k - nb_) + 25.0) / mw);
+            const float fnlo = sf_bane_f_ge(nlo), fnhi = sf_bane_f_le(nhi);
             size_t b2 = nb_, u2 = nb_;
             for (i = 0; i < ncl; i++) {
                 const float *v;
                 const sf_bane_pair *r;
                 const int la = ab[2 * (ncl + i)], ub = ab[2 * (ncl + i) + 1];
                 (void)cell_at(c, cx0 + i % (cx1 - cx0 + 1), cy0 + i / (cx1 - cx0 + 1), &v, &r);
-                ab[2 * i] = la + sf_bane_lower(v + la, ub - la, nlo);
-                ab[2 * i + 1] = sf_bane_upper_from(v, ab[2 * i], ub, nhi);
+                ab[2 * i] = la + sf_bane_lower_f(v + la, ub - la, fnlo);
+                ab[2 * i + 1] = sf_bane_upper_from_f(v, ab[2 * i], ub, fnhi);
                 b2 += (size_t)(ab[2 * i] - la);
                 u2 += (size_t)(ab[2 * i + 1] - la);
             }
