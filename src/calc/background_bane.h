@@ -29,7 +29,16 @@
  * Both backends agree bit for bit: the sums of v and v*v are integers (see
  * "Exact sums" below), so their order does not matter; the median is an
  * exact order statistic; and products are not contracted into FMAs
- * (SF_BKG_DMUL). */
+ * (SF_BKG_DMUL).
+ *
+ * In this file, in order: the grid (nodes, boxes); "Exact sums" of a node
+ * that reads its pixels (sf_bane_scale_for, sf_bane_add) and the clipping
+ * rule (bounds, stopping); the bilinear maps; "the cell path": when it
+ * applies, the float bounds (sf_bane_f_le, sf_bane_f_ge) and the sorted
+ * cells' searches, the running sums' association (sf_bane_scan) and their
+ * compact record (sf_bane_entry, sf_bane_range2, sf_bane_records); the run
+ * summary's mean, the node's lane order (sf_bane_lanes_total); the work
+ * check and the GPU's scratch size. */
 #ifndef SKYFIND_CALC_BACKGROUND_BANE_H
 #define SKYFIND_CALC_BACKGROUND_BANE_H
 
@@ -236,19 +245,22 @@ SF_BKG_HD static inline int sf_bane_aligned(int px, int py, int step, int box)
  * instructions it issues, converts a pass's bounds once and compares floats
  * in its searches instead of widening every value read. */
 #ifndef __CUDA_ARCH__
-/* The float next to f (not NaN) downwards (dir < 0) or upwards, by its bits
- * (nextafterf is a call into libm in the CPU's inner loops). */
-static inline float sf_bane_f_next(float f, int dir)
+/* The float nearest x on its side dir (< 0: at or below x, else at or
+ * above): x rounded to a float, then one step by its bits when that went
+ * past x (nextafterf is a call into libm in the CPU's inner loops). */
+static inline float sf_bane_f_side(double x, int dir)
 {
     union {
         float f;
         unsigned u;
-    } x;
-    if (f == 0.0f)
+    } r;
+    r.f = (float)x;
+    if (dir < 0 ? !((double)r.f > x) : !((double)r.f < x))
+        return r.f;
+    if (r.f == 0.0f)
         return dir < 0 ? -1.40129846e-45f : 1.40129846e-45f;
-    x.f = f;
-    x.u = (f > 0.0f) == (dir > 0) ? x.u + 1u : x.u - 1u;
-    return x.f;
+    r.u = (r.f > 0.0f) == (dir > 0) ? r.u + 1u : r.u - 1u;
+    return r.f;
 }
 #endif
 
@@ -257,8 +269,7 @@ SF_BKG_HD static inline float sf_bane_f_le(double l)
 #ifdef __CUDA_ARCH__
     return __double2float_rd(l);
 #else
-    const float f = (float)l;
-    return (double)f > l ? sf_bane_f_next(f, -1) : f;
+    return sf_bane_f_side(l, -1);
 #endif
 }
 
@@ -267,8 +278,7 @@ SF_BKG_HD static inline float sf_bane_f_ge(double h)
 #ifdef __CUDA_ARCH__
     return __double2float_ru(h);
 #else
-    const float f = (float)h;
-    return (double)f < h ? sf_bane_f_next(f, 1) : f;
+    return sf_bane_f_side(h, 1);
 #endif
 }
 
@@ -361,16 +371,6 @@ SF_BKG_HD static inline int sf_bane_lower_from_f(const float *s, int a, int b, f
     return lo + sf_bane_lower_f(s + lo, hi - lo, h);
 }
 
-SF_BKG_HD static inline int sf_bane_upper_from(const float *s, int a, int b, double l)
-{
-    return sf_bane_upper_from_f(s, a, b, sf_bane_f_le(l));
-}
-
-SF_BKG_HD static inline int sf_bane_lower_from(const float *s, int a, int b, double h)
-{
-    return sf_bane_lower_from_f(s, a, b, sf_bane_f_ge(h));
-}
-
 /* A cell's running sums (s sorted, c values). Each half (upward from m =
  * c/2, and downward from m-1) is cut into 32 chunks of ceil(len/32) values
  * (SF_BANE_CHUNKS; the last ones short or empty); inside a chunk the sums
@@ -398,14 +398,17 @@ SF_BKG_HD static inline void sf_bane_scan(double x[SF_BANE_CHUNKS])
  * (checkpoints); an entry a1[i] = P_q + u_i is recomputed from the nearest
  * checkpoint by the same additions u = u + d that made it, so it has the
  * same bits, reading at most SF_BANE_CK - 1 sorted values next to the one a
- * search just found. A half of len values has nq = ceil(len / cl) non-empty
- * chunks of cl = ceil(len / 32) and nck = cl / SF_BANE_CK checkpoints a
- * chunk; its record is nq pairs (P_q: the sums of s and of s*s), then nq
- * nck pairs (chunk q's checkpoint t at q nck + t: u after value q cl + t CK
- * + CK - 1). A cell's record is one pair, the whole cell's sums (which
- * every node's first pass asks of every cell: sf_bane_entries of [0, c),
- * kept), then the upper half's record (from m = c/2 up), then the lower
- * one's. At 17 x 17 cells that is 1 + 29 + 29 pairs for 289 values. */
+ * search just found. A half of len values has chunks of cl = ceil(len /
+ * 32) values, nq = min(len, 32) chunk slots (past 32 values the last few
+ * chunks may be empty: their slots are not read) and nck = cl / SF_BANE_CK
+ * checkpoints a chunk; its record is nq pairs (P_q: the sums of s and of
+ * s*s), then nq nck pairs (chunk q's checkpoint t at q nck + t: u after
+ * value q cl + t CK + CK - 1). Every size is a shift or a select, no
+ * division, so an entry finds its half at once. A cell's record is one
+ * pair, the whole cell's sums (which every node's first pass asks of every
+ * cell: sf_bane_entries of [0, c), kept), then the upper half's record
+ * (from m = c/2 up), then the lower one's. At 17 x 17 cells that is 1 + 32
+ * + 32 pairs for 289 values. */
 #define SF_BANE_CK 8
 typedef struct {
     double s1, s2; /* a sum of s and of s*s */
@@ -415,7 +418,7 @@ SF_BKG_HD static inline int sf_bane_half_pairs(int len, int *cl, int *nq, int *n
 {
     const int l = (len + SF_BANE_CHUNKS - 1) / SF_BANE_CHUNKS;
     *cl = l;
-    *nq = l ? (len + l - 1) / l : 0;
+    *nq = len < SF_BANE_CHUNKS ? len : SF_BANE_CHUNKS;
     *nck = l / SF_BANE_CK;
     return *nq * (1 + *nck);
 }
@@ -428,16 +431,11 @@ SF_BKG_HD static inline int sf_bane_rec_pairs(int c)
            sf_bane_half_pairs(c / 2, &cl, &nq, &nck);
 }
 
-/* Room for the record of any cell of a step x step grid (the most pairs of
- * any count up to step^2: the count of chunks is not monotonic). */
+/* Room for the record of any cell of a step x step grid (the pairs grow
+ * with the count). */
 static inline int sf_bane_rec_slot(int step)
 {
-    int most = 0;
-    for (int c = 0; c <= step * step; c++) {
-        const int r = sf_bane_rec_pairs(c);
-        most = r > most ? r : most;
-    }
-    return most;
+    return sf_bane_rec_pairs(step * step);
 }
 
 /* Entry i of a cell's running sums (a1[i] and a2[i] above) from its sorted
