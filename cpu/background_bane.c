@@ -7,7 +7,7 @@
  * - bane_node: a node that reads its box (exact integer sums in doubles);
  * - the cell path (bane_cellset, key_sort, bane_ring_alloc, bane_cell_fill,
  *   lower_near, bane_node_cells): cell-aligned nodes from sorted cells and
- *   running sums;
+ *   their running sums' records;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
  *   stage (cells, nodes in parallel, fill, maps a node span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not

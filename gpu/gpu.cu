@@ -5,8 +5,9 @@
 // runs; pinned and registered host memory; the staged copies of large
 // pageable buffers (stage_take, h2d, d2h) and the copy lane; scratch and
 // allocation bookkeeping; counted copies, memset, negate, the raw import,
-// sampled rows; event timers and the copy-bandwidth probe; cuFFT, opened on
-// first use.
+// kernels' shared-memory limits (sf_gpu_smem_max), sampled rows
+// (rows_kernel); event timers and the copy-bandwidth probe; cuFFT, opened
+// on first use.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
