@@ -34,7 +34,11 @@
 //      on the float keys when those are many equal values). The cell path
 //      falls back to it too.
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
-// 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear).
+// 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear). The
+//    GPU runner leaves them for later (sf_background_bane_grid_gpu keeps the
+//    grids): the threshold stage's sf_threshold_bane_gpu makes them with
+//    its mask in one launch (bane_maps with THR), or sf_bane_maps_gpu alone
+//    where another stage reads them first.
 // 7. The run summary (sf_bane_grid_stats' values) on the device, one launch
 //    of bane_summary: the mean in sf_bane_grid_mean's association, the most
 //    passes and the finite pixels' count (block 0), the medians of both grids
@@ -49,7 +53,9 @@
 #include <cub/warp/warp_merge_sort.cuh>
 #include "common.cuh"
 #include "skyfind/background.h"
+#include "skyfind/threshold.h"
 #include "background_bane.h"
+#include "threshold_pixel.h" // sf_thresh_pixel: the fused threshold (sf_threshold_bane_gpu)
 #include "fixsum.h" // sf_fkey: order-preserving float keys
 
 #define BN_TX 32
@@ -1354,10 +1360,27 @@ __device__ __forceinline__ void bane_map_px(float v, const float *fb, const floa
     }
 }
 
-template <bool VEC>
+// The threshold stage's part of a bane_maps launch with THR (its rule,
+// src/calc/threshold_pixel.h, and thresh_map_kernel's scales).
+struct bane_thr {
+    const float *det;   // the image thresholded (the filtered one, or the image)
+    size_t dstride;
+    uint8_t *mask;
+    size_t mstride;
+    int subtract, use_rms;
+    float ls, ns, sigma, seed, flood;
+};
+
+__device__ __forceinline__ uint8_t bane_thr_px(const bane_thr &t, float d, float b, float s)
+{
+    return sf_thresh_pixel(d, t.subtract ? __fmul_rn(b, t.ls) : 0.0f,
+                           t.use_rms ? __fmul_rn(s, t.ns) : t.sigma, t.seed, t.flood);
+}
+
+template <bool VEC, bool THR>
 __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int step, int ncx,
                           int ncy, const float *fb, const float *fs, float *ob, size_t bstride,
-                          float *os, size_t rstride)
+                          float *os, size_t rstride, bane_thr t)
 {
     // a block BM_ROWS rows of a segment of BM_PIX columns, a thread BM_PER
     // columns of each (bane_maps_col); a column's node and fraction (an
@@ -1365,7 +1388,9 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
     // row a block they were most of the kernel's instructions. VEC (rows and
     // buffers 16-byte aligned): a thread's four columns with one 16-byte
     // load of the image and one 16-byte store to each map, 0.42 ms at
-    // 8192^2 with scalar accesses
+    // 8192^2 with scalar accesses. img NULL (THR, an image without NaN): no
+    // pixel is NaN and the image is not read. THR: the threshold stage's
+    // mask of t.det against the maps in the same pass (sf_threshold_bane_gpu)
     const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS;
     int kx[BM_PER];
     double tx[BM_PER];
@@ -1382,14 +1407,22 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
         double ty;
         sf_bane_axis(y, ny, step, ncy, &ky, &ty);
         if (VEC && bane_maps_col<VEC>(x0, BM_PER - 1) < nx) {
-            const float4 v = *(const float4 *)(img + (size_t)y * istride + bane_maps_col<VEC>(x0, 0));
+            const int xa = bane_maps_col<VEC>(x0, 0);
+            const float4 v = img ? *(const float4 *)(img + (size_t)y * istride + xa)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             float4 b, s;
             bane_map_px(v.x, fb, fs, ncx, kx[0], ky, tx[0], ty, &b.x, &s.x);
             bane_map_px(v.y, fb, fs, ncx, kx[1], ky, tx[1], ty, &b.y, &s.y);
             bane_map_px(v.z, fb, fs, ncx, kx[2], ky, tx[2], ty, &b.z, &s.z);
             bane_map_px(v.w, fb, fs, ncx, kx[3], ky, tx[3], ty, &b.w, &s.w);
-            *(float4 *)(ob + (size_t)y * bstride + bane_maps_col<VEC>(x0, 0)) = b;
-            *(float4 *)(os + (size_t)y * rstride + bane_maps_col<VEC>(x0, 0)) = s;
+            *(float4 *)(ob + (size_t)y * bstride + xa) = b;
+            *(float4 *)(os + (size_t)y * rstride + xa) = s;
+            if (THR) {
+                const float4 d = *(const float4 *)(t.det + (size_t)y * t.dstride + xa);
+                *(uchar4 *)(t.mask + (size_t)y * t.mstride + xa) =
+                    make_uchar4(bane_thr_px(t, d.x, b.x, s.x), bane_thr_px(t, d.y, b.y, s.y),
+                                bane_thr_px(t, d.z, b.z, s.z), bane_thr_px(t, d.w, b.w, s.w));
+            }
             continue;
         }
 #pragma unroll
@@ -1398,11 +1431,60 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
             if (x >= nx)
                 break;
             float b, s;
-            bane_map_px(img[(size_t)y * istride + x], fb, fs, ncx, kx[c], ky, tx[c], ty, &b, &s);
+            bane_map_px(img ? img[(size_t)y * istride + x] : 0.0f, fb, fs, ncx, kx[c], ky, tx[c],
+                        ty, &b, &s);
             ob[(size_t)y * bstride + x] = b;
             os[(size_t)y * rstride + x] = s;
+            if (THR)
+                t.mask[(size_t)y * t.mstride + x] = bane_thr_px(t, t.det[(size_t)y * t.dstride + x], b, s);
         }
     }
+}
+
+// 16-byte aligned rows and base of every buffer bane_maps reads or writes
+// (the vector path); a mask's rows 4-byte aligned.
+static int bane_maps_vec(const void *const *p, const size_t *bytes_stride, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (p[i] && (((uintptr_t)p[i] | bytes_stride[i]) % 16))
+            return 0;
+    return !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
+}
+
+// One bane_maps launch: the maps of the filled grids fb, fs (img: the
+// image, for its NaN; NULL when it has none and THR), with t.mask the
+// threshold's mask too.
+static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, int nx, int ny,
+                                  int step, const float *fb, const float *fs, sf_image *bkg,
+                                  sf_image *rms, const bane_thr *t)
+{
+    sf_status st = SF_OK;
+    const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step);
+    const dim3 grid((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS);
+    const void *p[3] = {img, bkg->data, rms->data};
+    const size_t bs[3] = {istride * 4, bkg->stride * 4, rms->stride * 4};
+    const void *pt[1] = {t ? t->det : NULL};
+    const size_t bt[1] = {t ? t->dstride * 4 : 0};
+    const int vec = bane_maps_vec(p, bs, 3) && bane_maps_vec(pt, bt, 1) &&
+                    (!t || (((uintptr_t)t->mask | t->mstride) % 4 == 0));
+    bane_thr none;
+    memset(&none, 0, sizeof none);
+#define BANE_MAPS(V, T)                                                                         \
+    bane_maps<V, T><<<grid, 256, 0, g->stream>>>(img, istride, nx, ny, step, ncx, ncy, fb, fs,  \
+                                                 bkg->data, bkg->stride, rms->data, rms->stride, \
+                                                 t ? *t : none)
+    if (vec && t)
+        BANE_MAPS(true, true);
+    else if (vec)
+        BANE_MAPS(true, false);
+    else if (t)
+        BANE_MAPS(false, true);
+    else
+        BANE_MAPS(false, false);
+#undef BANE_MAPS
+    SF_LAUNCHED();
+fail:
+    return st;
 }
 
 extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
@@ -1410,8 +1492,10 @@ extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_pa
     return p ? sf_bane_scratch_bytes(nx, ny, p->step, p->box) : 0;
 }
 
-extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
-                                            sf_bkg_stats *out, sf_image *bkg, sf_image *rms)
+// sf_background_bane_gpu (the maps into bkg, rms) or, with grid, the grids
+// kept in SF_GBUF_NODES and no maps (sf_background_bane_grid_gpu).
+static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                          sf_bkg_stats *out, sf_image *bkg, sf_image *rms, sf_bane_grid *grid)
 {
     sf_status st = SF_OK;
     const int nx = img->nx, ny = img->ny, step = p->step;
@@ -1443,11 +1527,11 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     // the cells in slots of step^2 values, sorted and counted by one warp
     // each (bane_cellsort_warp); else counted, placed by a scan and sorted
     const int slots = use_cells && !blockpath && step * step <= BCS_AREA_MAX;
-    if (!bkg || !rms)
+    if (!grid && (!bkg || !rms))
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
     if ((st = sf_bane_check_work(nx, ny, step, p->box)) != SF_OK)
         return st;
-    if (img->loc != SF_DEVICE || bkg->loc != SF_DEVICE || rms->loc != SF_DEVICE)
+    if (img->loc != SF_DEVICE || (!grid && (bkg->loc != SF_DEVICE || rms->loc != SF_DEVICE)))
         return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs device image and maps");
     SF_TRY(sf_gpu_scratch(g, sf_bane_scratch_bytes(nx, ny, step, p->box), &base));
     q = (char *)base;
@@ -1585,20 +1669,24 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
     SF_LAUNCHED();
-    {
-        const dim3 grid((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS);
-        const int vec = ((uintptr_t)img->data | (uintptr_t)bkg->data | (uintptr_t)rms->data) % 16 == 0 &&
-                        img->stride % 4 == 0 && bkg->stride % 4 == 0 && rms->stride % 4 == 0 &&
-                        !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
-        if (vec)
-            bane_maps<true><<<grid, 256, 0, g->stream>>>(img->data, img->stride, nx, ny, step, ncx, ncy,
-                                                         fb, fs, bkg->data, bkg->stride, rms->data,
-                                                         rms->stride);
-        else
-            bane_maps<false><<<grid, 256, 0, g->stream>>>(img->data, img->stride, nx, ny, step, ncx,
-                                                          ncy, fb, fs, bkg->data, bkg->stride,
-                                                          rms->data, rms->stride);
-        SF_LAUNCHED();
+    if (grid) {
+        // the filled grids kept for the maps' maker (nb values each: the
+        // padding to fbytes is never written)
+        void *keep = NULL;
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_NODES, 2 * fbytes, &keep));
+        SF_CUDA(cudaMemcpyAsync(keep, fb, (size_t)nb * 4, cudaMemcpyDeviceToDevice, g->stream));
+        SF_CUDA(cudaMemcpyAsync((char *)keep + fbytes, fs, (size_t)nb * 4, cudaMemcpyDeviceToDevice,
+                                g->stream));
+        grid->level = (const float *)keep;
+        grid->rms = (const float *)((const char *)keep + fbytes);
+        grid->nx = nx;
+        grid->ny = ny;
+        grid->step = step;
+        grid->ncx = ncx;
+        grid->ncy = ncy;
+        grid->nan = 1; // until the finite count says otherwise (below)
+    } else {
+        SF_TRY(bane_maps_launch(g, img->data, img->stride, nx, ny, step, fb, fs, bkg, rms, NULL));
     }
     // the finite pixels: on the cell path the summary adds them up (the
     // cells' counts, or the packed layout's last offset), else the scan's count
@@ -1652,9 +1740,85 @@ extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, cons
         niter = hit[i] > niter ? hit[i] : niter;
     sf_bane_grid_stats(hb, hs, nb, (long long)scan.nfinite, niter, out);
 done:
+    if (grid)
+        grid->nan = out->nvalid < (long long)sf_npix(nx, ny);
 fail:
     if (forked) // the side stream's nodes are ordered before whatever comes next
         (void)sf_gpu_join(g, 1);
     free(hb);
     return st;
+}
+
+extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                            sf_bkg_stats *out, sf_image *bkg, sf_image *rms)
+{
+    return bane_run(g, img, p, out, bkg, rms, NULL);
+}
+
+extern "C" sf_status sf_bkg_check_params(const sf_bkg_params *p);
+
+extern "C" sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img,
+                                                 const sf_bkg_params *p, sf_bkg_stats *out,
+                                                 sf_bane_grid *grid)
+{
+    sf_status st = sf_bkg_check_params(p);
+    if (st)
+        return st;
+    if (p->method != SF_BKG_BANE || !grid)
+        return sf_fail(SF_ERR_PARAM, "sf_background_bane_grid_gpu: method=bane and a grid");
+    memset(grid, 0, sizeof *grid);
+    return bane_run(g, img, p, out, NULL, NULL, grid);
+}
+
+// The maps' and the mask's shapes and places against the grid's.
+static sf_status bane_grid_check(const sf_image *orig, const sf_bane_grid *gr, const sf_image *bkg,
+                                 const sf_image *rms)
+{
+    if (!gr || !gr->level || !bkg || !rms || !orig)
+        return sf_fail(SF_ERR_PARAM, "bane maps: a grid, the image and both maps are needed");
+    if (orig->nx != gr->nx || orig->ny != gr->ny || bkg->nx != gr->nx || bkg->ny != gr->ny ||
+        rms->nx != gr->nx || rms->ny != gr->ny)
+        return sf_fail(SF_ERR_PARAM, "bane maps: the grid is of a %dx%d image, the maps %dx%d",
+                       gr->nx, gr->ny, bkg->nx, bkg->ny);
+    if (orig->loc != SF_DEVICE || bkg->loc != SF_DEVICE || rms->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_PARAM, "bane maps: device image and maps needed");
+    return SF_OK;
+}
+
+extern "C" sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid,
+                                      sf_image *bkg, sf_image *rms)
+{
+    sf_status st = bane_grid_check(img, grid, bkg, rms);
+    if (st)
+        return st;
+    return bane_maps_launch(g, img->data, img->stride, grid->nx, grid->ny, grid->step, grid->level,
+                            grid->rms, bkg, rms, NULL);
+}
+
+extern "C" sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
+                                     const sf_bkg_stats *st, const sf_image *bkg,
+                                     const sf_image *rms, const sf_mask *mask);
+
+extern "C" sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const sf_image *orig,
+                                           const sf_bane_grid *grid, const sf_thresh_params *p,
+                                           const sf_bkg_stats *bs, sf_image *bkg, sf_image *rms,
+                                           int use_rms, sf_mask *mask)
+{
+    sf_status st = bane_grid_check(orig, grid, bkg, rms);
+    bane_thr t;
+    if (st || (st = sf_thresh_check(img, p, bs, bkg, use_rms ? rms : NULL, mask)))
+        return st;
+    if (img->loc != SF_DEVICE || mask->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_PARAM, "sf_threshold_bane_gpu needs device buffers");
+    memset(&t, 0, sizeof t);
+    sf_thresh_levels(p, &t.seed, &t.flood, &t.ls, &t.ns);
+    t.det = img->data;
+    t.dstride = img->stride;
+    t.mask = mask->data;
+    t.mstride = mask->stride;
+    t.subtract = p->subtract;
+    t.use_rms = use_rms;
+    t.sigma = (float)bs->sigma * t.ns; // as sf_threshold_gpu rounds it
+    return bane_maps_launch(g, grid->nan ? orig->data : NULL, orig->stride, grid->nx, grid->ny,
+                            grid->step, grid->level, grid->rms, bkg, rms, &t);
 }

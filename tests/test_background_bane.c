@@ -14,6 +14,7 @@
 #endif
 #include "sftest.h"
 #include "skyfind/background.h"
+#include "skyfind/threshold.h"
 #include "skyfind/fits.h"
 #include "background_bane.h"
 
@@ -331,6 +332,114 @@ static int same_bits(float a, float b)
     return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b));
 }
 
+/* Pixels where two maps differ in their bits (the first few printed). */
+static size_t maps_differ(const sf_image *hb, const sf_image *hr, const sf_image *cb,
+                          const sf_image *cr, const char *what, const char *how)
+{
+    size_t n = sf_npix(hb->nx, hb->ny), bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!same_bits(hb->data[i], cb->data[i]) || !same_bits(hr->data[i], cr->data[i]))
+            if (bad++ < 5)
+                fprintf(stderr, "%s (%s): pixel (%zu,%zu): gpu %.9g %.9g cpu %.9g %.9g\n", what, how,
+                        i % (size_t)hb->nx, i / (size_t)hb->nx, hb->data[i], hr->data[i],
+                        cb->data[i], cr->data[i]);
+    return bad;
+}
+
+/* The GPU runner's way (the maps left as node grids): the grid's stats and
+ * the maps made from it (sf_bane_maps_gpu), and the threshold stage's pass
+ * that makes the maps and the mask together (sf_threshold_bane_gpu), on the
+ * image and on a stand-in for a filtered image (scaled, with NaN of its
+ * own), with the level subtracted or not and the rms map or the one sigma,
+ * against the CPU twin's maps and sf_threshold_cpu, bit for bit. */
+static void gpu_grid_vs_cpu(sf_gpu *g, const sf_image *im, const sf_image *d, const sf_bkg_params *p,
+                            sf_status sc, const sf_bkg_stats *cs, const sf_image *cb,
+                            const sf_image *cr, const char *what)
+{
+    int nx = im->nx, ny = im->ny;
+    size_t n = sf_npix(nx, ny);
+    sf_bane_grid grid;
+    sf_bkg_stats gs;
+    sf_image db = {0}, dr = {0}, hb, hr, f, df = {0};
+    sf_mask dm = {0}, hm = {0}, cm = {0};
+    sf_status sg = sf_background_bane_grid_gpu(g, d, p, &gs, &grid);
+    ck_assert_msg(sc == sg, "%s (grid): gpu status %d, cpu %d (%s)", what, sg, sc, sf_errdetail());
+    if (sc != SF_OK)
+        return;
+    ck_assert_msg(gs.median == cs->median && gs.sigma == cs->sigma && gs.mean == cs->mean &&
+                      gs.nvalid == cs->nvalid && gs.niter == cs->niter,
+                  "%s (grid): stats differ", what);
+    ck_assert_int_eq(grid.nan, cs->nvalid < (long long)n);
+    sftest_maps_alloc(&hb, &hr, nx, ny);
+    ck_assert_int_eq(sf_image_alloc(&db, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_alloc(&dr, nx, ny, SF_DEVICE, g), SF_OK);
+    sftest_poison(g, db.data, n * sizeof(float));
+    sftest_poison(g, dr.data, n * sizeof(float));
+    ck_assert_int_eq(sf_bane_maps_gpu(g, d, &grid, &db, &dr), SF_OK);
+    ck_assert_int_eq(sf_image_download(g, &db, &hb), SF_OK);
+    ck_assert_int_eq(sf_image_download(g, &dr, &hr), SF_OK);
+    size_t bad = maps_differ(&hb, &hr, cb, cr, what, "sf_bane_maps_gpu");
+    ck_assert_msg(bad == 0, "%s (sf_bane_maps_gpu): %zu of %zu pixels differ", what, bad, n);
+    /* the filtered stand-in: 1.7 v - 0.3, NaN at some finite pixels */
+    ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++) {
+            float v = im->data[(size_t)y * im->stride + x];
+            f.data[(size_t)y * f.stride + x] = (x * 7 + y * 3) % 97 == 0 ? NAN : 1.7f * v - 0.3f;
+        }
+    ck_assert_int_eq(sf_image_alloc(&df, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_upload(g, &f, &df), SF_OK);
+    ck_assert_int_eq(sf_mask_alloc(&dm, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_mask_alloc(&hm, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_mask_alloc(&cm, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int k = 0; k < 4; k++) {
+        const int filtered = k >= 2, use_rms = k != 1, subtract = k != 3;
+        sf_thresh_params q;
+        char how[64];
+        sf_thresh_params_default(&q);
+        q.nsigma = 2.5;
+        q.flood = 1.0;
+        q.subtract = subtract;
+        q.rms_global = !use_rms;
+        q.filtered = filtered;
+        q.level_scale = filtered ? 1.7 : 1;
+        q.noise_scale = filtered ? 1.3 : 1;
+        snprintf(how, sizeof how, "threshold: %s, rms %s, subtract %d", filtered ? "filtered" : "image",
+                 use_rms ? "map" : "global", subtract);
+        sftest_poison(g, db.data, n * sizeof(float));
+        sftest_poison(g, dr.data, n * sizeof(float));
+        sftest_poison(g, dm.data, n);
+        ck_assert_int_eq(sf_threshold_bane_gpu(g, filtered ? &df : d, d, &grid, &q, &gs, &db, &dr,
+                                               use_rms, &dm),
+                         SF_OK);
+        ck_assert_int_eq(sf_threshold_cpu(filtered ? &f : im, &q, cs, cb, use_rms ? cr : NULL, &cm),
+                         SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &db, &hb), SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &dr, &hr), SF_OK);
+        ck_assert_int_eq(sf_mask_download(g, &dm, &hm), SF_OK);
+        bad = maps_differ(&hb, &hr, cb, cr, what, how);
+        ck_assert_msg(bad == 0, "%s (%s): %zu of %zu map pixels differ", what, how, bad, n);
+        size_t set = 0;
+        for (size_t i = 0; i < n; i++) {
+            set += cm.data[i] != 0;
+            if (hm.data[i] != cm.data[i] && bad++ < 5)
+                fprintf(stderr, "%s (%s): mask (%zu,%zu): gpu %d cpu %d\n", what, how, i % nx,
+                        i / nx, hm.data[i], cm.data[i]);
+        }
+        ck_assert_msg(bad == 0, "%s (%s): %zu of %zu mask pixels differ", what, how, bad, n);
+        ck_assert_msg(set < n, "%s (%s): every pixel set", what, how);
+    }
+    sf_image_free(&f, NULL);
+    sf_image_free(&df, g);
+    sf_image_free(&db, g);
+    sf_image_free(&dr, g);
+    sf_image_free(&hb, NULL);
+    sf_image_free(&hr, NULL);
+    sf_mask_free(&dm, g);
+    sf_mask_free(&hm, NULL);
+    sf_mask_free(&cm, NULL);
+}
+
 static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *what)
 {
     sf_gpu *g = sftest_gpu();
@@ -366,6 +475,7 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
                       gs.median, gs.sigma, gs.mean, gs.nvalid, gs.niter, cs.median, cs.sigma,
                       cs.mean, cs.nvalid, cs.niter);
     }
+    gpu_grid_vs_cpu(g, im, &d, p, sc, &cs, &cb, &cr, what);
     sf_image_free(&d, g);
     sf_image_free(&db, g);
     sf_image_free(&dr, g);

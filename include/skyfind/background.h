@@ -90,6 +90,26 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_params *p,
                             const sf_image *img, sf_image *bkg, sf_image *rms);
 
+/* method=bane on the GPU with its maps left for later (the GPU runner's
+ * way, src/core/stages.c): the filled node grids, which the maps
+ * interpolate, in the context's buffer SF_GBUF_NODES, from which
+ * sf_bane_maps_gpu, or the threshold stage's sf_threshold_bane_gpu (the
+ * maps made in the pass that thresholds, so they are written once and not
+ * read back), make the maps with the same bits sf_background_gpu writes.
+ * st as sf_background_gpu's. The grid stays valid until the next
+ * background stage on the context. */
+typedef struct {
+    const float *level, *rms; /* device: ncx * ncy filled node values each */
+    int nx, ny, step, ncx, ncy;
+    int nan;                  /* the image has non-finite pixels: read it where
+                                 the maps are made (they are NaN where it is NaN) */
+} sf_bane_grid;
+sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                      sf_bkg_stats *st, sf_bane_grid *grid);
+/* Both maps of a grid (img: the image the grid was made from, for its NaN). */
+sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
+                           sf_image *rms);
+
 /* Device scratch bytes sf_background_gpu needs for an nx x ny image. */
 size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p);
 

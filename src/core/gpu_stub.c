@@ -76,6 +76,23 @@ sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_par
 sf_status sf_background_mesh_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                  sf_bkg_stats *st, sf_image *bkg, sf_image *rms) { return NO_GPU; }
 size_t sf_background_mesh_gpu_scratch(int nx, int ny, const sf_bkg_params *p) { return 0; }
+sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                      sf_bkg_stats *st, sf_bane_grid *grid)
+{
+    return NO_GPU;
+}
+sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
+                           sf_image *rms)
+{
+    return NO_GPU;
+}
+sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const sf_image *orig,
+                                const sf_bane_grid *grid, const sf_thresh_params *p,
+                                const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
+                                sf_mask *mask)
+{
+    return NO_GPU;
+}
 sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_params *p,
                            const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                            sf_mask *mask) { return NO_GPU; }

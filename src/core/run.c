@@ -136,8 +136,10 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
 /* Bring back what the caller keeps, and the catalogue. */
 static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
 {
-    sf_status st = SF_OK;
+    sf_status st = sf_state_maps(s);
     int gpu = o->backend == SF_BACKEND_GPU;
+    if (st)
+        return st;
     r->have_bkg = !!(s->have & SF_DATA_BKG);
     r->bkg = s->bkg;
     r->nlabels = s->nlabels;
@@ -231,7 +233,15 @@ static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to,
         double ms = 0, w = now_ms();
         if (gpu && (st = sf_gpu_timer_start(timer)))
             return st;
-        st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
+        /* maps left as node grids: made before any stage but the two that
+         * do not read them or make them themselves */
+        if (s->maps_pending && strcmp(step->def->name, "convolve") &&
+            strcmp(step->def->name, "threshold"))
+            st = sf_state_maps(s);
+        else
+            st = SF_OK;
+        if (st == SF_OK)
+            st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
         if (st) {
             sf_errcontext("stage %s (%s)%s", step->def->name, gpu ? "gpu" : "cpu",
                           s->negated ? ", negative detections" : "");
@@ -248,7 +258,9 @@ static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to,
         if (r->nstages < i + 1)
             r->nstages = i + 1;
     }
-    return SF_OK;
+    /* a pipeline that ends before anything read the maps: made now (the
+     * caller may keep them) */
+    return to == pl->nsteps ? sf_state_maps(s) : SF_OK;
 }
 
 /* The first threshold step and its sign parameter (-1 and POSITIVE without one). */
@@ -269,8 +281,10 @@ static int threshold_step(const sf_pipeline *pl, int *sign)
  * On the CPU the caller's image is not written: a negated copy (own) is. */
 static sf_status flip_state(sf_state *s, const sf_image *orig, sf_image *own)
 {
-    sf_status st;
+    sf_status st = sf_state_maps(s); /* the maps of the image before it is inverted */
     sf_gpu *g = s->backend == SF_BACKEND_GPU ? s->g : NULL;
+    if (st)
+        return st;
     if (g) {
         if ((st = sf_image_negate(g, &s->img)))
             return st;

@@ -53,8 +53,17 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_bkg_params q = *p;
     sf_status st;
     sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
-    st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
-             : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
+    s->maps_pending = 0;
+    if (gpu && q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER")) {
+        /* the maps left as node grids: made in the threshold stage's pass
+         * (sf_state_maps for any other reader). SKYFIND_BANE_EAGER=1: made
+         * here (the same bits; a benchmark's reference) */
+        st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
+        s->maps_pending = st == SF_OK;
+    } else {
+        st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
+                 : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
+    }
     if (st == SF_OK) {
         s->have |= SF_DATA_BKG;
         s->have_maps = q.method != SF_BKG_GLOBAL;
@@ -62,6 +71,17 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     }
     return st;
 }
+sf_status sf_state_maps(sf_state *s)
+{
+    sf_status st;
+    if (!s->maps_pending)
+        return SF_OK;
+    if ((st = sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
+        return st;
+    s->maps_pending = 0;
+    return SF_OK;
+}
+
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
 static sf_status bkg_check(const void *pp)
 {
@@ -317,8 +337,14 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
         q.level_scale = s->filt_sum;
         q.noise_scale = s->filt_gain;
     }
-    st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
-             : sf_threshold_cpu(img, &q, &s->bkg, b, r, &s->mask);
+    if (gpu && s->maps_pending) { /* the maps and the mask in one pass */
+        st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
+                                   &s->rmsmap, !q.rms_global, &s->mask);
+        s->maps_pending = st != SF_OK;
+    } else {
+        st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
+                 : sf_threshold_cpu(img, &q, &s->bkg, b, r, &s->mask);
+    }
     if (st == SF_OK) {
         s->have |= SF_DATA_MASK;
         s->thr = q;

@@ -17,6 +17,10 @@ struct sf_state {
     sf_bkg_stats bkg;
     sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
     int have_maps;          /* the background stage produced per-pixel maps */
+    int maps_pending;       /* ... which the GPU's method=bane left as node grids (grid):
+                               made by the threshold stage in its pass, or by
+                               sf_state_maps before anything else reads them */
+    sf_bane_grid grid;
     sf_mask mask;
     sf_labels labels;
     int nlabels;
@@ -42,6 +46,11 @@ struct sf_state {
     int negated;            /* the negative pass: image, filtered image, background map
                                and level are inverted (src/core/run.c flip_state) */
 };
+
+/* The background maps made now if the background stage left them as node
+ * grids (maps_pending): every reader of bkgmap or rmsmap but the threshold
+ * stage calls it first (src/core/stages.c). */
+sf_status sf_state_maps(sf_state *s);
 
 /* Forget a deblend stage's tables (host memory on both backends). */
 static inline void sf_state_drop_deblend(sf_state *s)
