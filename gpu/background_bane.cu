@@ -638,6 +638,33 @@ __device__ void bane_warp_bitonic(unsigned *keys, int P)
         }
 }
 
+// Bitonic sort of 64 keys in registers: lane L holds elements L (x0) and
+// L + 32 (x1); a partner in another lane comes by a shuffle, so a stage
+// needs no shared memory and no barrier (bane_warp_bitonic's shared-memory
+// network was a sixth of bane_nodes_warp's instructions). Element e keeps
+// the smaller of its pair when it is the pair's lower one in an ascending
+// block, or the upper one in a descending block.
+__device__ __forceinline__ void bane_warp_sort64(unsigned &x0, unsigned &x1)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 2; k <= 64; k <<= 1)
+#pragma unroll
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j == 32) { // k == 64: elements L and L + 32, ascending
+                const unsigned lo = min(x0, x1), hi = max(x0, x1);
+                x0 = lo;
+                x1 = hi;
+            } else {
+                const unsigned p0 = __shfl_xor_sync(0xffffffffu, x0, j),
+                               p1 = __shfl_xor_sync(0xffffffffu, x1, j);
+                const bool lower = (lane & j) == 0;
+                x0 = lower == ((lane & k) == 0) ? min(x0, p0) : max(x0, p0);
+                x1 = lower == (((lane + 32) & k) == 0) ? min(x1, p1) : max(x1, p1);
+            }
+        }
+}
+
 // One half's record (sf_bane_half_rec), a chunk a lane: the chunk's own
 // sums, the chunks' offsets by a shuffle scan (sf_bane_scan), then P_q and
 // the chunk's checkpoints into rec. Returns the half's pairs.
@@ -992,6 +1019,25 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
                 for (int j = S.ta[i]; j < S.tb[i]; j++)
                     S.cand[at[r]++] = sf_fkey(v[j]);
             }
+        }
+        __syncwarp();
+        if (m <= 64) { // (nearly always: the narrowed window holds about 50)
+            unsigned x0 = lane < (int)m ? S.cand[lane] : 0xffffffffu,
+                     x1 = lane + 32 < (int)m ? S.cand[lane + 32] : 0xffffffffu;
+            bane_warp_sort64(x0, x1);
+            const unsigned r0 = km - below, r1 = k - below;
+            const unsigned a0 = __shfl_sync(0xffffffffu, x0, r0 & 31),
+                           a1 = __shfl_sync(0xffffffffu, x1, r0 & 31),
+                           b0 = __shfl_sync(0xffffffffu, x0, r1 & 31),
+                           b1 = __shfl_sync(0xffffffffu, x1, r1 & 31);
+            if (lane == 0) {
+                const float lomid = sf_fkey_value(r0 >> 5 ? a1 : a0),
+                            himid = sf_fkey_value(r1 >> 5 ? b1 : b0);
+                a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
+                a.raws[node] = (float)sigma;
+                a.iters[node] = it;
+            }
+            return;
         }
         unsigned P = 32;
         while (P < m)
