@@ -24,6 +24,10 @@
 #           memory; NCU_SECTIONS) of the kernels matching NCU_KERNELS (a
 #           regex; default bkg_clip) in one run of each NCU_DETAIL_PIPES
 #           (default lesson)
+#   ncusource  where the instructions of the kernels matching NCU_KERNELS
+#           (a regex; default bane_nodes_warp) go, by CUDA source line: Nsight
+#           Compute's SourceCounters of one radio run at NCU_SIZE joined with
+#           nvdisasm's line information (tests/gpu/trace/sass_lines.py)
 #   compare skyfind compare (CPU against GPU, every stage) of the pipelines
 #           in COMPARE_PIPES (default: lesson radio) on the real images and
 #           on the simulated skies of SIZES
@@ -158,6 +162,21 @@ if want ncudetail; then
             $(printf -- '--section %s ' ${NCU_SECTIONS:-SpeedOfLight Occupancy LaunchStats MemoryWorkloadAnalysis}) \
             "$BIN/skyfind" run -q -b gpu -p $pipe -o "$W/ncu" "$W/sim$n.fits" >"$W/ncud-$pipe.log" 2>&1
         grep -vE '^==PROF==|^ *$' "$W/ncud-$pipe.log" | tee -a "$LOG" | tail -300 >/dev/null
+    done
+fi
+
+if want ncusource; then
+    n=${NCU_SIZE:-8192}
+    say "instructions by source line of /${NCU_KERNELS:-bane_nodes_warp}/ (radio.pipe, ${n}^2 sky)"
+    ncu --kernel-name "regex:${NCU_KERNELS:-bane_nodes_warp}" --launch-count 1 --section SourceCounters \
+        -f -o "$W/ncusrc" "$BIN/skyfind" run -q -b gpu -p radio -o "$W/ncu" "$W/sim$n.fits" >"$W/ncusrc.log" 2>&1
+    ncu -i "$W/ncusrc.ncu-rep" --page source --csv --print-source sass >"$W/ncusrc.csv" 2>>"$W/ncusrc.log"
+    (cd "$W" && rm -f ./*.cubin && cuobjdump -xelf all "$BIN/skyfind" >/dev/null 2>&1)
+    name=$(grep -m1 -o '"Kernel Name","[^"(<]*' "$W/ncusrc.csv" | sed 's/.*,"//')
+    for c in "$W"/*.cubin; do
+        cuobjdump -symbols "$c" 2>/dev/null | grep -q "$name" || continue
+        nvdisasm --print-line-info "$c" >"$W/ncusrc.sass" 2>>"$W/ncusrc.log"
+        python3 tests/gpu/trace/sass_lines.py "$W/ncusrc.sass" "$W/ncusrc.csv" "$name" 2>&1 | tee -a "$LOG"
     done
 fi
 
