@@ -1,7 +1,11 @@
 /* The pipeline runner: allocates a run's buffers once, runs each step on
  * one backend and, on the GPU, keeps every intermediate on the device:
  * the image goes up once and only the catalogue (and whatever the caller
- * asked to keep) comes back. Times each stage and counts bytes moved. */
+ * asked to keep) comes back. Times each stage and counts bytes moved.
+ * The GPU's BANE maps may be left as node grids by the background stage
+ * (state.h, maps_pending): run_steps makes them (sf_state_maps) before any
+ * stage but convolve and threshold, and at the end of the steps; the
+ * threshold stage makes them in its own pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
