@@ -16,8 +16,9 @@
 //    searches from the previous pass's, range sums added a cell or two a
 //    lane and then by shuffles (sf_bane_lanes_total, the twin's order);
 //    the median from a window of candidates around the mean,
-//    narrowed to about 50, sorted in registers by shuffles (bane_warp_sort64; more than 64 in shared memory). A node with too many
-//    candidates (many equal values) is listed for the block kernel.
+//    narrowed to about 50, sorted in registers by shuffles
+//    (bane_warp_sort64; more than 64 in shared memory). A node with too
+//    many candidates (many equal values) is listed for the block kernel.
 // 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
 //    nodes (a few blocks looping over the list), mode 2 the others (last
 //    column and row, not cell-aligned; launched on a side stream as soon
