@@ -47,6 +47,10 @@
 //    back. With SKYFIND_BANE_BLOCK=1 the grids come back instead.
 // SKYFIND_BANE_BLOCK=1 runs the block kernels everywhere (the warp kernels'
 // reference in benchmarks; the same maps).
+// After the kernels, the host side: bane_maps_launch (both maps, with or
+// without the threshold's mask), bane_run (every launch above, in order),
+// then the entry points sf_background_bane_gpu, sf_background_bane_grid_gpu,
+// sf_bane_maps_gpu and sf_threshold_bane_gpu.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1498,14 +1502,11 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
     }
 }
 
-// 16-byte aligned rows and base of every buffer bane_maps reads or writes
-// (the vector path); a mask's rows 4-byte aligned.
-static int bane_maps_vec(const void *const *p, const size_t *bytes_stride, int n)
+// A float buffer (none: NULL) whose base and rows are 16-byte aligned, for
+// bane_maps' vector path.
+static int bane_a16(const void *p, size_t stride)
 {
-    for (int i = 0; i < n; i++)
-        if (p[i] && (((uintptr_t)p[i] | bytes_stride[i]) % 16))
-            return 0;
-    return !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
+    return !p || ((uintptr_t)p | stride * sizeof(float)) % 16 == 0;
 }
 
 // One bane_maps launch: the maps of the filled grids fb, fs (img: the
@@ -1518,12 +1519,11 @@ static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, i
     sf_status st = SF_OK;
     const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step);
     const dim3 grid((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS);
-    const void *p[3] = {img, bkg->data, rms->data};
-    const size_t bs[3] = {istride * 4, bkg->stride * 4, rms->stride * 4};
-    const void *pt[1] = {t ? t->det : NULL};
-    const size_t bt[1] = {t ? t->dstride * 4 : 0};
-    const int vec = bane_maps_vec(p, bs, 3) && bane_maps_vec(pt, bt, 1) &&
-                    (!t || (((uintptr_t)t->mask | t->mstride) % 4 == 0));
+    const int vec = bane_a16(img, istride) && bane_a16(bkg->data, bkg->stride) &&
+                    bane_a16(rms->data, rms->stride) &&
+                    (!t || (bane_a16(t->det, t->dstride) &&
+                            ((uintptr_t)t->mask | t->mstride) % 4 == 0)) &&
+                    !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
     bane_thr none;
     memset(&none, 0, sizeof none);
 #define BANE_MAPS(V, T)                                                                         \

@@ -462,12 +462,7 @@ static void gpu_vs_cpu(const sf_image *im, const sf_bkg_params *p, const char *w
     if (sc == SF_OK) {
         ck_assert_int_eq(sf_image_download(g, &db, &hb), SF_OK);
         ck_assert_int_eq(sf_image_download(g, &dr, &hr), SF_OK);
-        for (size_t i = 0; i < n; i++)
-            if (!same_bits(hb.data[i], cb.data[i]) || !same_bits(hr.data[i], cr.data[i])) {
-                if (bad++ < 5)
-                    fprintf(stderr, "%s: pixel (%zu,%zu): gpu %.9g %.9g cpu %.9g %.9g\n", what,
-                            i % nx, i / nx, hb.data[i], hr.data[i], cb.data[i], cr.data[i]);
-            }
+        bad = maps_differ(&hb, &hr, &cb, &cr, what, "sf_background_gpu");
         ck_assert_msg(bad == 0, "%s: %zu of %zu pixels differ", what, bad, n);
         ck_assert_msg(gs.median == cs.median && gs.sigma == cs.sigma && gs.mean == cs.mean &&
                           gs.nvalid == cs.nvalid && gs.niter == cs.niter,

@@ -3,9 +3,9 @@
  * the image goes up once and only the catalogue (and whatever the caller
  * asked to keep) comes back. Times each stage and counts bytes moved.
  * The GPU's BANE maps may be left as node grids by the background stage
- * (state.h, maps_pending): run_steps makes them (sf_state_maps) before any
- * stage but convolve and threshold, and at the end of the steps; the
- * threshold stage makes them in its own pass. */
+ * (state.h, maps_pending): each stage that reads them makes them first
+ * (sf_state_maps; the threshold stage in its own pass), and so do the
+ * negative pass's inversion and collect, for maps the caller keeps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,9 +140,10 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
 /* Bring back what the caller keeps, and the catalogue. */
 static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
 {
-    sf_status st = sf_state_maps(s);
+    sf_status st = SF_OK;
     int gpu = o->backend == SF_BACKEND_GPU;
-    if (st)
+    /* kept maps the background stage left as node grids (no stage read them) */
+    if ((o->keep & SF_KEEP_BKG) && (st = sf_state_maps(s)))
         return st;
     r->have_bkg = !!(s->have & SF_DATA_BKG);
     r->bkg = s->bkg;
@@ -237,15 +238,7 @@ static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to,
         double ms = 0, w = now_ms();
         if (gpu && (st = sf_gpu_timer_start(timer)))
             return st;
-        /* maps left as node grids: made before any stage but the two that
-         * do not read them or make them themselves */
-        if (s->maps_pending && strcmp(step->def->name, "convolve") &&
-            strcmp(step->def->name, "threshold"))
-            st = sf_state_maps(s);
-        else
-            st = SF_OK;
-        if (st == SF_OK)
-            st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
+        st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
         if (st) {
             sf_errcontext("stage %s (%s)%s", step->def->name, gpu ? "gpu" : "cpu",
                           s->negated ? ", negative detections" : "");
@@ -262,9 +255,7 @@ static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to,
         if (r->nstages < i + 1)
             r->nstages = i + 1;
     }
-    /* a pipeline that ends before anything read the maps: made now (the
-     * caller may keep them) */
-    return to == pl->nsteps ? sf_state_maps(s) : SF_OK;
+    return SF_OK;
 }
 
 /* The first threshold step and its sign parameter (-1 and POSITIVE without one). */

@@ -416,6 +416,8 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "deblend needs the threshold and segment stages before it");
     if (s->db_parent)
         return sf_fail(SF_ERR_PARAM, "deblend runs once after each segment stage");
+    if ((st = sf_state_maps(s)))
+        return st;
     if (q.minarea == 0)
         q.minarea = s->seg_min_area > 0 ? s->seg_min_area : 1;
     q.connectivity = s->seg_conn ? s->seg_conn : 8;
@@ -502,6 +504,8 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
     sf_measure_aux aux = {(s->have & SF_DATA_BKG) ? &s->bkg : NULL,
                           s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
                           (s->have & SF_DATA_MASK) ? &s->mask : NULL};
+    if ((st = sf_state_maps(s)))
+        return st;
     /* the catalogue's buffer: its size is known only now */
     if (gpu) { /* the context's kept catalogue buffer, grown when needed */
         s->sources = NULL;
@@ -559,6 +563,8 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
     if (s->comps)
         return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
+    if ((st = sf_state_maps(s)))
+        return st;
     memset(&in, 0, sizeof in);
     in.bkg = s->have_maps ? &s->bkgmap : NULL;
     in.rms = s->have_maps ? &s->rmsmap : NULL;

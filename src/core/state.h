@@ -49,7 +49,8 @@ struct sf_state {
 
 /* The background maps made now if the background stage left them as node
  * grids (maps_pending): every reader of bkgmap or rmsmap but the threshold
- * stage calls it first (src/core/stages.c). */
+ * stage, which makes them itself, calls it first (the deblend, measure and
+ * fit stages in src/core/stages.c; the runner's inversion and collect). */
 sf_status sf_state_maps(sf_state *s);
 
 /* Forget a deblend stage's tables (host memory on both backends). */
