@@ -742,37 +742,18 @@ extern "C" sf_status sf_bkg_check_params(const sf_bkg_params *p);
 extern "C" sf_status sf_background_bane_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                             sf_bkg_stats *out, sf_image *bkg, sf_image *rms);
 
-extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
-                                       sf_bkg_stats *out, sf_image *bkg, sf_image *rms)
+// The clipping's launches on stream s for an image of n contiguous pixels:
+// grid blocks (bkg_grid), scratch `base` of bkg_bytes(n, grid) bytes, the
+// result record left in the scratch's first bytes (w->res).
+static sf_status bkg_launch(sf_gpu *g, cudaStream_t s, const sf_image *img, const sf_bkg_params *p,
+                            int grid, char *base, bkg_work *wout)
 {
-    sf_status st = sf_bkg_check_params(p);
-    size_t n = sf_npix(img->nx, img->ny);
+    sf_status st = SF_OK;
+    const size_t n = sf_npix(img->nx, img->ny);
     bkg_work w;
-    bkg_result r;
-    void *base = NULL;
-    int per_sm = 0, grid;
-    char *q, *stemp;
+    char *q = base, *stemp;
     float *first;
     unsigned *skeys, *ssorted;
-    const void *kern = (const void *)bkg_clip;
-    if (st)
-        return st;
-    if (p->method == SF_BKG_MESH)
-        return sf_background_mesh_gpu(g, img, p, out, bkg, rms);
-    if (p->method == SF_BKG_BANE)
-        return sf_background_bane_gpu(g, img, p, out, bkg, rms);
-    if (img->loc != SF_DEVICE)
-        return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
-    if (img->stride != (size_t)img->nx)
-        return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a contiguous image");
-    SF_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, BKG_THREADS, 0));
-    if (per_sm < 1) {
-        st = sf_fail(SF_ERR_CUDA, "background: the clipping kernel cannot be resident");
-        goto fail;
-    }
-    grid = bkg_grid(n, g->sm_count, per_sm);
-    SF_TRY(sf_gpu_scratch(g, bkg_bytes(n, grid), &base));
-    q = (char *)base;
 #define CARVE(ptr, type, count)                                                     \
     ptr = (type *)q;                                                                \
     q += sf_align256((size_t)(count) * sizeof(type));
@@ -797,59 +778,150 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     w.prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
     // the result record too: the kernel leaves fields unwritten (prof[]
     // without SKYFIND_BKG_PROFILE) that its download carries (initcheck)
-    SF_CUDA(cudaMemsetAsync(w.res, 0, (size_t)((char *)w.reg - (char *)w.res), g->stream));
+    SF_CUDA(cudaMemsetAsync(w.res, 0, (size_t)((char *)w.reg - (char *)w.res), s));
     w.first = NULL;
     if (n >= (getenv("SKYFIND_BKG_SAMPLE_MIN") ? (size_t)atoll(getenv("SKYFIND_BKG_SAMPLE_MIN"))
                                                 : BKG_SAMPLE_MIN)) { // the first window, sampled
         const size_t step = sf_bkg_sample_step(n);
         const unsigned ns = (unsigned)((n - step / 2 + step - 1) / step);
         size_t temp = 0;
-        SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, temp, skeys, ssorted, (int)ns, 0, 32, g->stream));
+        SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, temp, skeys, ssorted, (int)ns, 0, 32, s));
         if (temp > BKG_SORT_TEMP) {
             st = sf_fail(SF_ERR_CUDA, "background: cub asks %zu bytes to sort %u samples", temp, ns);
             goto fail;
         }
-        bkg_sample<<<sf_blocks(ns, 256), 256, 0, g->stream>>>(img->data, n, step, ns, skeys);
+        bkg_sample<<<sf_blocks(ns, 256), 256, 0, s>>>(img->data, n, step, ns, skeys);
         SF_LAUNCHED();
-        SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, temp, skeys, ssorted, (int)ns, 0, 32, g->stream));
-        bkg_bracket<<<1, BKG_THREADS, 0, g->stream>>>(ssorted, ns, w.kappa, w.wfac != 0.0f, first);
+        SF_CUDA(cub::DeviceRadixSort::SortKeys(stemp, temp, skeys, ssorted, (int)ns, 0, 32, s));
+        bkg_bracket<<<1, BKG_THREADS, 0, s>>>(ssorted, ns, w.kappa, w.wfac != 0.0f, first);
         SF_LAUNCHED();
         w.first = first;
     }
     {
         const float *data = img->data;
-        void *args[] = {(void *)&data, (void *)&n, (void *)&w};
-        SF_CUDA(cudaLaunchCooperativeKernel(kern, dim3(grid), dim3(BKG_THREADS),
-                                            args, 0, g->stream));
+        size_t nn = n;
+        void *args[] = {(void *)&data, (void *)&nn, (void *)&w};
+        SF_CUDA(cudaLaunchCooperativeKernel((const void *)bkg_clip, dim3(grid), dim3(BKG_THREADS), args,
+                                            0, s));
     }
     SF_LAUNCHED();
-    SF_TRY(sf_gpu_to_host(g, &r, w.res, sizeof r));
-    if (r.error) {
-        st = sf_fail(SF_ERR_EMPTY, r.iter == 1 ? "background: the image has no finite pixels"
-                                               : "background: clipping removed every pixel");
-        goto fail;
+    *wout = w;
+fail:
+    return st;
+}
+
+// The statistics of a result record (in host memory).
+static sf_status bkg_stats(const bkg_result *r, const sf_image *img, int grid, sf_bkg_stats *out)
+{
+    if (r->error)
+        return sf_fail(SF_ERR_EMPTY, r->iter == 1 ? "background: the image has no finite pixels"
+                                                  : "background: clipping removed every pixel");
+    out->median = r->median;
+    out->sigma = r->sigma;
+    out->mean = r->mean;
+    out->nused = (long long)r->n;
+    out->nvalid = (long long)r->nvalid;
+    out->niter = r->niter;
+    out->converged = r->converged;
+    out->npasses = r->nfull;
+    if (getenv("SKYFIND_BKG_PROFILE")) // the phases of block 0, for tests/gpu/floor.sh
+        fprintf(stderr,
+                "bkg_clip %dx%d: %d iterations, %d full passes, grid %d x %d; us: E pass %.1f, E sync "
+                "%.1f, combine %.1f, S pass %.1f, S sync %.1f, radix passes %.1f, radix syncs %.1f, "
+                "rest %.1f\n",
+                img->nx, img->ny, r->niter, r->nfull, grid, BKG_THREADS, r->prof[0] / 1e3,
+                r->prof[1] / 1e3, r->prof[2] / 1e3, r->prof[3] / 1e3, r->prof[4] / 1e3, r->prof[5] / 1e3,
+                r->prof[6] / 1e3, r->prof[7] / 1e3);
+    return SF_OK;
+}
+
+// The grid for n pixels in at most `most` blocks (0: no cap), or 0 with
+// the reason set.
+static int bkg_grid_for(sf_gpu *g, size_t n, int most)
+{
+    // blocks an SM: asked once a process (the answer depends on the kernel
+    // and the architecture; every GPU of one process runs one build)
+    static int per_sm_known;
+    int per_sm = __atomic_load_n(&per_sm_known, __ATOMIC_RELAXED), grid;
+    if (per_sm < 1) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)bkg_clip, BKG_THREADS, 0) !=
+                cudaSuccess ||
+            per_sm < 1) {
+            cudaGetLastError();
+            sf_fail(SF_ERR_CUDA, "background: the clipping kernel cannot be resident");
+            return 0;
+        }
+        __atomic_store_n(&per_sm_known, per_sm, __ATOMIC_RELAXED);
     }
+    grid = bkg_grid(n, g->sm_count, per_sm);
+    return most > 0 && grid > most ? most : grid;
+}
+
+extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
+                                       sf_bkg_stats *out, sf_image *bkg, sf_image *rms)
+{
+    sf_status st = sf_bkg_check_params(p);
+    size_t n = sf_npix(img->nx, img->ny);
+    bkg_work w;
+    bkg_result r;
+    void *base = NULL;
+    int grid;
+    if (st)
+        return st;
+    if (p->method == SF_BKG_MESH)
+        return sf_background_mesh_gpu(g, img, p, out, bkg, rms);
+    if (p->method == SF_BKG_BANE)
+        return sf_background_bane_gpu(g, img, p, out, bkg, rms);
+    if (img->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a device image");
+    if (img->stride != (size_t)img->nx)
+        return sf_fail(SF_ERR_PARAM, "sf_background_gpu needs a contiguous image");
+    if (!(grid = bkg_grid_for(g, n, 0)))
+        return SF_ERR_CUDA;
+    SF_TRY(sf_gpu_scratch(g, bkg_bytes(n, grid), &base));
+    SF_TRY(bkg_launch(g, g->stream, img, p, grid, (char *)base, &w));
+    SF_TRY(sf_gpu_to_host(g, &r, w.res, sizeof r));
+    SF_TRY(bkg_stats(&r, img, grid, out));
     if (bkg || rms) {
         bkg_fill<<<sf_blocks(n, 256) < 4096 ? sf_blocks(n, 256) : 4096, 256, 0, g->stream>>>(
             bkg ? bkg->data : NULL, rms ? rms->data : NULL, n, w.res);
         SF_LAUNCHED();
     }
-    out->median = r.median;
-    out->sigma = r.sigma;
-    out->mean = r.mean;
-    out->nused = (long long)r.n;
-    out->nvalid = (long long)r.nvalid;
-    out->niter = r.niter;
-    out->converged = r.converged;
-    out->npasses = r.nfull;
-    if (w.prof) // the phases of block 0, for tests/gpu/floor.sh
-        fprintf(stderr,
-                "bkg_clip %dx%d: %d iterations, %d full passes, grid %d x %d; us: E pass %.1f, E sync "
-                "%.1f, combine %.1f, S pass %.1f, S sync %.1f, radix passes %.1f, radix syncs %.1f, "
-                "rest %.1f\n",
-                img->nx, img->ny, r.niter, r.nfull, grid, BKG_THREADS, r.prof[0] / 1e3,
-                r.prof[1] / 1e3, r.prof[2] / 1e3, r.prof[3] / 1e3, r.prof[4] / 1e3, r.prof[5] / 1e3,
-                r.prof[6] / 1e3, r.prof[7] / 1e3);
 fail:
     return st;
+}
+
+// Two clippings side by side (common.cuh).
+extern "C" size_t sf_bkg_clip_bytes(sf_gpu *g, size_t n, int most)
+{
+    int grid = bkg_grid_for(g, n, most);
+    return grid ? bkg_bytes(n, grid) : 0;
+}
+
+extern "C" sf_status sf_bkg_clip_launch(sf_gpu *g, cudaStream_t s, const sf_image *img,
+                                        const sf_bkg_params *p, int most, void *scratch, void *res)
+{
+    sf_status st = sf_bkg_check_params(p);
+    bkg_work w;
+    int grid;
+    if (st)
+        return st;
+    if (p->method != SF_BKG_GLOBAL || img->loc != SF_DEVICE || img->stride != (size_t)img->nx)
+        return sf_fail(SF_ERR_INTERNAL, "sf_bkg_clip_launch takes a contiguous device image, method=global");
+    if (!(grid = bkg_grid_for(g, sf_npix(img->nx, img->ny), most)))
+        return SF_ERR_CUDA;
+    SF_TRY(bkg_launch(g, s, img, p, grid, (char *)scratch, &w));
+    SF_CUDA(cudaMemcpyAsync(res, w.res, sizeof(bkg_result), cudaMemcpyDeviceToHost, s));
+    g->d2h += sizeof(bkg_result);
+    ((int *)((char *)res + SF_BKG_CLIP_RES))[-1] = grid;
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_bkg_clip_stats(const void *res, const sf_image *img, sf_bkg_stats *out)
+{
+    static_assert(sizeof(bkg_result) + sizeof(int) <= SF_BKG_CLIP_RES, "SF_BKG_CLIP_RES");
+    bkg_result r;
+    memcpy(&r, res, sizeof r);
+    return bkg_stats(&r, img, ((const int *)((const char *)res + SF_BKG_CLIP_RES))[-1], out);
 }

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include "skyfind/gpu.h"
 #include "skyfind/status.h"
+#include "skyfind/background.h" // sf_bkg_params, sf_bkg_stats (sf_bkg_clip_launch)
 
 struct sf_gpu {
     int device;
@@ -32,8 +33,10 @@ struct sf_gpu {
     size_t blk_bytes[SF_GPU_NBLOCKS];
     cudaStream_t lane;        // the copy lane (sf_gpu_upload_lane), created on first use
     cudaEvent_t lane_ev[2];
-    cudaStream_t aux[2];      // side streams for a stage's independent launches (sf_gpu_fork)
-    cudaEvent_t fork_ev, join_ev[2];
+#define SF_GPU_NAUX 4
+    cudaStream_t aux[SF_GPU_NAUX]; // side streams for a stage's independent launches (sf_gpu_fork,
+                                   // sf_gpu_fork_hi: aux[2..3], the highest priority)
+    cudaEvent_t fork_ev, join_ev[SF_GPU_NAUX];
     pthread_mutex_t lock;     // the allocation bookkeeping above, shared by the lane's thread
     // Staged copies of large pageable buffers (h2d and d2h in gpu/gpu.cu):
     // SF_STAGE_N pinned chunks of SF_STAGE_CHUNK bytes, made on the first
@@ -62,6 +65,26 @@ sf_status sf_gpu_smem_max(sf_gpu *g, const void *fn, size_t bytes);
 // queued on them since. Stage timings (events on g->stream) include it.
 sf_status sf_gpu_fork(sf_gpu *g, int n);
 sf_status sf_gpu_join(sf_gpu *g, int n);
+// The same with g->aux[2..2+n-1], streams of the highest priority: the
+// block scheduler starts their blocks before more of g->stream's.
+sf_status sf_gpu_fork_hi(sf_gpu *g, int n);
+// sf_gpu_rows' copy into out (in->nx x rows, compact, the caller's) on stream s.
+sf_status sf_gpu_rows_on(sf_gpu *g, cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out);
+sf_status sf_gpu_join_hi(sf_gpu *g, int n);
+
+// method=global's clipping launched on a stream of the caller's (gpu/
+// background.cu), so that two run side by side with other work
+// (sf_convolve_noise_gpu): sf_bkg_clip_bytes is the scratch for n pixels in
+// at most `most` blocks (0: as many as the clipping takes alone);
+// sf_bkg_clip_launch queues it on s over a contiguous device image, its
+// result record copied to `res` (host memory of SF_BKG_CLIP_RES bytes,
+// pinned); sf_bkg_clip_stats reads that record once s is synchronised
+// (sf_background_gpu's statistics and errors).
+#define SF_BKG_CLIP_RES 256
+extern "C" size_t sf_bkg_clip_bytes(sf_gpu *g, size_t n, int most);
+extern "C" sf_status sf_bkg_clip_launch(sf_gpu *g, cudaStream_t s, const sf_image *img,
+                                        const sf_bkg_params *p, int most, void *scratch, void *res);
+extern "C" sf_status sf_bkg_clip_stats(const void *res, const sf_image *img, sf_bkg_stats *out);
 
 // Frees the convolve cache of a context (sf_gpu_destroy calls it).
 void sf_conv_cache_free(sf_gpu *g);

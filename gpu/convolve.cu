@@ -17,6 +17,12 @@
 // tile's vertical halo. A block whose tile holds a NaN also convolves the
 // validity mask and renormalises; other blocks run the plain sums.
 //
+// Rows alone (sf_convolve_rows_gpu): direct2d_rb_rows, the same sums for
+// every y0 + i step-th row; convolve noise=measured's clippings of those
+// rows and of the image's run beside the whole convolution
+// (sf_convolve_noise_gpu, at the end: two side streams of the highest
+// priority).
+//
 // fft: cyclic on the image's own fast size when the kernel fits the direct
 // method (the border bands the wrap-around spoils are redone by direct
 // tiles), else linear: the edge-extended image zero-padded to >= n + k - 1
@@ -322,6 +328,61 @@ fail:
     return st;
 }
 
+typedef void (*direct2d_rb_rows_fn)(const float *, size_t, float *, size_t, int, int, int, int, int,
+                                    int, int, const float *, int, int);
+
+template <int KXP>
+static direct2d_rb_rows_fn direct2d_rb_rows_pick(int dbl)
+{
+    return dbl ? direct2d_rb_rows<KXP, true> : direct2d_rb_rows<KXP, false>;
+}
+
+#define RB_ROWS_THREADS 128 // direct2d_rb_rows: 512 outputs of a row a block
+
+static int sep_two_pass(const sf_kernel *k, int nans);
+
+// Whether conv_direct filters an image without NaN by direct2d_rb (its
+// rows are then direct2d_rb_rows' too).
+static int rb_applies(const sf_gpu *g, const sf_kernel *k, int method, int nx, int ny)
+{
+    if (method == SF_CONV_AUTO)
+        method = sf_convolve_pick(k, nx, ny, 1);
+    return method == SF_CONV_DIRECT && k->nx <= SF_KERNEL_MAX && k->ny <= SF_KERNEL_MAX &&
+           !sep_two_pass(k, 0) && !(k->row && k->col) && round4(k->nx) <= 24 &&
+           direct2d_rb_smem(k, 0) <= g->smem_optin &&
+           (size_t)k->ny * (4 * RB_ROWS_THREADS + 24 + 24) * sizeof(float) <= g->smem_optin &&
+           env_int("SKYFIND_CONV_RB", 1);
+}
+
+// Rows y0, y0 + step, ... of the filtered image into out (nx x rows,
+// compact), on stream s.
+static sf_status rb_rows_run(sf_gpu *g, cudaStream_t s, const sf_image *in, const sf_kernel *k,
+                             int edge, int y0, int step, sf_image *out)
+{
+    sf_status st = SF_OK;
+    const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2, w = 4 * RB_ROWS_THREADS;
+    const int dbl = k->nx * k->ny > 225 || k->ny > 9; // direct2d_rb_run's
+    const size_t smem = ((size_t)k->ny * (w + kxp) + (size_t)k->ny * kxp) * sizeof(float);
+    direct2d_rb_rows_fn fn = NULL;
+    const float *wg = NULL;
+    switch (kxp) {
+    case 4: fn = direct2d_rb_rows_pick<4>(dbl); break;
+    case 8: fn = direct2d_rb_rows_pick<8>(dbl); break;
+    case 12: fn = direct2d_rb_rows_pick<12>(dbl); break;
+    case 16: fn = direct2d_rb_rows_pick<16>(dbl); break;
+    case 20: fn = direct2d_rb_rows_pick<20>(dbl); break;
+    default: fn = direct2d_rb_rows_pick<24>(dbl); break;
+    }
+    SF_TRY(weights_2d(g, k, kxp, &wg));
+    SF_TRY(sf_gpu_smem_max(g, (const void *)fn, smem));
+    fn<<<dim3((in->nx + w - 1) / w, out->ny), RB_ROWS_THREADS, smem, s>>>(
+        in->data, in->stride, out->data, out->stride, in->nx, in->ny, k->nx, k->ny, cx, cy, edge, wg,
+        y0, step);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
 // The general 2-D direct kernel: over the whole image in tiles DTW x DTH *
 // rpt (bands 0), or over the bands a cyclic FFT result spoils (bands 1) in
 // NTW x NTH tiles, one launch.
@@ -623,6 +684,100 @@ extern "C" size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, in
         return sep_two_pass(k, 0) ? sep_h_bytes(nx, ny) + 256 : 256;
     fft_layout(nx, ny, k, 0, &lx, &ly, &rb, &cb); // the linear layout: the larger
     return 2 * (rb + cb) + 256;
+}
+
+extern "C" sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                                          int edge, int y0, int step, sf_image *out, int *done)
+{
+    sf_status st = SF_OK;
+    *done = 0;
+    if (!g || in->loc != SF_DEVICE || out->loc != SF_DEVICE || !k || !k->w || step < 1 || y0 < 0 ||
+        y0 >= in->ny || out->nx != in->nx || out->ny != (in->ny - 1 - y0) / step + 1)
+        return sf_fail(SF_ERR_INTERNAL, "sf_convolve_rows_gpu: rows from %d by %d of a %dx%d image "
+                       "into %dx%d", y0, step, in->nx, in->ny, out->nx, out->ny);
+    if (!rb_applies(g, k, method, in->nx, in->ny))
+        return SF_OK;
+    SF_TRY(rb_rows_run(g, g->stream, in, k, edge, y0, step, out));
+    *done = 1;
+fail:
+    return st;
+}
+
+// Blocks of each of sf_convolve_noise_gpu's two clippings (SKYFIND_NOISE_BLOCKS):
+// a 2^20-pixel clipping is bound by its barriers and takes about as long
+// in 16 blocks as in 128 (SKYFIND_BKG_PROFILE), and the SMs it holds are
+// the convolution's.
+#define NOISE_BLOCKS 16
+
+extern "C" sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k,
+                                           int method, int edge, int nan, int y0, int step,
+                                           const sf_bkg_params *bp, sf_image *out, sf_bkg_stats *sa,
+                                           sf_bkg_stats *sb, sf_status *sta, sf_status *stb,
+                                           int *done)
+{
+    sf_status st = SF_OK;
+    const int rows = step >= 1 && y0 >= 0 && y0 < in->ny ? (in->ny - 1 - y0) / step + 1 : 0;
+    const size_t n = (size_t)in->nx * (size_t)rows;
+    const int most = env_int("SKYFIND_NOISE_BLOCKS", NOISE_BLOCKS);
+    size_t ca, cb;
+    char *base = NULL;
+    void *da = NULL, *db = NULL;
+    const float *wg = NULL;
+    const int aside = env_int("SKYFIND_NOISE_ASIDE", 1);
+    char *res = (char *)g->pinned + 4096; // sf_gpu_to_host's bytes are below
+    sf_image ra, rf;
+    int forked = 0;
+    *done = 0;
+    *sta = *stb = SF_OK;
+    if (nan != 0 || step < 2 || rows < 1 || in->loc != SF_DEVICE || out->loc != SF_DEVICE ||
+        in->data == out->data || out->nx != in->nx || out->ny != in->ny || g->pinned_bytes < 4096 + 2 * SF_BKG_CLIP_RES ||
+        env_int("SKYFIND_NOISE_SERIAL", 0) || !rb_applies(g, k, method, in->nx, in->ny))
+        return SF_OK;
+    ca = sf_align256(sf_bkg_clip_bytes(g, n, most));
+    cb = ca;
+    if (!ca)
+        return SF_ERR_CUDA;
+    SF_TRY(sf_gpu_scratch(g, ca + cb, (void **)&base));
+    // the rows of the image (SF_GBUF_SAMPLE) and of the filtered image
+    // (SF_GBUF_SAMPLE2, made from the image's rows around them), then both
+    // clippings on the side streams, beside the whole convolution
+    if (aside) { // the rows made on the side streams too
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE, n * sizeof(float), &da));
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE2, n * sizeof(float), &db));
+        ra = *in;
+        ra.ny = rows;
+        ra.stride = (size_t)in->nx;
+        ra.data = (float *)da;
+        SF_TRY(weights_2d(g, k, round4(k->nx), &wg)); // on g->stream, before the fork
+    } else {
+        SF_TRY(sf_gpu_rows(g, in, y0, step, &ra));
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE2, n * sizeof(float), &db));
+    }
+    rf = ra;
+    rf.data = (float *)db;
+    if (!aside)
+        SF_TRY(rb_rows_run(g, g->stream, in, k, edge, y0, step, &rf));
+    SF_TRY(sf_gpu_fork_hi(g, 2));
+    forked = 1;
+    if (aside) {
+        SF_TRY(sf_gpu_rows_on(g, g->aux[2], in, y0, step, &ra));
+        SF_TRY(rb_rows_run(g, g->aux[3], in, k, edge, y0, step, &rf));
+    }
+    SF_TRY(sf_bkg_clip_launch(g, g->aux[2], &ra, bp, most, base, res));
+    SF_TRY(sf_bkg_clip_launch(g, g->aux[3], &rf, bp, most, base + ca, res + SF_BKG_CLIP_RES));
+    SF_TRY(conv_direct(g, in, k, edge, 0, out));
+    forked = 0;
+    SF_TRY(sf_gpu_join_hi(g, 2));
+    SF_CUDA(cudaStreamSynchronize(g->stream));
+    *sta = sf_bkg_clip_stats(res, &ra, sa);
+    *stb = sf_bkg_clip_stats(res + SF_BKG_CLIP_RES, &rf, sb);
+    *done = 1;
+fail:
+    if (forked) { // the side streams' work done before their buffers are reused
+        (void)sf_gpu_join_hi(g, 2);
+        cudaStreamSynchronize(g->stream);
+    }
+    return st;
 }
 
 extern "C" sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,

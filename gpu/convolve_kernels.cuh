@@ -232,6 +232,39 @@ direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, s
     }
 }
 
+// Rows y0, y0 + ystep, ... of direct2d_rb's output over an image without
+// NaN, into a compact image (row i of out): block (bx, i) makes the
+// 4 blockDim.x outputs of its row from column bx 4 blockDim.x, from a tile
+// of the ky input rows they read. Each output is rb_sums' with one row: its
+// kernel rows in the same order, each a float partial of the same taps, so
+// the same bits as the whole image's (convolve noise=measured's filtered
+// rows, sf_convolve_rows_gpu). Shared: ky x (4 blockDim.x + KXP) floats,
+// then the weights.
+template <int KXP, bool DBL>
+static __global__ void __launch_bounds__(128)
+direct2d_rb_rows(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
+                 int nx, int ny, int kx, int ky, int cx, int cy, int edge,
+                 const float *__restrict__ wg, int y0, int ystep)
+{
+    typedef typename std::conditional<DBL, double, float>::type acc_t;
+    extern __shared__ float4 smem4[];
+    float *T = reinterpret_cast<float *>(smem4);
+    const int w = 4 * blockDim.x, cols = w + KXP;
+    float *Ws = T + (size_t)ky * cols;
+    for (int i = threadIdx.x; i < ky * KXP; i += blockDim.x) // published by load_tile's barrier
+        Ws[i] = __ldg(wg + i);
+    const int x0 = blockIdx.x * w, y = y0 + blockIdx.y * ystep, c0 = 4 * threadIdx.x;
+    (void)load_tile(T, nullptr, ky, cols, in, sin, nx, ny, x0 - (kx - 1 - cx), y - (ky - 1 - cy),
+                    edge, kx * ky <= 225);
+    acc_t acc[1][4];
+    rb_sums<KXP, 1>(T + c0, cols, Ws, ky, acc);
+    float o4[4];
+#pragma unroll
+    for (int o = 0; o < 4; o++)
+        o4[o] = (float)acc[0][o];
+    store4(out + (size_t)blockIdx.y * sout + x0 + c0, o4, nx - (x0 + c0));
+}
+
 // ---- direct, separable --------------------------------------------------------
 
 // c_w: flipped row weights (kxp, zero-padded) then flipped column weights

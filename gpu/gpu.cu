@@ -104,7 +104,7 @@ extern "C" void sf_gpu_destroy(sf_gpu *g)
         cudaEventDestroy(g->lane_ev[1]);
     }
     if (g->aux[0]) {
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < SF_GPU_NAUX; i++) {
             cudaStreamDestroy(g->aux[i]);
             cudaEventDestroy(g->join_ev[i]);
         }
@@ -611,33 +611,57 @@ fail:
     return st;
 }
 
-sf_status sf_gpu_fork(sf_gpu *g, int n)
+// The side streams, made on first use: aux[0..1] at the main stream's
+// priority, aux[2..3] (sf_gpu_fork_hi) at the highest, so that the block
+// scheduler starts their blocks before more of the main stream's
+// (sf_convolve_noise_gpu's clippings beside the convolution; the
+// deblending's side launches were no faster with it: tests/bench/
+// RESULTS.md). SKYFIND_AUX_PRIORITY=0 makes all four the main stream's,
+// for A/B runs.
+static sf_status aux_make(sf_gpu *g)
 {
     sf_status st = SF_OK;
-    if (!g->fork_ev) {
-        for (int i = 0; i < 2; i++) {
-            SF_CUDA(cudaStreamCreateWithFlags(&g->aux[i], cudaStreamNonBlocking));
-            SF_CUDA(cudaEventCreateWithFlags(&g->join_ev[i], cudaEventDisableTiming));
-        }
-        SF_CUDA(cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming));
+    int least = 0, greatest = 0;
+    const char *e = getenv("SKYFIND_AUX_PRIORITY");
+    SF_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    if (e && atoi(e) == 0)
+        greatest = least;
+    for (int i = 0; i < SF_GPU_NAUX; i++) {
+        SF_CUDA(cudaStreamCreateWithPriority(&g->aux[i], cudaStreamNonBlocking, i < 2 ? least : greatest));
+        SF_CUDA(cudaEventCreateWithFlags(&g->join_ev[i], cudaEventDisableTiming));
     }
+    SF_CUDA(cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming));
+fail:
+    return st;
+}
+
+static sf_status fork_range(sf_gpu *g, int first, int n)
+{
+    sf_status st = SF_OK;
+    if (!g->fork_ev)
+        SF_TRY(aux_make(g));
     SF_CUDA(cudaEventRecord(g->fork_ev, g->stream));
-    for (int i = 0; i < n && i < 2; i++)
+    for (int i = first; i < first + n && i < first + 2; i++)
         SF_CUDA(cudaStreamWaitEvent(g->aux[i], g->fork_ev, 0));
 fail:
     return st;
 }
 
-sf_status sf_gpu_join(sf_gpu *g, int n)
+static sf_status join_range(sf_gpu *g, int first, int n)
 {
     sf_status st = SF_OK;
-    for (int i = 0; i < n && i < 2; i++) {
+    for (int i = first; i < first + n && i < first + 2; i++) {
         SF_CUDA(cudaEventRecord(g->join_ev[i], g->aux[i]));
         SF_CUDA(cudaStreamWaitEvent(g->stream, g->join_ev[i], 0));
     }
 fail:
     return st;
 }
+
+sf_status sf_gpu_fork(sf_gpu *g, int n) { return fork_range(g, 0, n); }
+sf_status sf_gpu_join(sf_gpu *g, int n) { return join_range(g, 0, n); }
+sf_status sf_gpu_fork_hi(sf_gpu *g, int n) { return fork_range(g, 2, n); }
+sf_status sf_gpu_join_hi(sf_gpu *g, int n) { return join_range(g, 2, n); }
 
 sf_status sf_gpu_smem_max(sf_gpu *g, const void *fn, size_t bytes)
 {
@@ -667,6 +691,23 @@ static __global__ void rows_kernel(const float *__restrict__ src, size_t pitch, 
     float *d = dst + (size_t)blockIdx.x * nx;
     for (int x = threadIdx.x; x < nx; x += blockDim.x)
         d[x] = s[x];
+}
+
+// The rows into out->data (out: in->nx x rows, compact) on stream s.
+sf_status sf_gpu_rows_on(sf_gpu *g, cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out)
+{
+    sf_status st = SF_OK;
+    int rows = y0 >= 0 && y0 < in->ny && step >= 1 ? (in->ny - 1 - y0) / step + 1 : 0;
+    (void)g;
+    if (rows < 1 || rows != out->ny || out->nx != in->nx || out->stride != (size_t)in->nx ||
+        in->loc != SF_DEVICE || out->loc != SF_DEVICE)
+        return sf_fail(SF_ERR_INTERNAL, "sf_gpu_rows_on: rows from %d by %d of a %d-row image into %d", y0,
+                       step, in->ny, out->ny);
+    rows_kernel<<<rows, 256, 0, s>>>(in->data + (size_t)y0 * in->stride, in->stride * step, in->nx,
+                                     out->data);
+    SF_LAUNCHED();
+fail:
+    return st;
 }
 
 extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out)

@@ -679,6 +679,157 @@ START_TEST(test_gpu_big_kernel)
 }
 END_TEST
 
+/* Rows of the filtered image without filtering it all (sf_convolve_rows_gpu):
+ * the same bits as those rows of the whole image's convolution, for every
+ * edge mode, kernels of 1-24 columns (float and double sums), widths that
+ * are not multiples of a block; a separable kernel is declined. */
+START_TEST(test_gpu_rows)
+{
+    static const int dims[][2] = {{1000, 777}, {515, 300}, {37, 61}, {0, 0}};
+    static const int ksz[][2] = {{15, 15}, {7, 5}, {21, 9}, {3, 17}, {1, 1}, {24, 3}};
+    sf_gpu *g = sftest_gpu();
+    for (int s = 0; dims[s][0]; s++) {
+        sf_image h, d = {0}, o = {0}, r = {0}, ho = {0}, hr = {0};
+        const int nx = dims[s][0], ny = dims[s][1], y0 = 3 % ny, step = 7;
+        const int rows = (ny - 1 - y0) / step + 1;
+        sftest_noise_image(&h, nx, ny, 40 + s, 6, 0.0);
+        ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&o, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&r, nx, rows, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&ho, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&hr, nx, rows, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &h, &d), SF_OK);
+        for (size_t q = 0; q < sizeof ksz / sizeof *ksz; q++)
+            for (int e = 0; e < 4; e++) {
+                sf_kernel k;
+                int done = -1;
+                kernel_random(&k, ksz[q][0], ksz[q][1], 11 + q);
+                ck_assert_int_eq(sf_convolve_gpu(g, &d, &k, SF_CONV_DIRECT, edges[e], 0, &o), SF_OK);
+                sftest_poison(g, r.data, sf_npix(nx, rows) * sizeof(float));
+                ck_assert_int_eq(sf_convolve_rows_gpu(g, &d, &k, SF_CONV_DIRECT, edges[e], y0, step, &r, &done),
+                                 SF_OK);
+                if (k.row && k.col) { /* found rank one: the separable kernels' */
+                    ck_assert_int_eq(done, 0);
+                    sf_kernel_free(&k);
+                    continue;
+                }
+                ck_assert_int_eq(done, 1);
+                ck_assert_int_eq(sf_image_download(g, &o, &ho), SF_OK);
+                ck_assert_int_eq(sf_image_download(g, &r, &hr), SF_OK);
+                for (int i = 0; i < rows; i++)
+                    ck_assert_msg(!memcmp(hr.data + (size_t)i * hr.stride,
+                                          ho.data + (size_t)(y0 + i * step) * ho.stride, (size_t)nx * sizeof(float)),
+                                  "%dx%d kernel %dx%d edge %s: row %d differs from the whole image's",
+                                  nx, ny, k.nx, k.ny, edge_name[e], y0 + i * step);
+                sf_kernel_free(&k);
+            }
+        {   /* separable: the two-pass or fused kernels, not this one */
+            sf_kernel k;
+            int done = -1;
+            ck_assert_int_eq(sf_kernel_gauss(&k, 3.0, 3.0, 0, 0), SF_OK);
+            ck_assert_ptr_nonnull(k.row);
+            ck_assert_int_eq(sf_convolve_rows_gpu(g, &d, &k, SF_CONV_DIRECT, SF_EDGE_REFLECT, y0, step, &r, &done),
+                             SF_OK);
+            ck_assert_int_eq(done, 0);
+            sf_kernel_free(&k);
+        }
+        sf_image_free(&h, NULL);
+        sf_image_free(&ho, NULL);
+        sf_image_free(&hr, NULL);
+        sf_image_free(&d, g);
+        sf_image_free(&o, g);
+        sf_image_free(&r, g);
+    }
+}
+END_TEST
+
+/* convolve noise=measured's clippings beside the convolution
+ * (sf_convolve_noise_gpu): the filtered image is sf_convolve_gpu's, bit for
+ * bit, and both statistics are those of the serial order (the rows copied,
+ * then clipped by sf_background_gpu): median, sigma, counts and
+ * iterations; images with NaN, an unknown NaN hint, or a step of 1 are
+ * declined. */
+START_TEST(test_gpu_noise_beside)
+{
+    static const int dims[][2] = {{2048, 1100}, {1531, 2900}, {0, 0}};
+    sf_gpu *g = sftest_gpu();
+    sf_bkg_params bp;
+    sf_bkg_params_default(&bp);
+    bp.method = SF_BKG_GLOBAL;
+    for (int s = 0; dims[s][0]; s++) {
+        const int nx = dims[s][0], ny = dims[s][1];
+        const size_t npix = sf_npix(nx, ny);
+        const int step = (int)(npix >> 20), y0 = step / 2;
+        sf_image h, d = {0}, o = {0}, o2 = {0}, ho = {0}, ho2 = {0};
+        sf_kernel k;
+        sf_bkg_stats sa, sb, ra, rb;
+        sf_status sta = SF_ERR_INTERNAL, stb = SF_ERR_INTERNAL;
+        int done = -1;
+        if (sftest_quick() && s)
+            break;
+        ck_assert_int_ge(step, 2);
+        sftest_noise_image(&h, nx, ny, 70 + s, 300, 0.0);
+        ck_assert_int_eq(sf_kernel_gauss(&k, 4.5, 3.0, 25, 0), SF_OK); /* not rank one */
+        ck_assert_ptr_null(k.row);
+        ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&o, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&o2, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&ho, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&ho2, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &h, &d), SF_OK);
+        ck_assert_int_eq(sf_gpu_reserve(g, sf_background_gpu_scratch(nx, ny, &bp)), SF_OK);
+        sftest_poison(g, o.data, npix * sizeof(float));
+        ck_assert_msg(sf_convolve_noise_gpu(g, &d, &k, SF_CONV_AUTO, SF_EDGE_REFLECT, 0, y0, step, &bp, &o, &sa,
+                                            &sb, &sta, &stb, &done) == SF_OK,
+                      "%s", sf_errdetail());
+        ck_assert_int_eq(done, 1);
+        ck_assert_int_eq(sta, SF_OK);
+        ck_assert_int_eq(stb, SF_OK);
+        /* the serial order */
+        ck_assert_int_eq(sf_convolve_gpu(g, &d, &k, SF_CONV_AUTO, SF_EDGE_REFLECT, 0, &o2), SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &o, &ho), SF_OK);
+        ck_assert_int_eq(sf_image_download(g, &o2, &ho2), SF_OK);
+        for (int y = 0; y < ny; y++)
+            ck_assert_msg(!memcmp(ho.data + (size_t)y * ho.stride, ho2.data + (size_t)y * ho2.stride,
+                                  (size_t)nx * sizeof(float)),
+                          "%dx%d: the filtered image differs at row %d", nx, ny, y);
+        for (int w = 0; w < 2; w++) {
+            sf_image v;
+            const sf_bkg_stats *got = w ? &sb : &sa;
+            sf_bkg_stats *ref = w ? &rb : &ra;
+            ck_assert_int_eq(sf_gpu_rows(g, w ? &o2 : &d, y0, step, &v), SF_OK);
+            ck_assert_int_eq(sf_background_gpu(g, &v, &bp, ref, NULL, NULL), SF_OK);
+            ck_assert_msg(got->median == ref->median && got->sigma == ref->sigma && got->nused == ref->nused &&
+                              got->nvalid == ref->nvalid && got->niter == ref->niter &&
+                              got->converged == ref->converged,
+                          "%dx%d %s rows: median %.9g sigma %.9g n %lld/%lld %d iterations beside, "
+                          "%.9g %.9g %lld/%lld %d serially", nx, ny, w ? "filtered" : "image", got->median,
+                          got->sigma, got->nused, got->nvalid, got->niter, ref->median, ref->sigma, ref->nused,
+                          ref->nvalid, ref->niter);
+            ck_assert_double_eq_tol(got->mean, ref->mean, 1e-9 * (fabs(ref->mean) + ref->sigma));
+        }
+        /* declined: an unknown or positive NaN hint, a step of 1 */
+        done = -1;
+        ck_assert_int_eq(sf_convolve_noise_gpu(g, &d, &k, SF_CONV_AUTO, SF_EDGE_REFLECT, -1, y0, step, &bp, &o,
+                                               &sa, &sb, &sta, &stb, &done), SF_OK);
+        ck_assert_int_eq(done, 0);
+        ck_assert_int_eq(sf_convolve_noise_gpu(g, &d, &k, SF_CONV_AUTO, SF_EDGE_REFLECT, 1, y0, step, &bp, &o,
+                                               &sa, &sb, &sta, &stb, &done), SF_OK);
+        ck_assert_int_eq(done, 0);
+        ck_assert_int_eq(sf_convolve_noise_gpu(g, &d, &k, SF_CONV_AUTO, SF_EDGE_REFLECT, 0, 0, 1, &bp, &o,
+                                               &sa, &sb, &sta, &stb, &done), SF_OK);
+        ck_assert_int_eq(done, 0);
+        sf_kernel_free(&k);
+        sf_image_free(&h, NULL);
+        sf_image_free(&ho, NULL);
+        sf_image_free(&ho2, NULL);
+        sf_image_free(&d, g);
+        sf_image_free(&o, g);
+        sf_image_free(&o2, g);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("convolve");
@@ -700,6 +851,8 @@ int main(void)
     tcase_add_test(gpu, test_gpu_methods);
     tcase_add_test(gpu, test_gpu_nan_and_small);
     tcase_add_test(gpu, test_gpu_big_kernel);
+    tcase_add_test(gpu, test_gpu_rows);
+    tcase_add_test(gpu, test_gpu_noise_beside);
     tcase_set_timeout(gpu, 600);
     return sftest_main(s, &gpu, 1);
 }

@@ -25,6 +25,7 @@
 #define SKYFIND_CONVOLVE_H
 
 #include "skyfind/image.h"
+#include "skyfind/background.h" /* sf_bkg_params, sf_bkg_stats (sf_convolve_noise_gpu) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,27 @@ sf_status sf_convolve_cpu(const sf_image *in, const sf_kernel *k, int method, in
                           sf_image *out);
 sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                           int edge, int nan, sf_image *out);
+
+/* Rows y0, y0 + step, ... of sf_convolve_gpu's output for an image without
+ * NaN, the same bits, without filtering the rest: out is a device image of
+ * in->nx x ((in->ny - 1 - y0) / step + 1). *done 0 (nothing launched) where
+ * sf_convolve_gpu would not take its register-blocked direct kernel
+ * (separable kernels, kernels over 24 columns, the FFT). */
+sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                               int edge, int y0, int step, sf_image *out, int *done);
+
+/* sf_convolve_gpu (nan must be 0) with convolve noise=measured's two
+ * clipped statistics (bp, method=global) measured beside it: *sa of rows
+ * y0, y0 + step, ... of the image, *sb of the same rows of the filtered
+ * image (sf_convolve_rows_gpu's), each clipping on a side stream in a few
+ * blocks while the convolution runs; *sta and *stb their statuses
+ * (SF_ERR_EMPTY as sf_background_gpu's). *done 0 (nothing launched) where it
+ * does not apply: NaN or an unknown, step < 2, not the direct kernel of
+ * sf_convolve_rows_gpu, or SKYFIND_NOISE_SERIAL=1. */
+sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                                int edge, int nan, int y0, int step, const sf_bkg_params *bp,
+                                sf_image *out, sf_bkg_stats *sa, sf_bkg_stats *sb, sf_status *sta,
+                                sf_status *stb, int *done);
 
 /* The method AUTO uses for this kernel and image on one backend (gpu 0/1):
  * FFT for a side over SF_KERNEL_MAX; on the CPU the cheaper by a cost model

@@ -34,12 +34,14 @@ sf_status sf_gpu_scratch(sf_gpu *g, size_t bytes, void **ptr);
 /* Device buffers kept by the context across runs, one per slot, grown (never
  * shrunk) when a run needs more: the runner's image, mask, labels, maps,
  * filtered image and catalogue, the deblending trees, the fit's pixel lists and
- * Jacobian rows, BANE's node grids (maps made later), and the batch engine's
- * raw input slots, so a batch allocates once however many files it reads.
+ * Jacobian rows, BANE's node grids (maps made later), convolve
+ * noise=measured's sampled rows (of the image and of the filtered image),
+ * and the batch engine's raw input slots, so a batch allocates once however many files it reads.
  * Freed by sf_gpu_destroy. */
 enum {
     SF_GBUF_IMAGE, SF_GBUF_MASK, SF_GBUF_LABELS, SF_GBUF_FILT, SF_GBUF_BKG, SF_GBUF_RMS,
     SF_GBUF_SOURCES, SF_GBUF_DEBLEND, SF_GBUF_SAMPLE, SF_GBUF_FIT, SF_GBUF_FITJ, SF_GBUF_NODES,
+    SF_GBUF_SAMPLE2,
     SF_GBUF_RAW0,
     SF_GBUF_NSLOTS = SF_GBUF_RAW0 + 4
 };

@@ -122,5 +122,19 @@ sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
 sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                           int edge, int nan, sf_image *out) { return NO_GPU; }
 size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method) { return 0; }
+sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                               int edge, int y0, int step, sf_image *out, int *done)
+{
+    *done = 0;
+    return NO_GPU;
+}
+sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
+                                int edge, int nan, int y0, int step, const sf_bkg_params *bp,
+                                sf_image *out, sf_bkg_stats *sa, sf_bkg_stats *sb, sf_status *sta,
+                                sf_status *stb, int *done)
+{
+    *done = 0;
+    return NO_GPU;
+}
 sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layout *l, sf_image *out,
                         long long *nblank) { return NO_GPU; }

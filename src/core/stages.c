@@ -152,14 +152,20 @@ static void noise_rows(const sf_image *im, int *y0, int *step)
     *y0 = *step / 2;
 }
 
+/* The clipped statistics of the rows of im; pre: the GPU's, measured
+ * beside the convolution (sf_convolve_noise_gpu), with its status pst. */
 static sf_status clipped_sigma(sf_state *s, int gpu, const sf_image *im, const sf_bkg_params *bp,
-                               sf_bkg_stats *out)
+                               const sf_bkg_stats *pre, sf_status pst, sf_bkg_stats *out)
 {
     sf_image v;
     int y0, step;
     sf_status st = SF_ERR_EMPTY;
     noise_rows(im, &y0, &step);
-    if (step > 1 && gpu) {
+    if (pre) {
+        st = pst;
+        if (st == SF_OK)
+            *out = *pre;
+    } else if (step > 1 && gpu) {
         if ((st = sf_gpu_rows(s->g, im, y0, step, &v)) == SF_OK)
             st = sf_background_gpu(s->g, &v, bp, out, NULL, NULL);
     } else if (step > 1) {
@@ -176,7 +182,11 @@ static sf_status clipped_sigma(sf_state *s, int gpu, const sf_image *im, const s
     return st;
 }
 
-static sf_status conv_noise_ratio(sf_state *s, int gpu, double *ratio)
+/* The filtered noise's ratio rho = clipped sigma of the filtered image /
+ * clipped sigma of the image; pre (GPU, when the convolution measured them
+ * beside it): the two statistics of the rows and their statuses. */
+static sf_status conv_noise_ratio(sf_state *s, int gpu, const sf_bkg_stats *pre, const sf_status *pst,
+                                  double *ratio)
 {
     sf_bkg_params bp;
     sf_bkg_stats a, b;
@@ -185,9 +195,9 @@ static sf_status conv_noise_ratio(sf_state *s, int gpu, double *ratio)
     bp.method = SF_BKG_GLOBAL;
     if (gpu && (st = sf_gpu_reserve(s->g, sf_background_gpu_scratch(s->img.nx, s->img.ny, &bp))))
         return st;
-    st = clipped_sigma(s, gpu, &s->img, &bp, &a);
+    st = clipped_sigma(s, gpu, &s->img, &bp, pre, pre ? pst[0] : SF_OK, &a);
     if (st == SF_OK)
-        st = clipped_sigma(s, gpu, &s->filt, &bp, &b);
+        st = clipped_sigma(s, gpu, &s->filt, &bp, pre ? pre + 1 : NULL, pre ? pst[1] : SF_OK, &b);
     if (st)
         return st;
     if (!(a.sigma > 0) || !(b.sigma > 0))
@@ -239,9 +249,10 @@ static sf_status conv_run(sf_state *s, const void *pp, int gpu)
 {
     const sf_conv_params *p = pp;
     sf_kernel k;
-    int none, nan = -1;
+    int none, nan = -1, fused = 0;
     double rho = 1, snr_gain = 0;
-    sf_status st;
+    sf_bkg_stats pre[2];
+    sf_status st, pst[2];
     memset(&k, 0, sizeof k);
     s->have_filt = 0;
     if ((st = conv_kernel(s, p, &k, &none)))
@@ -253,12 +264,23 @@ static sf_status conv_run(sf_state *s, const void *pp, int gpu)
     }
     if (s->have & SF_DATA_BKG) /* the background stage counted the finite pixels */
         nan = s->bkg.nvalid < (long long)sf_npix(s->img.nx, s->img.ny);
-    st = gpu ? sf_convolve_gpu(s->g, &s->img, &k, p->method, p->edge, nan, &s->filt)
-             : sf_convolve_cpu(&s->img, &k, p->method, p->edge, nan, &s->filt);
+    if (gpu && (p->noise == 1 || p->kernel == SF_KER_AUTO)) {
+        /* the noise's two clippings beside the convolution, where it can */
+        sf_bkg_params bp;
+        int y0, step;
+        sf_bkg_params_default(&bp);
+        bp.method = SF_BKG_GLOBAL;
+        noise_rows(&s->img, &y0, &step);
+        st = sf_convolve_noise_gpu(s->g, &s->img, &k, p->method, p->edge, nan, y0, step, &bp, &s->filt,
+                                   &pre[0], &pre[1], &pst[0], &pst[1], &fused);
+    }
+    if (st == SF_OK && !fused)
+        st = gpu ? sf_convolve_gpu(s->g, &s->img, &k, p->method, p->edge, nan, &s->filt)
+                 : sf_convolve_cpu(&s->img, &k, p->method, p->edge, nan, &s->filt);
     if (st == SF_OK) {
         s->filt_gain = p->noise == 2 ? 1.0 : sqrt(k.sum2);
         if (p->noise == 1 || p->kernel == SF_KER_AUTO)
-            st = conv_noise_ratio(s, gpu, &rho);
+            st = conv_noise_ratio(s, gpu, fused ? pre : NULL, fused ? pst : NULL, &rho);
         if (p->noise == 1)
             s->filt_gain = rho;
     }
