@@ -338,6 +338,7 @@ static direct2d_rb_rows_fn direct2d_rb_rows_pick(int dbl)
 }
 
 #define RB_ROWS_THREADS 128 // direct2d_rb_rows: 512 outputs of a row a block
+#define RB_ROWS_MAX 65535   // rows (the grid's y): more are declined
 
 static int sep_two_pass(const sf_kernel *k, int nans);
 
@@ -695,7 +696,7 @@ extern "C" sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const s
         y0 >= in->ny || out->nx != in->nx || out->ny != (in->ny - 1 - y0) / step + 1)
         return sf_fail(SF_ERR_INTERNAL, "sf_convolve_rows_gpu: rows from %d by %d of a %dx%d image "
                        "into %dx%d", y0, step, in->nx, in->ny, out->nx, out->ny);
-    if (!rb_applies(g, k, method, in->nx, in->ny))
+    if (!rb_applies(g, k, method, in->nx, in->ny) || out->ny > RB_ROWS_MAX)
         return SF_OK;
     SF_TRY(rb_rows_run(g, g->stream, in, k, edge, y0, step, out));
     *done = 1;
@@ -729,9 +730,10 @@ extern "C" sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const 
     int forked = 0;
     *done = 0;
     *sta = *stb = SF_OK;
-    if (nan != 0 || step < 2 || rows < 1 || in->loc != SF_DEVICE || out->loc != SF_DEVICE ||
-        in->data == out->data || out->nx != in->nx || out->ny != in->ny || g->pinned_bytes < 4096 + 2 * SF_BKG_CLIP_RES ||
-        env_int("SKYFIND_NOISE_SERIAL", 0) || !rb_applies(g, k, method, in->nx, in->ny))
+    if (nan != 0 || step < 2 || rows < 1 || rows > RB_ROWS_MAX || in->loc != SF_DEVICE ||
+        out->loc != SF_DEVICE || in->data == out->data || out->nx != in->nx || out->ny != in->ny ||
+        g->pinned_bytes < 4096 + 2 * SF_BKG_CLIP_RES || env_int("SKYFIND_NOISE_SERIAL", 0) ||
+        !rb_applies(g, k, method, in->nx, in->ny))
         return SF_OK;
     ca = sf_align256(sf_bkg_clip_bytes(g, n, most));
     cb = ca;

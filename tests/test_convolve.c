@@ -740,6 +740,19 @@ START_TEST(test_gpu_rows)
         sf_image_free(&o, g);
         sf_image_free(&r, g);
     }
+    {   /* more rows than a grid's y: declined (the serial order takes them) */
+        sf_image d = {0}, r = {0};
+        sf_kernel k;
+        int done = -1;
+        kernel_random(&k, 15, 15, 5);
+        ck_assert_int_eq(sf_image_alloc(&d, 16, 140000, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&r, 16, 70000, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_convolve_rows_gpu(g, &d, &k, SF_CONV_DIRECT, SF_EDGE_REFLECT, 0, 2, &r, &done), SF_OK);
+        ck_assert_int_eq(done, 0);
+        sf_kernel_free(&k);
+        sf_image_free(&d, g);
+        sf_image_free(&r, g);
+    }
 }
 END_TEST
 

@@ -104,7 +104,8 @@ sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int
  * NaN, the same bits, without filtering the rest: out is a device image of
  * in->nx x ((in->ny - 1 - y0) / step + 1). *done 0 (nothing launched) where
  * sf_convolve_gpu would not take its register-blocked direct kernel
- * (separable kernels, kernels over 24 columns, the FFT). */
+ * (separable kernels, kernels over 24 columns, the FFT) or for more than
+ * 65535 rows. */
 sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                                int edge, int y0, int step, sf_image *out, int *done);
 
@@ -114,8 +115,8 @@ sf_status sf_convolve_rows_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k
  * image (sf_convolve_rows_gpu's), each clipping on a side stream in a few
  * blocks while the convolution runs; *sta and *stb their statuses
  * (SF_ERR_EMPTY as sf_background_gpu's). *done 0 (nothing launched) where it
- * does not apply: NaN or an unknown, step < 2, not the direct kernel of
- * sf_convolve_rows_gpu, or SKYFIND_NOISE_SERIAL=1. */
+ * does not apply: NaN or an unknown, step < 2, rows sf_convolve_rows_gpu
+ * declines, or SKYFIND_NOISE_SERIAL=1. */
 sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                                 int edge, int nan, int y0, int step, const sf_bkg_params *bp,
                                 sf_image *out, sf_bkg_stats *sa, sf_bkg_stats *sb, sf_status *sta,
