@@ -26,9 +26,12 @@
 // sources, the radix histograms (find_bin, flush, zero, hist1_add), the
 // partials (combine_parts, write_part) and pass S (pass_s); the clipping
 // kernel bkg_clip; the first window's kernels (bkg_sample, bkg_bracket);
-// bkg_fill (the constant maps); the launchers: grid and scratch sizes and
-// sf_background_gpu, which dispatches method=mesh and method=bane to their
-// files.
+// bkg_fill (the constant maps); the launchers: grid and scratch sizes,
+// bkg_launch (every launch, on a given stream) and bkg_stats (the result
+// record read), sf_background_gpu (the two in a row; it dispatches
+// method=mesh and method=bane to their files), and sf_bkg_clip_launch and
+// sf_bkg_clip_stats (the same on a caller's stream, for the noise
+// clippings beside the convolution, gpu/convolve.cu).
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -60,6 +63,7 @@ struct bkg_result {
     double median, sigma, mean;
     unsigned long long n, nvalid;
     int niter, converged, error, iter, nfull;
+    int grid; // the blocks it ran in (SKYFIND_BKG_PROFILE's line)
     unsigned long long prof[BKG_PROF]; // SKYFIND_BKG_PROFILE: ns in each phase, block 0
 };
 
@@ -619,6 +623,7 @@ bkg_clip(const float *__restrict__ img, size_t n, bkg_work w)
         r.error = error;
         r.iter = iter;
         r.nfull = pl.nfull;
+        r.grid = (int)gridDim.x;
         for (int k = 0; k < BKG_PROF; k++)
             r.prof[k] = pacc[k];
         *w.res = r;
@@ -811,7 +816,7 @@ fail:
 }
 
 // The statistics of a result record (in host memory).
-static sf_status bkg_stats(const bkg_result *r, const sf_image *img, int grid, sf_bkg_stats *out)
+static sf_status bkg_stats(const bkg_result *r, const sf_image *img, sf_bkg_stats *out)
 {
     if (r->error)
         return sf_fail(SF_ERR_EMPTY, r->iter == 1 ? "background: the image has no finite pixels"
@@ -829,7 +834,7 @@ static sf_status bkg_stats(const bkg_result *r, const sf_image *img, int grid, s
                 "bkg_clip %dx%d: %d iterations, %d full passes, grid %d x %d; us: E pass %.1f, E sync "
                 "%.1f, combine %.1f, S pass %.1f, S sync %.1f, radix passes %.1f, radix syncs %.1f, "
                 "rest %.1f\n",
-                img->nx, img->ny, r->niter, r->nfull, grid, BKG_THREADS, r->prof[0] / 1e3,
+                img->nx, img->ny, r->niter, r->nfull, r->grid, BKG_THREADS, r->prof[0] / 1e3,
                 r->prof[1] / 1e3, r->prof[2] / 1e3, r->prof[3] / 1e3, r->prof[4] / 1e3, r->prof[5] / 1e3,
                 r->prof[6] / 1e3, r->prof[7] / 1e3);
     return SF_OK;
@@ -881,7 +886,7 @@ extern "C" sf_status sf_background_gpu(sf_gpu *g, const sf_image *img, const sf_
     SF_TRY(sf_gpu_scratch(g, bkg_bytes(n, grid), &base));
     SF_TRY(bkg_launch(g, g->stream, img, p, grid, (char *)base, &w));
     SF_TRY(sf_gpu_to_host(g, &r, w.res, sizeof r));
-    SF_TRY(bkg_stats(&r, img, grid, out));
+    SF_TRY(bkg_stats(&r, img, out));
     if (bkg || rms) {
         bkg_fill<<<sf_blocks(n, 256) < 4096 ? sf_blocks(n, 256) : 4096, 256, 0, g->stream>>>(
             bkg ? bkg->data : NULL, rms ? rms->data : NULL, n, w.res);
@@ -913,15 +918,14 @@ extern "C" sf_status sf_bkg_clip_launch(sf_gpu *g, cudaStream_t s, const sf_imag
     SF_TRY(bkg_launch(g, s, img, p, grid, (char *)scratch, &w));
     SF_CUDA(cudaMemcpyAsync(res, w.res, sizeof(bkg_result), cudaMemcpyDeviceToHost, s));
     g->d2h += sizeof(bkg_result);
-    ((int *)((char *)res + SF_BKG_CLIP_RES))[-1] = grid;
 fail:
     return st;
 }
 
 extern "C" sf_status sf_bkg_clip_stats(const void *res, const sf_image *img, sf_bkg_stats *out)
 {
-    static_assert(sizeof(bkg_result) + sizeof(int) <= SF_BKG_CLIP_RES, "SF_BKG_CLIP_RES");
+    static_assert(sizeof(bkg_result) <= SF_BKG_CLIP_RES, "SF_BKG_CLIP_RES");
     bkg_result r;
     memcpy(&r, res, sizeof r);
-    return bkg_stats(&r, img, ((const int *)((const char *)res + SF_BKG_CLIP_RES))[-1], out);
+    return bkg_stats(&r, img, out);
 }

@@ -68,9 +68,11 @@ sf_status sf_gpu_join(sf_gpu *g, int n);
 // The same with g->aux[2..2+n-1], streams of the highest priority: the
 // block scheduler starts their blocks before more of g->stream's.
 sf_status sf_gpu_fork_hi(sf_gpu *g, int n);
-// sf_gpu_rows' copy into out (in->nx x rows, compact, the caller's) on stream s.
-sf_status sf_gpu_rows_on(sf_gpu *g, cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out);
 sf_status sf_gpu_join_hi(sf_gpu *g, int n);
+// sf_gpu_rows in two steps: the compact view of the rows in the context's
+// buffer `slot`, then the copy into it on stream s.
+sf_status sf_gpu_rows_view(sf_gpu *g, const sf_image *in, int y0, int step, int slot, sf_image *out);
+sf_status sf_gpu_rows_on(cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out);
 
 // method=global's clipping launched on a stream of the caller's (gpu/
 // background.cu), so that two run side by side with other work

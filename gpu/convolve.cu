@@ -291,6 +291,16 @@ static size_t direct2d_rb_smem(const sf_kernel *k, int nans)
     return ((size_t)(RBT * 4 + k->ny - 1) * (RBW + kxp) * (nans ? 2 : 1) + k->ny * kxp) * sizeof(float);
 }
 
+// Whether direct2d_rb takes the kernel (SKYFIND_CONV_RB=0: never).
+static int rb_fits(const sf_gpu *g, const sf_kernel *k, int nans)
+{
+    return round4(k->nx) <= 24 && direct2d_rb_smem(k, nans) <= g->smem_optin &&
+           env_int("SKYFIND_CONV_RB", 1);
+}
+
+// Its sums in double (direct2d_run's choice: the same sums).
+static int rb_dbl(const sf_kernel *k) { return k->nx * k->ny > 225 || k->ny > 9; }
+
 // The register-blocked 2-D kernel over the whole image, for kernels of up to
 // 24 columns whose tile fits (SKYFIND_CONV_RB=0 takes direct2d_kernel
 // instead, for A/B runs). *done stays 0 (nothing launched) where it does not
@@ -301,11 +311,11 @@ static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel 
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
     const size_t smem = direct2d_rb_smem(k, nans);
-    const int dbl = k->nx * k->ny > 225 || k->ny > 9; // direct2d_run's choice: the same sums
+    const int dbl = rb_dbl(k);
     direct2d_rb_fn fn = NULL;
     const float *wg = NULL;
     *done = 0;
-    if (kxp > 24 || smem > g->smem_optin || !env_int("SKYFIND_CONV_RB", 1))
+    if (!rb_fits(g, k, nans))
         return SF_OK;
     switch (kxp) {
     case 4: fn = direct2d_rb_pick<4>(nans, dbl); break;
@@ -340,19 +350,25 @@ static direct2d_rb_rows_fn direct2d_rb_rows_pick(int dbl)
 #define RB_ROWS_THREADS 128 // direct2d_rb_rows: 512 outputs of a row a block
 #define RB_ROWS_MAX 65535   // rows (the grid's y): more are declined
 
+// Shared bytes of direct2d_rb_rows: ky input rows and the weights.
+static size_t rb_rows_smem(const sf_kernel *k)
+{
+    const size_t kxp = round4(k->nx);
+    return ((size_t)k->ny * (4 * RB_ROWS_THREADS + kxp) + (size_t)k->ny * kxp) * sizeof(float);
+}
+
 static int sep_two_pass(const sf_kernel *k, int nans);
 
-// Whether conv_direct filters an image without NaN by direct2d_rb (its
-// rows are then direct2d_rb_rows' too).
+// Whether conv_direct filters an image without NaN by direct2d_rb (the
+// branches it takes before: the separable kernels), so that its rows are
+// direct2d_rb_rows' too.
 static int rb_applies(const sf_gpu *g, const sf_kernel *k, int method, int nx, int ny)
 {
     if (method == SF_CONV_AUTO)
         method = sf_convolve_pick(k, nx, ny, 1);
     return method == SF_CONV_DIRECT && k->nx <= SF_KERNEL_MAX && k->ny <= SF_KERNEL_MAX &&
-           !sep_two_pass(k, 0) && !(k->row && k->col) && round4(k->nx) <= 24 &&
-           direct2d_rb_smem(k, 0) <= g->smem_optin &&
-           (size_t)k->ny * (4 * RB_ROWS_THREADS + 24 + 24) * sizeof(float) <= g->smem_optin &&
-           env_int("SKYFIND_CONV_RB", 1);
+           !sep_two_pass(k, 0) && !(k->row && k->col) && rb_fits(g, k, 0) &&
+           rb_rows_smem(k) <= g->smem_optin;
 }
 
 // Rows y0, y0 + step, ... of the filtered image into out (nx x rows,
@@ -362,8 +378,8 @@ static sf_status rb_rows_run(sf_gpu *g, cudaStream_t s, const sf_image *in, cons
 {
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2, w = 4 * RB_ROWS_THREADS;
-    const int dbl = k->nx * k->ny > 225 || k->ny > 9; // direct2d_rb_run's
-    const size_t smem = ((size_t)k->ny * (w + kxp) + (size_t)k->ny * kxp) * sizeof(float);
+    const int dbl = rb_dbl(k);
+    const size_t smem = rb_rows_smem(k);
     direct2d_rb_rows_fn fn = NULL;
     const float *wg = NULL;
     switch (kxp) {
@@ -722,7 +738,6 @@ extern "C" sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const 
     const int most = env_int("SKYFIND_NOISE_BLOCKS", NOISE_BLOCKS);
     size_t ca, cb;
     char *base = NULL;
-    void *da = NULL, *db = NULL;
     const float *wg = NULL;
     const int aside = env_int("SKYFIND_NOISE_ASIDE", 1);
     char *res = (char *)g->pinned + 4096; // sf_gpu_to_host's bytes are below
@@ -741,28 +756,20 @@ extern "C" sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const 
         return SF_ERR_CUDA;
     SF_TRY(sf_gpu_scratch(g, ca + cb, (void **)&base));
     // the rows of the image (SF_GBUF_SAMPLE) and of the filtered image
-    // (SF_GBUF_SAMPLE2, made from the image's rows around them), then both
-    // clippings on the side streams, beside the whole convolution
-    if (aside) { // the rows made on the side streams too
-        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE, n * sizeof(float), &da));
-        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE2, n * sizeof(float), &db));
-        ra = *in;
-        ra.ny = rows;
-        ra.stride = (size_t)in->nx;
-        ra.data = (float *)da;
-        SF_TRY(weights_2d(g, k, round4(k->nx), &wg)); // on g->stream, before the fork
-    } else {
-        SF_TRY(sf_gpu_rows(g, in, y0, step, &ra));
-        SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE2, n * sizeof(float), &db));
-    }
-    rf = ra;
-    rf.data = (float *)db;
-    if (!aside)
+    // (SF_GBUF_SAMPLE2, made from the image's rows around them), on the
+    // side streams (SKYFIND_NOISE_ASIDE=0: on g->stream before them), then
+    // both clippings there, beside the whole convolution
+    SF_TRY(sf_gpu_rows_view(g, in, y0, step, SF_GBUF_SAMPLE, &ra));
+    SF_TRY(sf_gpu_rows_view(g, in, y0, step, SF_GBUF_SAMPLE2, &rf));
+    SF_TRY(weights_2d(g, k, round4(k->nx), &wg)); // on g->stream, before the fork
+    if (!aside) {
+        SF_TRY(sf_gpu_rows_on(g->stream, in, y0, step, &ra));
         SF_TRY(rb_rows_run(g, g->stream, in, k, edge, y0, step, &rf));
+    }
     SF_TRY(sf_gpu_fork_hi(g, 2));
     forked = 1;
     if (aside) {
-        SF_TRY(sf_gpu_rows_on(g, g->aux[2], in, y0, step, &ra));
+        SF_TRY(sf_gpu_rows_on(g->aux[2], in, y0, step, &ra));
         SF_TRY(rb_rows_run(g, g->aux[3], in, k, edge, y0, step, &rf));
     }
     SF_TRY(sf_bkg_clip_launch(g, g->aux[2], &ra, bp, most, base, res));

@@ -5,8 +5,9 @@
 // runs; pinned and registered host memory; the staged copies of large
 // pageable buffers (stage_take, h2d, d2h) and the copy lane; scratch and
 // allocation bookkeeping; counted copies, memset, negate, the raw import,
-// kernels' shared-memory limits (sf_gpu_smem_max), sampled rows
-// (rows_kernel); event timers and the copy-bandwidth probe; cuFFT, opened
+// the side streams (sf_gpu_fork, sf_gpu_fork_hi), kernels' shared-memory
+// limits (sf_gpu_smem_max), sampled rows (rows_kernel: sf_gpu_rows,
+// sf_gpu_rows_view, sf_gpu_rows_on); event timers and the copy-bandwidth probe; cuFFT, opened
 // on first use.
 #include <dlfcn.h>
 #include <pthread.h>
@@ -693,24 +694,9 @@ static __global__ void rows_kernel(const float *__restrict__ src, size_t pitch, 
         d[x] = s[x];
 }
 
-// The rows into out->data (out: in->nx x rows, compact) on stream s.
-sf_status sf_gpu_rows_on(sf_gpu *g, cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out)
-{
-    sf_status st = SF_OK;
-    int rows = y0 >= 0 && y0 < in->ny && step >= 1 ? (in->ny - 1 - y0) / step + 1 : 0;
-    (void)g;
-    if (rows < 1 || rows != out->ny || out->nx != in->nx || out->stride != (size_t)in->nx ||
-        in->loc != SF_DEVICE || out->loc != SF_DEVICE)
-        return sf_fail(SF_ERR_INTERNAL, "sf_gpu_rows_on: rows from %d by %d of a %d-row image into %d", y0,
-                       step, in->ny, out->ny);
-    rows_kernel<<<rows, 256, 0, s>>>(in->data + (size_t)y0 * in->stride, in->stride * step, in->nx,
-                                     out->data);
-    SF_LAUNCHED();
-fail:
-    return st;
-}
-
-extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out)
+// A compact device image of the rows y0, y0 + step, ... of in, in the
+// context's buffer `slot` (nothing copied yet).
+sf_status sf_gpu_rows_view(sf_gpu *g, const sf_image *in, int y0, int step, int slot, sf_image *out)
 {
     sf_status st = SF_OK;
     void *d = NULL;
@@ -719,10 +705,7 @@ extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step
     if (rows < 1 || in->loc != SF_DEVICE)
         return sf_fail(SF_ERR_INTERNAL, "sf_gpu_rows: rows from %d by %d of a %d-row %s image", y0, step,
                        in->ny, in->loc == SF_DEVICE ? "device" : "host");
-    SF_TRY(sf_gpu_buffer(g, SF_GBUF_SAMPLE, (size_t)in->nx * rows * sizeof(float), &d));
-    rows_kernel<<<rows, 256, 0, g->stream>>>(in->data + (size_t)y0 * in->stride, in->stride * step,
-                                             in->nx, (float *)d);
-    SF_LAUNCHED();
+    SF_TRY(sf_gpu_buffer(g, slot, (size_t)in->nx * rows * sizeof(float), &d));
     out->nx = in->nx;
     out->ny = rows;
     out->stride = (size_t)in->nx;
@@ -730,6 +713,23 @@ extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step
     out->loc = SF_DEVICE;
 fail:
     return st;
+}
+
+// The rows into such a view, on stream s.
+sf_status sf_gpu_rows_on(cudaStream_t s, const sf_image *in, int y0, int step, sf_image *out)
+{
+    sf_status st = SF_OK;
+    rows_kernel<<<out->ny, 256, 0, s>>>(in->data + (size_t)y0 * in->stride, in->stride * step, in->nx,
+                                        out->data);
+    SF_LAUNCHED();
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_gpu_rows(sf_gpu *g, const sf_image *in, int y0, int step, sf_image *out)
+{
+    sf_status st = sf_gpu_rows_view(g, in, y0, step, SF_GBUF_SAMPLE, out);
+    return st ? st : sf_gpu_rows_on(g->stream, in, y0, step, out);
 }
 
 extern "C" void sf_gpu_bytes(const sf_gpu *g, uint64_t *h2d, uint64_t *d2h)

@@ -152,6 +152,13 @@ static void noise_rows(const sf_image *im, int *y0, int *step)
     *y0 = *step / 2;
 }
 
+/* The clipping of both: method=global's defaults. */
+static void noise_params(sf_bkg_params *bp)
+{
+    sf_bkg_params_default(bp);
+    bp->method = SF_BKG_GLOBAL;
+}
+
 /* The clipped statistics of the rows of im; pre: the GPU's, measured
  * beside the convolution (sf_convolve_noise_gpu), with its status pst. */
 static sf_status clipped_sigma(sf_state *s, int gpu, const sf_image *im, const sf_bkg_params *bp,
@@ -191,8 +198,7 @@ static sf_status conv_noise_ratio(sf_state *s, int gpu, const sf_bkg_stats *pre,
     sf_bkg_params bp;
     sf_bkg_stats a, b;
     sf_status st;
-    sf_bkg_params_default(&bp);
-    bp.method = SF_BKG_GLOBAL;
+    noise_params(&bp);
     if (gpu && (st = sf_gpu_reserve(s->g, sf_background_gpu_scratch(s->img.nx, s->img.ny, &bp))))
         return st;
     st = clipped_sigma(s, gpu, &s->img, &bp, pre, pre ? pst[0] : SF_OK, &a);
@@ -268,8 +274,7 @@ static sf_status conv_run(sf_state *s, const void *pp, int gpu)
         /* the noise's two clippings beside the convolution, where it can */
         sf_bkg_params bp;
         int y0, step;
-        sf_bkg_params_default(&bp);
-        bp.method = SF_BKG_GLOBAL;
+        noise_params(&bp);
         noise_rows(&s->img, &y0, &step);
         st = sf_convolve_noise_gpu(s->g, &s->img, &k, p->method, p->edge, nan, y0, step, &bp, &s->filt,
                                    &pre[0], &pre[1], &pst[0], &pst[1], &fused);
