@@ -444,6 +444,15 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
     st = run_text(pipe, im, SF_BACKEND_GPU, beam, set, &g);
     ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
     same_components(&c, &g, buf);
+    /* the measure stage's catalogue too (bkg and rms at the peak from the
+     * maps the GPU's threshold pass made from BANE's node grids) */
+    ck_assert_msg(c.nsources == g.nsources, "%s: %d sources against %d", buf, c.nsources,
+                  g.nsources);
+    for (int i = 0; i < c.nsources; i++)
+        ck_assert_msg(memcmp(&c.sources[i], &g.sources[i], sizeof c.sources[i]) == 0,
+                      "%s: source %d: bkg %.9g/%.9g rms %.9g/%.9g flux %.17g/%.17g", buf, i + 1,
+                      c.sources[i].bkg, g.sources[i].bkg, c.sources[i].rms, g.sources[i].rms,
+                      c.sources[i].flux_sum, g.sources[i].flux_sum);
     if (getenv("SKYFIND_TEST_VERBOSE"))
         printf("%s: %d components identical\n", buf, c.ncomps);
     sf_run_result_free(&c);
@@ -456,6 +465,14 @@ static const char *PIPE_RADIO = "background method=bane\n"
                                 "deblend\n"
                                 "measure\n"
                                 "fit\n";
+
+static const char *PIPE_RADIO_CONV = "background method=bane step=5 box=30\n"
+                                     "convolve kernel=gauss fwhm=2.5\n"
+                                     "threshold nsigma=4 flood=2.5\n"
+                                     "segment connectivity=8 min_area=3\n"
+                                     "deblend\n"
+                                     "measure\n"
+                                     "fit\n";
 
 START_TEST(gpu_sims)
 {
@@ -495,6 +512,13 @@ START_TEST(gpu_awkward)
         sftest_noise_image(&im, nx, ny, 500 + i, (nx * ny) / 400 + 1, 0.01);
         gpu_same(PIPE_GLOBAL, &im, 0, NULL, "noise+blobs+NaN");
         gpu_same(PIPE_GLOBAL, &im, 0, "fit.components=maxima fit.peak_nsigma=0", "noise+blobs+NaN");
+        /* BANE's maps (made in the GPU's threshold pass) read where the image
+         * is NaN but the filtered image is not, with the rms map and with
+         * rms=global, on the cell path (step 5, box 30) and the pixel path
+         * (step 7) */
+        gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, noise+blobs+NaN");
+        gpu_same(PIPE_RADIO_CONV, &im, 0, "threshold.rms=global background.step=7",
+                 "bane+filter, noise+blobs+NaN");
         sf_image_free(&im, NULL);
     }
 }
