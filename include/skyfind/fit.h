@@ -136,7 +136,9 @@ typedef struct {
                                    the GPU reads labels only where it is set */
     float level, sigma;         /* global values (used without maps) */
     int subtract;               /* m = v - background (the measure stage's rule) */
-    const sf_source *sources;   /* the measure stage's table (nobj entries, same location) */
+    const sf_source *sources;   /* the measure stage's table (nobj entries, same location);
+                                   the GPU makes room for an island's pixels from its
+                                   objects' npix (more usable pixels than that: an error) */
     int nobj;                   /* objects (labels) */
     const int *parent;          /* host: island of each object (nobj + 1 entries), NULL
                                    without a deblend stage (island = object) */
