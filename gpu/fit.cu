@@ -8,7 +8,6 @@
 //   fit_caps     each island's room: the measure stage's npix of its objects
 //                (a usable pixel is a measured one: m finite, and the rms
 //                finite and > 0), so the image is scanned once, not twice
-//                (fit_count did, for the exact counts: 70-160 us at 8192^2)
 //   fit_scatter  the usable pixels' linear indices into each island's
 //                segment (atomics; labels read only under the threshold mask)
 //   fit_ends     each segment's end (a count over the room: an error);
@@ -22,9 +21,13 @@
 //   fit_lm       per island: the guesses, Levenberg-Marquardt (the pixel
 //                passes by all threads, each sum by one warp, warp 0 solving:
 //                lm_solve_warp), the final sums and the components
-//   fit_totals   the components' and Jacobians' totals, one download
+//   fit_totals   the components' and Jacobians' totals and fit_ends' report,
+//                one download
 //   fit_finish   per component: the derived values (sizes, errors,
 //                deconvolution), as the CPU's sf_fit_finish
+// Then the host side, sf_fit_gpu: the island tables carved in the scratch,
+// the launches above, and three downloads (the rooms' total, which sizes
+// the pixel buffers; the totals; the components).
 #include <stdint.h>
 #include <string.h>
 #include <cub/cub.cuh>

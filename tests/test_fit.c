@@ -444,8 +444,9 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
     st = run_text(pipe, im, SF_BACKEND_GPU, beam, set, &g);
     ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
     same_components(&c, &g, buf);
-    /* the measure stage's catalogue too (bkg and rms at the peak from the
-     * maps the GPU's threshold pass made from BANE's node grids) */
+    /* the measure stage's catalogue too (with method=bane its bkg and rms
+     * at the peak come, on the GPU, from the maps the threshold pass makes
+     * from BANE's node grids) */
     ck_assert_msg(c.nsources == g.nsources, "%s: %d sources against %d", buf, c.nsources,
                   g.nsources);
     for (int i = 0; i < c.nsources; i++)
