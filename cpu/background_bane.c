@@ -5,9 +5,9 @@
  * - bane_median: the exact median of a node's kept pixels (histogram, then
  *   only the middle bins ordered);
  * - bane_node: a node that reads its box (exact integer sums in doubles);
- * - the cell path (bane_cellset, key_sort, bane_ring_alloc, bane_cell_fill,
- *   lower_near, bane_node_cells): cell-aligned nodes from sorted cells and
- *   their running sums' records;
+ * - the cell path (bane_cellset, key_sort, bucket_sort, bane_ring_alloc,
+ *   bane_cell_fill, lower_near, bane_node_cells): cell-aligned nodes from
+ *   sorted cells and their running sums' records;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
  *   stage (cells, nodes in parallel, fill, maps a node span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
@@ -276,36 +276,97 @@ static sf_status bane_ring_alloc(int ccx, int ccy, int step, int span, bane_cell
     return SF_OK;
 }
 
+/* Sort a cell's n finite values v (extremes vmin < vmax) as keys k (sf_fkey
+ * order) when they spread evenly enough: each value's bucket, one of nb of
+ * equal width between the extremes (a monotone map, so the buckets are in
+ * value order), the keys placed bucket by bucket, then an insertion sort
+ * that only moves a key within its bucket. Noise fills a cell's buckets
+ * evenly (a few values each); a bright source's cell piles most values into
+ * a few buckets, where the insertion sort would cost up to n^2/4 moves: then
+ * (more than 16 moves a value) it returns 0 with k untouched, for key_sort.
+ * The sorted keys are the same either way (one order of the keys); at 17 x
+ * 17 cells this is about 1.5x faster than key_sort's four passes, whose
+ * counters chain through memory when neighbours share a digit.
+ * bk: n bucket numbers of scratch. */
+#define BUCKETS_MAX 4096
+static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *k,
+                       unsigned short *bk)
+{
+    unsigned short start[BUCKETS_MAX + 1];
+    int nb = 16;
+    long cost = 0;
+    while (nb < n && nb < BUCKETS_MAX)
+        nb <<= 1;
+    {
+        const double lo = vmin, scale = (nb - 1) / ((double)vmax - lo);
+        memset(start, 0, (size_t)(nb + 1) * sizeof *start);
+        for (int i = 0; i < n; i++) {
+            const int b = (int)(((double)v[i] - lo) * scale);
+            bk[i] = (unsigned short)b;
+            start[b + 1]++;
+        }
+    }
+    for (int b = 1; b <= nb; b++) {
+        cost += (long)start[b] * start[b];
+        start[b] = (unsigned short)(start[b] + start[b - 1]);
+    }
+    if (cost > 16L * n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        k[start[bk[i]]++] = sf_fkey(v[i]);
+    for (int i = 1; i < n; i++) {
+        const uint32_t t = k[i];
+        int j = i - 1;
+        while (j >= 0 && k[j] > t) {
+            k[j + 1] = k[j];
+            j--;
+        }
+        k[j + 1] = t;
+    }
+    return 1;
+}
+
 /* Cell (cx, cy) into its ring row: its finite values sorted (by sf_fkey
- * order), then their running sums. */
+ * order: bucket_sort, else key_sort), then their running sums. */
 static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 {
     const int step = c->step, nx = img->nx, ny = img->ny;
     const size_t ci = (size_t)(cy % c->w) * c->ccx + cx, o = ci * c->slot;
     uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
-    unsigned h[4][256];
-    float *v = c->v + o;
+    unsigned short bk[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
+    float *v = c->v + o, vmin = INFINITY, vmax = -INFINITY;
     uint32_t *k = (uint32_t *)v;
     int n = 0;
-    memset(h, 0, sizeof h);
     for (int y = cy * step; y < (cy + 1) * step && y < ny; y++) {
         const float *row = img->data + (size_t)y * img->stride;
         const int xe = (cx + 1) * step < nx ? (cx + 1) * step : nx;
         for (int x = cx * step; x < xe; x++) {
             const float f = row[x];
             if (isfinite(f)) {
-                const uint32_t u = sf_fkey(f);
-                k[n++] = u;
-                h[0][u & 255u]++;
-                h[1][(u >> 8) & 255u]++;
-                h[2][(u >> 16) & 255u]++;
-                h[3][u >> 24]++;
+                v[n++] = f;
+                vmin = f < vmin ? f : vmin;
+                vmax = f > vmax ? f : vmax;
             }
         }
     }
-    key_sort(k, tmp, n, h);
-    for (int i = 0; i < n; i++)
-        v[i] = sf_fkey_value(k[i]);
+    if (n >= 48 && vmax > vmin && bucket_sort(v, n, vmin, vmax, tmp, bk)) {
+        for (int i = 0; i < n; i++)
+            v[i] = sf_fkey_value(tmp[i]);
+    } else {
+        unsigned h[4][256];
+        memset(h, 0, sizeof h);
+        for (int i = 0; i < n; i++) {
+            const uint32_t u = sf_fkey(v[i]);
+            k[i] = u;
+            h[0][u & 255u]++;
+            h[1][(u >> 8) & 255u]++;
+            h[2][(u >> 16) & 255u]++;
+            h[3][u >> 24]++;
+        }
+        key_sort(k, tmp, n, h);
+        for (int i = 0; i < n; i++)
+            v[i] = sf_fkey_value(k[i]);
+    }
     sf_bane_records(v, n, c->rec + ci * c->rslot);
     c->cnt[ci] = n;
 }

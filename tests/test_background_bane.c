@@ -325,6 +325,105 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* The cell path's node level is the exact median of the box's kept pixels
+ * (BANE's rule, recomputed here pixel by pixel in double) and its rms their
+ * standard deviation, at every node whose box is whole. Three bands of
+ * rows: noise quantised to 1/64 (many equal values, and zeros of both
+ * signs); values in [0, 1/16) with one 1.0 a cell (about ten values in each
+ * of the cell sort's buckets that hold any, which its insertion sort
+ * orders); noise in [-1, 1). With a bright compact source (its cells crowd
+ * a few buckets, so the sort falls back to its radix passes) and a single
+ * 1e6 pixel. A cell sorted wrongly would give a wrong median. */
+START_TEST(test_cell_medians)
+{
+    const int step = 17, box = 102, n = 12 * step, h = box / 2;
+    sf_image im, b, r;
+    sf_bkg_stats st;
+    sf_bkg_params p = bane_params(step, box);
+    unsigned long long u = 12345;
+    float *kept = malloc((size_t)box * box * sizeof *kept);
+    int checked = 0;
+    ck_assert_ptr_nonnull(kept);
+    ck_assert(sf_bane_use_cells(step, box));
+    sf_image_alloc(&im, n, n, SF_HOST, NULL);
+    for (int i = 0; i < n * n; i++) {
+        u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+        const int q = (int)(u >> 33) % 129 - 64, x = i % n, y = i / n; /* q: -64..64 */
+        const double c = (double)(u >> 11) / 9007199254740992.0;        /* [0, 1) */
+        if (y < 4 * step) /* quantised */
+            im.data[i] = q == 0 && (i & 1) ? -0.0f : (float)q / 64.0f;
+        else if (y < 8 * step) /* a narrow band, and a 1.0 in each cell */
+            im.data[i] = x % step == 3 && y % step == 5 ? 1.0f : (float)(c / 16.0);
+        else
+            im.data[i] = (float)(2.0 * c - 1.0);
+    }
+    for (int y = 0; y < step; y++) /* a source of peak 1000, sigma 2 px, in cell (5, 5) */
+        for (int x = 0; x < step; x++) {
+            const double dx = x - 8.3, dy = y - 7.6;
+            im.data[(size_t)(5 * step + y) * n + 5 * step + x] +=
+                (float)(1000.0 * exp(-(dx * dx + dy * dy) / 8.0));
+        }
+    im.data[(size_t)(3 * step + 4) * n + 8 * step + 9] = 1e6f;
+    sftest_maps_alloc(&b, &r, n, n);
+    ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+    for (int py = h; py + h <= n; py += step)
+        for (int px = h; px + h <= n; px += step) {
+            double lo = -INFINITY, hi = INFINITY, mean, sigma, s1 = 0, s2 = 0;
+            int m = 0;
+            for (int y = py - h; y < py + h; y++)
+                for (int x = px - h; x < px + h; x++) {
+                    const double v = im.data[(size_t)y * n + x];
+                    s1 += v;
+                    s2 += v * v;
+                    m++;
+                }
+            mean = s1 / m;
+            sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
+            for (int it = 0; it < SF_BANE_PASSES; it++) {
+                double l = lo, hh = hi, s0 = sigma;
+                int c = 0;
+                sf_bane_bounds(mean, sigma, p.kappa, &l, &hh);
+                s1 = s2 = 0;
+                for (int y = py - h; y < py + h; y++)
+                    for (int x = px - h; x < px + h; x++) {
+                        const double v = im.data[(size_t)y * n + x];
+                        if (v > l && v < hh) {
+                            s1 += v;
+                            s2 += v * v;
+                            c++;
+                        }
+                    }
+                if (!c)
+                    break;
+                lo = l;
+                hi = hh;
+                m = c;
+                mean = s1 / m;
+                sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
+                if (sf_bane_settled(s0, sigma))
+                    break;
+            }
+            m = 0;
+            for (int y = py - h; y < py + h; y++)
+                for (int x = px - h; x < px + h; x++)
+                    if (sf_bane_kept(im.data[(size_t)y * n + x], lo, hi))
+                        kept[m++] = im.data[(size_t)y * n + x];
+            {
+                const float want = sf_median_f32(kept, (size_t)m);
+                const float got = b.data[(size_t)py * n + px], rms = r.data[(size_t)py * n + px];
+                ck_assert_msg(got == want, "node (%d,%d): level %.9g, the kept pixels' median %.9g",
+                              px, py, got, want);
+                ck_assert_msg(fabs(rms - sigma) <= 1e-6 * sigma, "node (%d,%d): rms %.9g, want %.9g",
+                              px, py, rms, sigma);
+                checked++;
+            }
+        }
+    ck_assert_int_eq(checked, 49);
+    free(kept);
+    free3(&im, &b, &r);
+}
+END_TEST
+
 /* ---- GPU against the CPU twin: the same bits ---------------------------- */
 
 static int same_bits(float a, float b)
@@ -581,6 +680,7 @@ int main(void)
     tcase_add_test(cpu, test_nan);
     tcase_add_test(cpu, test_params);
     tcase_add_test(cpu, test_threads);
+    tcase_add_test(cpu, test_cell_medians);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);
