@@ -8,7 +8,10 @@
 //  1. the labelled pixels as 64-bit keys (label << 32 | raster index),
 //     compacted and radix-sorted: each island's pixels in raster order, as
 //     the CPU twin's counting sort gives them; the island's first and last
-//     position in the sorted list;
+//     position in the sorted list. Their number T sizes the arrays: the
+//     segment stage's (sf_deblend_in.npix), else counted first (db_count and
+//     a read back); a count that the labels contradict pads or cuts the keys
+//     (db_collect, db_pad) and fails at the next read back;
 //  2. db_prepare, a block per island (islands sorted into three size
 //     classes, run on blocks of 64, 256 and 1024 threads): d and sigma of
 //     each pixel, the box, the peak in sigma, the levels, top[] (the highest
@@ -117,6 +120,7 @@ struct db_objs {
 
 #define DB_ERR_LABEL 1u
 #define DB_ERR_CAP 2u
+#define DB_ERR_COUNT 4u // more labelled pixels than the count given
 
 static __device__ __forceinline__ unsigned db_q(unsigned long long key)
 {
@@ -160,10 +164,14 @@ static __global__ void db_count(const int32_t *__restrict__ lab, size_t lstride,
         atomicAdd(total, c);
 }
 
-// The keys of the labelled pixels, in any order (warp-aggregated slots).
+// The keys of the labelled pixels, in any order (warp-aggregated slots),
+// at most T of them (past T: DB_ERR_COUNT); a label outside 0..nisl is
+// flagged (DB_ERR_LABEL) and left out. *fill ends as the labelled pixels.
 static __global__ void db_collect(const int32_t *__restrict__ lab, size_t lstride,
                                   const uint8_t *__restrict__ mask, size_t mstride, int nx, int ny,
-                                  int nisl, unsigned long long *__restrict__ fill,
+                                  int nisl, unsigned long long T,
+                                  unsigned long long *__restrict__ fill,
+                                  unsigned *__restrict__ err,
                                   unsigned long long *__restrict__ keys)
 {
     const int lane = threadIdx.x & 31;
@@ -171,32 +179,51 @@ static __global__ void db_collect(const int32_t *__restrict__ lab, size_t lstrid
         for (int xb = 0; xb < nx; xb += DB_THREADS) { // uniform over the block
             const int x = xb + (int)threadIdx.x;
             int32_t l = x < nx ? db_label(lab, lstride, mask, mstride, x, y) : 0;
-            if (l < 0 || l > nisl)
+            if (l < 0 || l > nisl) {
+                atomicOr(err, DB_ERR_LABEL);
                 l = 0;
+            }
             const unsigned m = __ballot_sync(0xffffffffu, l != 0);
             if (!m)
                 continue;
             const int leader = __ffs(m) - 1;
             unsigned long long at = 0;
-            if (lane == leader)
+            if (lane == leader) {
                 at = atomicAdd(fill, (unsigned long long)__popc(m));
-            at = __shfl_sync(0xffffffffu, at, leader);
-            if (l)
-                keys[at + __popc(m & ((1u << lane) - 1u))] =
-                    ((unsigned long long)(unsigned)l << 32) |
-                    ((unsigned long long)y * (unsigned)nx + (unsigned)x);
+                if (at + __popc(m) > T)
+                    atomicOr(err, DB_ERR_COUNT);
+            }
+            at = __shfl_sync(0xffffffffu, at, leader) + __popc(m & ((1u << lane) - 1u));
+            if (l && at < T)
+                keys[at] = ((unsigned long long)(unsigned)l << 32) |
+                           ((unsigned long long)y * (unsigned)nx + (unsigned)x);
         }
     }
+}
+
+// Fewer labelled pixels than the count given: the keys' unwritten tail
+// [*fill, T) holds keys that sort last and that db_bounds skips (label
+// 0xFFFFFFFF), so nothing reads a stale key before the stage fails.
+static __global__ void db_pad(const unsigned long long *__restrict__ fill, long long T,
+                              unsigned long long *__restrict__ keys)
+{
+    const unsigned long long f = *fill;
+    for (long long p = (long long)f + blockIdx.x * (long long)blockDim.x + threadIdx.x; p < T;
+         p += (long long)gridDim.x * blockDim.x)
+        keys[p] = ~0ull;
 }
 
 // Each island's first and one-past-last position in the sorted list (both
 // zero when the island has no pixel).
 static __global__ void db_bounds(const unsigned long long *__restrict__ keys, long long T,
-                                 long long *__restrict__ start, long long *__restrict__ end)
+                                 int nisl, long long *__restrict__ start,
+                                 long long *__restrict__ end)
 {
     for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < T;
          p += (long long)gridDim.x * blockDim.x) {
         const unsigned l = (unsigned)(keys[p] >> 32);
+        if (l == 0 || l > (unsigned)nisl) // db_pad's keys
+            continue;
         if (p == 0 || (unsigned)(keys[p - 1] >> 32) != l)
             start[l - 1] = p;
         if (p == T - 1 || (unsigned)(keys[p + 1] >> 32) != l)
@@ -992,7 +1019,14 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
     s.subtract = in->subtract;
     s.nx = nx;
 
-    {
+    if (in->npix > 0) { // the segment stage counted them
+        if ((unsigned long long)in->npix > npix) {
+            st = sf_fail(SF_ERR_PARAM, "deblend (GPU): %lld island pixels in a %dx%d image",
+                         in->npix, nx, ny);
+            goto fail;
+        }
+        T = (unsigned long long)in->npix;
+    } else {
         // 1. count the labelled pixels (and check the labels)
         unsigned long long *hdr;
         SF_TRY(sf_gpu_scratch(g, 256, (void **)&hdr));
@@ -1078,14 +1112,18 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 errp = (unsigned *)(hdr + 1);
                 ncls = (int *)(hdr + 2);
                 db_collect<<<grid, DB_THREADS, 0, g->stream>>>(labels->data, labels->stride,
-                                                               mdata, mstride, nx, ny, L, hdr,
-                                                               keys2);
+                                                               mdata, mstride, nx, ny, L, T, hdr,
+                                                               errp, keys2);
                 SF_LAUNCHED();
+                if (in->npix > 0) {
+                    db_pad<<<sm, DB_THREADS, 0, g->stream>>>(hdr, (long long)T, keys2);
+                    SF_LAUNCHED();
+                }
                 c = cub1;
                 SF_CUDA(cub::DeviceRadixSort::SortKeys(ct, c, keys2, keys, (int)T, 0, kbits,
                                                        g->stream));
-                db_bounds<<<sf_blocks(T, DB_THREADS), DB_THREADS, 0, g->stream>>>(keys, (long long)T,
-                                                                                  start, end);
+                db_bounds<<<sf_blocks(T, DB_THREADS), DB_THREADS, 0, g->stream>>>(
+                    keys, (long long)T, L, start, end);
                 SF_LAUNCHED();
                 // 2. the islands
                 db_classify<<<sf_blocks((size_t)L, DB_THREADS), DB_THREADS, 0, g->stream>>>(
@@ -1117,7 +1155,22 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 SF_CUDA(cub::DeviceScan::ExclusiveSum(ct, c, ocap, obase, L + 1, g->stream));
                 db_totals<<<1, 1, 0, g->stream>>>(nbase + L, obase + L, (long long *)(hdr + 4));
                 SF_LAUNCHED();
-                SF_TRY(sf_gpu_to_host(g, ntot, hdr + 4, sizeof ntot));
+                {
+                    // the keys collected and their errors, with the totals
+                    unsigned long long h[6];
+                    SF_TRY(sf_gpu_to_host(g, h, hdr, sizeof h));
+                    ntot[0] = (long long)h[4];
+                    ntot[1] = (long long)h[5];
+                    if ((unsigned)h[1] & DB_ERR_LABEL) {
+                        st = sf_fail(SF_ERR_INTERNAL, "deblend (GPU): a label outside 0..%d", L);
+                        goto fail;
+                    }
+                    if (h[0] != T || ((unsigned)h[1] & DB_ERR_COUNT)) {
+                        st = sf_fail(SF_ERR_INTERNAL, "deblend (GPU): the labels hold %llu island "
+                                     "pixels, not the %llu counted", h[0], T);
+                        goto fail;
+                    }
+                }
             }
         }
         if (ntot[1] > 2147483646LL || ntot[0] > 2147483646LL) {

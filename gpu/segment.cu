@@ -47,7 +47,10 @@
 //                   exclusive scan of the counts gives each word's first
 //                   number (a bit per cell: a scan of nf/32 counts where one
 //                   int a cell cost a 134 MB memset and a 134 MB scan at
-//                   8192^2, 0.2 ms: tests/gpu/trace).
+//                   8192^2, 0.2 ms: tests/gpu/trace). It also adds the
+//                   kept islands' areas in F[nw], read back beside the
+//                   islands' count: the pixels a deblend stage will read
+//                   (sf_segment_gpu_counted), which it then need not count.
 //  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0;
 //                   four pixels a thread (a 4-byte mask load, a 16-byte store).
 // Every step is one pass over pixels or blocks: the work is linear in the
@@ -398,22 +401,28 @@ static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
     return (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
 }
 
+// Each kept island's bit in F (nw words), its area added to F[nw].
 static __global__ void bke_mark(const int *B, const unsigned *area, const int *first,
-                                unsigned *F, int nx, int nbx, int nb, int min_area)
+                                unsigned *F, int nx, int nbx, int nb, int nw, int min_area)
 {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b < nb && B[b] == b && bke_keep(area[b], min_area)) {
         const int p = first[b], c = (p / nx) * nbx + (p % nx) / 2;
         atomicOr(&F[c >> 5], 1u << (c & 31));
+        atomicAdd(&F[nw], area[b] & ~SEG_SEEDED);
     }
 }
 
-// The set bits of each word of F (nw words; count[nw] = 0 for the scan's total).
-static __global__ void bke_popc(const unsigned *F, int *count, int nw)
+// The set bits of each word of F (nw words; count[nw] = 0 for the scan's
+// total); the kept area F[nw] to number[nw + 1], beside the total the host
+// reads.
+static __global__ void bke_popc(const unsigned *F, int *count, int *number, int nw)
 {
     int w = blockIdx.x * blockDim.x + threadIdx.x;
     if (w <= nw)
         count[w] = w < nw ? __popc(F[w]) : 0;
+    if (w == nw)
+        number[nw + 1] = (int)F[nw];
 }
 
 static __device__ __forceinline__ int bke_label(const int *B, const unsigned *area,
@@ -479,17 +488,18 @@ static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
 }
 
 // Block-based path: B, area, first (nb ints each), the bitmap F, the words'
-// counts and their numbers (nw + 1 ints each, nw = ceil(nf / 32), nf = ny *
-// nbx cells), CUB storage.
+// counts and their numbers (nw + 2 ints each, nw = ceil(nf / 32), nf = ny *
+// nbx cells: F[nw] sums the kept islands' areas, number[nw + 1] gets it),
+// CUB storage.
 static size_t bke_words(size_t nf) { return (nf + 31) / 32; }
 static size_t bke_scratch_bytes(size_t nb, size_t nf, size_t cub_bytes)
 {
-    return 3 * sf_align256(nb * sizeof(int)) + 3 * sf_align256((bke_words(nf) + 1) * sizeof(int)) +
+    return 3 * sf_align256(nb * sizeof(int)) + 3 * sf_align256((bke_words(nf) + 2) * sizeof(int)) +
            sf_align256(cub_bytes);
 }
 
 static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
-                             sf_labels *labels, int *nlabels)
+                             sf_labels *labels, int *nlabels, long long *npix_out)
 {
     sf_status st = SF_OK;
     const int nx = mask->nx, ny = mask->ny, nbx = (nx + 1) / 2, nby = (ny + 1) / 2;
@@ -500,7 +510,7 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
     SF_CUDA(seg_cub_bytes(nw + 1, g->stream, &cub_bytes));
     SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), (void **)&s));
     o1 = sf_align256((size_t)nb * sizeof(int));
-    o2 = sf_align256((size_t)(nw + 1) * sizeof(int));
+    o2 = sf_align256((size_t)(nw + 2) * sizeof(int));
     {
         int *B = (int *)s, *first = (int *)(s + 2 * o1);
         unsigned *F = (unsigned *)(s + 3 * o1);
@@ -512,7 +522,7 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
         const unsigned sb = sf_blocks((size_t)nseg * nby * 32, SEG_THREADS);
         SF_TRY(sf_gpu_memset(g, area, 0, (size_t)nb * sizeof(int)));
         SF_TRY(sf_gpu_memset(g, first, 0x7f, (size_t)nb * sizeof(int))); // 0x7f7f7f7f > npix
-        SF_TRY(sf_gpu_memset(g, F, 0, (size_t)nw * sizeof(unsigned)));
+        SF_TRY(sf_gpu_memset(g, F, 0, (size_t)(nw + 1) * sizeof(unsigned)));
         bke_init<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
         SF_LAUNCHED();
         bke_merge<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
@@ -522,16 +532,24 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
         bke_pixels<<<sf_blocks(((size_t)npix + BKE_RUN - 1) / BKE_RUN, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
             mask->data, B, area, first, nx, nbx, npix);
         SF_LAUNCHED();
-        bke_mark<<<bb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, nx, nbx, nb, p->min_area);
+        bke_mark<<<bb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, nx, nbx, nb, nw,
+                                                    p->min_area);
         SF_LAUNCHED();
-        bke_popc<<<sf_blocks((size_t)nw + 1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(F, wcount, nw);
+        bke_popc<<<sf_blocks((size_t)nw + 1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
+            F, wcount, number, nw);
         SF_LAUNCHED();
         SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)wcount, number,
                                               nw + 1, g->stream));
         bke_final<<<sf_blocks((npix + 3) / 4, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
             mask->data, B, area, first, F, number, labels->data, nx, nbx, npix, p->min_area);
         SF_LAUNCHED();
-        SF_TRY(sf_gpu_to_host(g, &count, number + nw, sizeof count));
+        {
+            int h[2]; // the islands, and the pixels they hold
+            SF_TRY(sf_gpu_to_host(g, h, number + nw, sizeof h));
+            count = h[0];
+            if (npix_out)
+                *npix_out = (unsigned)h[1];
+        }
         if (nlabels)
             *nlabels = count;
     }
@@ -559,6 +577,12 @@ extern "C" size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p)
 extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                                     sf_labels *labels, int *nlabels)
 {
+    return sf_segment_gpu_counted(g, mask, p, labels, nlabels, NULL);
+}
+
+extern "C" sf_status sf_segment_gpu_counted(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
+                                            sf_labels *labels, int *nlabels, long long *npix_out)
+{
     sf_status st = SF_OK;
     sf_seg_params def;
     size_t npix, cub_bytes = 0, off;
@@ -568,6 +592,8 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
     unsigned char *scratch = NULL;
     unsigned seg_blocks, pix_blocks;
 
+    if (npix_out)
+        *npix_out = 0; // unknown unless the block path counts them
     if (!g)
         return sf_fail(SF_ERR_NO_GPU, "segment_gpu: no GPU context");
     if (!mask || !labels || !mask->data || !labels->data)
@@ -599,7 +625,7 @@ extern "C" sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg
         return sf_fail(SF_ERR_PARAM, "segment_gpu: %dx%d pixels exceed the int32 label range",
                        nx, ny);
     if (p->connectivity == 8 && npix < 0x7f7f7f7fu)
-        return segment_bke(g, mask, p, labels, nlabels);
+        return segment_bke(g, mask, p, labels, nlabels, npix_out);
 
     nchunk = (int)seg_nchunk(npix);
     SF_CUDA(seg_cub_bytes(nchunk + 1, g->stream, &cub_bytes));

@@ -366,10 +366,21 @@ END_TEST
 
 /* ---- GPU against the CPU twin ---------------------------------------------- */
 
+/* The labelled pixels of a label map (what sf_deblend_in.npix gives). */
+static long long labelled(const sf_labels *l)
+{
+    long long t = 0;
+    for (size_t i = 0; i < sf_npix(l->nx, l->ny); i++)
+        t += l->data[i] != 0;
+    return t;
+}
+
 /* Threshold (global level 0, sigma 1, nsigma t0) and segment on the host,
  * then deblend the same island map with both versions; with bkg (and rms)
  * the deblending reads d and sigma from those maps. Everything must be
- * identical. */
+ * identical. Every other call gives the GPU the labelled pixels' count
+ * (sf_deblend_in.npix, as the runner does from the segment stage); the
+ * others let it count them. */
 static void gpu_check(const sf_image *im, double t0, int minarea, int conn,
                       const sf_deblend_params *p0, const sf_image *bkg, const sf_image *rms,
                       const char *what)
@@ -413,6 +424,12 @@ static void gpu_check(const sf_image *im, double t0, int minarea, int conn,
     ck_assert_int_eq(sf_deblend_cpu(im, &in, &p, &cl, nisl, &nc, &pc, &chc), SF_OK);
 
     gin = in;
+    {
+        static int calls;
+        gin.npix = calls++ % 2 ? labelled(&gl) : 0;
+        if (gin.npix)
+            strncat(buf, " (count given)", sizeof buf - strlen(buf) - 1);
+    }
     ck_assert_int_eq(sf_image_alloc(&di, nx, ny, SF_DEVICE, g), SF_OK);
     ck_assert_int_eq(sf_image_upload(g, im, &di), SF_OK);
     if (bkg) {
@@ -499,6 +516,80 @@ START_TEST(gpu_blobs)
         gpu_check_params(&im, 3, c[k].minarea, c[k].what);
         sf_image_free(&im, NULL);
     }
+}
+END_TEST
+
+/* A count of labelled pixels (sf_deblend_in.npix) that the labels
+ * contradict, too high or too low, is an internal error and leaves the
+ * labels as they were (compute-sanitizer's memcheck runs this case: nothing
+ * reads or writes past the keys); more pixels than the image holds is a
+ * parameter error; the right count deblends as the CPU twin. */
+START_TEST(gpu_wrong_count)
+{
+    const blob two[] = {{20, 20, 100, 2.5}, {30, 22, 40, 2.5}, {50, 30, 60, 2.0}};
+    const int nx = 64, ny = 48;
+    sf_gpu *g = sftest_gpu();
+    sf_image im, di = {0};
+    sf_bkg_stats bs = {.median = 0, .sigma = 1};
+    sf_thresh_params tp;
+    sf_seg_params sp = {8, 5};
+    sf_mask m, dm = {0};
+    sf_labels l, dl, back;
+    sf_deblend_in in;
+    sf_deblend_params p;
+    int nisl = 0, nobj = -1, *par = NULL, *nch = NULL;
+    long long T;
+    blobs(&im, nx, ny, two, 3, 0, 1);
+    sf_thresh_params_default(&tp);
+    tp.nsigma = 3;
+    sf_deblend_params_default(&p);
+    p.minarea = 5;
+    p.connectivity = 8;
+    ck_assert_int_eq(sf_mask_alloc(&m, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(&im, &tp, &bs, NULL, NULL, &m), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&l, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&back, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &l, &nisl), SF_OK);
+    T = labelled(&l);
+    ck_assert(nisl >= 2 && T > 40);
+    memset(&in, 0, sizeof in);
+    in.sigma = 1;
+    in.level_scale = in.noise_scale = 1;
+    in.subtract = 1;
+    in.t0 = 3;
+    ck_assert_int_eq(sf_image_alloc(&di, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_image_upload(g, &im, &di), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(&dl, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_labels_upload(g, &l, &dl), SF_OK);
+    ck_assert_int_eq(sf_mask_alloc(&dm, nx, ny, SF_DEVICE, g), SF_OK);
+    ck_assert_int_eq(sf_mask_upload(g, &m, &dm), SF_OK);
+    {
+        const long long wrong[] = {T + 7, T - 7, 1};
+        for (int k = 0; k < 3; k++) {
+            in.npix = wrong[k];
+            ck_assert_int_eq(sf_deblend_gpu(g, &di, &in, &p, &dm, &dl, nisl, &nobj, &par, &nch),
+                             SF_ERR_INTERNAL);
+            ck_assert_msg(strstr(sf_errdetail(), "counted") != NULL, "%s", sf_errdetail());
+            ck_assert_ptr_null(par);
+            ck_assert_int_eq(sf_labels_download(g, &dl, &back), SF_OK);
+            ck_assert(memcmp(back.data, l.data, sf_npix(nx, ny) * sizeof *l.data) == 0);
+        }
+    }
+    in.npix = (long long)sf_npix(nx, ny) + 1;
+    ck_assert_int_eq(sf_deblend_gpu(g, &di, &in, &p, &dm, &dl, nisl, &nobj, &par, &nch),
+                     SF_ERR_PARAM);
+    in.npix = T;
+    ck_assert_int_eq(sf_deblend_gpu(g, &di, &in, &p, &dm, &dl, nisl, &nobj, &par, &nch), SF_OK);
+    ck_assert_int_ge(nobj, 3); /* the two touching blobs split, the third apart */
+    free(par);
+    free(nch);
+    sf_labels_free(&dl, g);
+    sf_mask_free(&dm, g);
+    sf_image_free(&di, g);
+    sf_labels_free(&l, NULL);
+    sf_labels_free(&back, NULL);
+    sf_mask_free(&m, NULL);
+    sf_image_free(&im, NULL);
 }
 END_TEST
 
@@ -621,6 +712,7 @@ int main(void)
     tcase_add_test(gpu, gpu_crowded);
     tcase_add_test(gpu, gpu_large_island);
     tcase_add_test(gpu, gpu_params);
+    tcase_add_test(gpu, gpu_wrong_count);
     tcase_set_timeout(gpu, 600);
     return sftest_main(s, &gpu, 1);
 }

@@ -69,6 +69,11 @@ typedef struct {
     float level_scale, noise_scale;
     int subtract;
     float t0;                  /* the island threshold, in sigma */
+    long long npix;            /* GPU: the labelled pixels under the mask when the caller
+                                  knows them (sf_segment_gpu_counted's count), so that
+                                  the stage need not count them; 0: it counts them. A
+                                  wrong count is reported as SF_ERR_INTERNAL. The CPU
+                                  twin ignores it. */
 } sf_deblend_in;
 
 /* labels: the segment stage's map, rewritten in place with the objects;

@@ -25,6 +25,12 @@ sf_status sf_segment_cpu(const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels);
 sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels);
+/* The same, also giving *npix (when not NULL): the pixels it labelled (the
+ * kept islands' areas), read back with *nlabels, so that a deblend stage
+ * after it need not count them (sf_deblend_in.npix); 0 where it does not
+ * know them (connectivity 4, and images the block path does not take). */
+sf_status sf_segment_gpu_counted(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
+                                 sf_labels *labels, int *nlabels, long long *npix);
 
 size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p);
 

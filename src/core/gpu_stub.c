@@ -98,6 +98,8 @@ sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_param
                            sf_mask *mask) { return NO_GPU; }
 sf_status sf_segment_gpu(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
                          sf_labels *labels, int *nlabels) { return NO_GPU; }
+sf_status sf_segment_gpu_counted(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
+                                 sf_labels *labels, int *nlabels, long long *npix) { return NO_GPU; }
 size_t sf_segment_gpu_scratch(int nx, int ny, const sf_seg_params *p) { return 0; }
 sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deblend_in *in,
                          const sf_deblend_params *p, const sf_mask *mask, sf_labels *labels,

@@ -375,6 +375,7 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
     if (st == SF_OK) {
         s->have |= SF_DATA_MASK;
         s->thr = q;
+        s->seg_npix = 0; /* a new mask: the labels' count no longer holds */
     }
     return st;
 }
@@ -403,7 +404,8 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
          * overflow int: the parameter's maximum, 1e9, is the most it asks */
         q.min_area = !(area / 4 > 3) ? 3 : area / 4 < 1e9 ? (int)floor(area / 4) : 1000000000;
     }
-    st = gpu ? sf_segment_gpu(s->g, &s->mask, &q, &s->labels, &s->nlabels)
+    s->seg_npix = 0;
+    st = gpu ? sf_segment_gpu_counted(s->g, &s->mask, &q, &s->labels, &s->nlabels, &s->seg_npix)
              : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
     if (st == SF_OK) {
         s->have |= SF_DATA_LABELS;
@@ -456,6 +458,7 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
     in.level = t->subtract ? (float)s->bkg.median * ls : 0.0f;
     in.sigma = (float)s->bkg.sigma * ns;
     in.t0 = flood;
+    in.npix = gpu ? s->seg_npix : 0;
     memset(&hdet, 0, sizeof hdet);
     memset(&hb, 0, sizeof hb);
     memset(&hr, 0, sizeof hr);

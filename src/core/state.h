@@ -37,6 +37,8 @@ struct sf_state {
     int box;                /* the mesh size used, 0 for method=global */
     sf_thresh_params thr;   /* the threshold stage's parameters as it ran (filtered scales set) */
     int seg_min_area, seg_conn; /* the segment stage's resolved min_area and connectivity */
+    long long seg_npix;     /* GPU: the pixels the segment stage labelled, 0 unknown (for
+                               the deblend stage: sf_deblend_in.npix) */
     int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
