@@ -1,6 +1,7 @@
 /* Check suite of the `segment` stage: the CPU twin against an independent
  * BFS flood-fill reference, and the GPU version against the CPU twin (label
- * maps and counts must be identical), on random, adversarial and real masks. */
+ * maps and counts must be identical, and the labelled pixels the GPU counts
+ * for the deblend stage), on random, adversarial and real masks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -451,10 +452,15 @@ static void check_gpu(const sf_mask *m, int conn, int min_area, const char *what
     ck_assert_int_eq(sf_segment_cpu(m, &p, &cl, &nc), SF_OK);
     ck_assert_int_eq(sf_mask_upload(g, m, &dm), SF_OK);
     sftest_poison(g, dl.data, sf_npix(nx, ny) * sizeof(int32_t));
-    sf_status st = sf_segment_gpu(g, &dm, &p, &dl, &ng);
+    long long npix = -1, want = 0;
+    sf_status st = sf_segment_gpu_counted(g, &dm, &p, &dl, &ng, &npix);
     ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
     ck_assert_int_eq(sf_labels_download(g, &dl, &gl), SF_OK);
     int ok = compare_labels(cl.data, nc, gl.data, ng, nx, ny, buf);
+    /* the labelled pixels, counted by the 8-connected (block) path only */
+    for (size_t i = 0; conn == 8 && i < sf_npix(nx, ny); i++)
+        want += cl.data[i] != 0;
+    ck_assert_msg(npix == want, "%s: %lld labelled pixels counted, %lld labelled", buf, npix, want);
     sf_labels_free(&dl, g);
     sf_mask_free(&dm, g);
     sf_labels_free(&gl, NULL);
