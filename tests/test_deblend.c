@@ -42,32 +42,47 @@ typedef struct {
     int *isl; /* the island label of each pixel, before deblending */
 } run_out;
 
-/* threshold (global level 0, sigma 1, nsigma t0) + segment (8, minarea) +
- * deblend with p; keeps the island map for the checks. */
-static void run(const sf_image *im, double t0, int minarea, const sf_deblend_params *p, run_out *o)
+/* The islands of im above t0 sigma (global level 0, sigma 1): the mask m
+ * and the labels l (both allocated on the host) and their number *nisl. */
+static void islands(const sf_image *im, double t0, const sf_seg_params *sp, sf_mask *m,
+                    sf_labels *l, int *nisl)
 {
     sf_bkg_stats bs = {.median = 0, .sigma = 1};
     sf_thresh_params tp;
-    sf_seg_params sp = {8, minarea};
-    sf_mask m;
-    sf_deblend_in in;
-    sf_deblend_params q = *p;
-    size_t n = sf_npix(im->nx, im->ny);
     sf_thresh_params_default(&tp);
     tp.nsigma = t0;
-    ck_assert_int_eq(sf_mask_alloc(&m, im->nx, im->ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_threshold_cpu(im, &tp, &bs, NULL, NULL, &m), SF_OK);
-    ck_assert_int_eq(sf_labels_alloc(&o->lab, im->nx, im->ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &o->lab, &o->nisl), SF_OK);
-    o->isl = malloc(n * sizeof *o->isl);
-    for (size_t i = 0; i < n; i++)
-        o->isl[i] = o->lab.data[i];
+    ck_assert_int_eq(sf_mask_alloc(m, im->nx, im->ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(im, &tp, &bs, NULL, NULL, m), SF_OK);
+    ck_assert_int_eq(sf_labels_alloc(l, im->nx, im->ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_segment_cpu(m, sp, l, nisl), SF_OK);
+}
+
+/* The deblend's input for those islands: level 0 subtracted, sigma 1, the
+ * island threshold t0, no maps. */
+static sf_deblend_in unit_in(double t0)
+{
+    sf_deblend_in in;
     memset(&in, 0, sizeof in);
-    in.level = 0;
     in.sigma = 1;
     in.level_scale = in.noise_scale = 1;
     in.subtract = 1;
     in.t0 = (float)t0;
+    return in;
+}
+
+/* threshold (global level 0, sigma 1, nsigma t0) + segment (8, minarea) +
+ * deblend with p; keeps the island map for the checks. */
+static void run(const sf_image *im, double t0, int minarea, const sf_deblend_params *p, run_out *o)
+{
+    sf_seg_params sp = {8, minarea};
+    sf_mask m;
+    sf_deblend_in in = unit_in(t0);
+    sf_deblend_params q = *p;
+    size_t n = sf_npix(im->nx, im->ny);
+    islands(im, t0, &sp, &m, &o->lab, &o->nisl);
+    o->isl = malloc(n * sizeof *o->isl);
+    for (size_t i = 0; i < n; i++)
+        o->isl[i] = o->lab.data[i];
     if (q.minarea == 0)
         q.minarea = minarea;
     ck_assert_int_eq(sf_deblend_cpu(im, &in, &q, &o->lab, o->nisl, &o->nobj, &o->parent, &o->nchild),
@@ -388,14 +403,12 @@ static void gpu_check(const sf_image *im, double t0, int minarea, int conn,
     sf_gpu *g = sftest_gpu();
     const int nx = im->nx, ny = im->ny;
     const size_t n = sf_npix(nx, ny);
-    sf_bkg_stats bs = {.median = 0, .sigma = 1};
-    sf_thresh_params tp;
     sf_seg_params sp = {conn, minarea};
     sf_mask m, dm = {0};
     sf_labels cl, gl, dl;
     sf_image di = {0}, db = {0}, dr = {0};
     const int mask_on = conn == 8; /* the GPU reads labels under the mask, or everywhere */
-    sf_deblend_in in, gin;
+    sf_deblend_in in = unit_in(t0), gin;
     sf_deblend_params p = *p0;
     int nisl = 0, nc = -1, ng = -1, *pc = NULL, *chc = NULL, *pg = NULL, *chg = NULL;
     char buf[256];
@@ -403,19 +416,9 @@ static void gpu_check(const sf_image *im, double t0, int minarea, int conn,
     snprintf(buf, sizeof buf, "%s %dx%d t0 %g minarea %d conn %d nthresh %d mincont %g%s", what,
              nx, ny, t0, minarea, conn, p.nthresh, p.mincont,
              bkg ? (rms ? " maps" : " bkg map") : "");
-    sf_thresh_params_default(&tp);
-    tp.nsigma = t0;
-    ck_assert_int_eq(sf_mask_alloc(&m, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_threshold_cpu(im, &tp, &bs, NULL, NULL, &m), SF_OK);
-    ck_assert_int_eq(sf_labels_alloc(&cl, nx, ny, SF_HOST, NULL), SF_OK);
+    islands(im, t0, &sp, &m, &cl, &nisl);
     ck_assert_int_eq(sf_labels_alloc(&gl, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &cl, &nisl), SF_OK);
     memcpy(gl.data, cl.data, n * sizeof *cl.data);
-    memset(&in, 0, sizeof in);
-    in.sigma = 1;
-    in.level_scale = in.noise_scale = 1;
-    in.subtract = 1;
-    in.t0 = (float)t0;
     in.bkg = bkg;
     in.rms = rms;
     if (p.minarea == 0)
@@ -530,33 +533,21 @@ START_TEST(gpu_wrong_count)
     const int nx = 64, ny = 48;
     sf_gpu *g = sftest_gpu();
     sf_image im, di = {0};
-    sf_bkg_stats bs = {.median = 0, .sigma = 1};
-    sf_thresh_params tp;
     sf_seg_params sp = {8, 5};
     sf_mask m, dm = {0};
     sf_labels l, dl, back;
-    sf_deblend_in in;
+    sf_deblend_in in = unit_in(3);
     sf_deblend_params p;
     int nisl = 0, nobj = -1, *par = NULL, *nch = NULL;
     long long T;
     blobs(&im, nx, ny, two, 3, 0, 1);
-    sf_thresh_params_default(&tp);
-    tp.nsigma = 3;
     sf_deblend_params_default(&p);
     p.minarea = 5;
     p.connectivity = 8;
-    ck_assert_int_eq(sf_mask_alloc(&m, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_threshold_cpu(&im, &tp, &bs, NULL, NULL, &m), SF_OK);
-    ck_assert_int_eq(sf_labels_alloc(&l, nx, ny, SF_HOST, NULL), SF_OK);
+    islands(&im, 3, &sp, &m, &l, &nisl);
     ck_assert_int_eq(sf_labels_alloc(&back, nx, ny, SF_HOST, NULL), SF_OK);
-    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &l, &nisl), SF_OK);
     T = labelled(&l);
     ck_assert(nisl >= 2 && T > 40);
-    memset(&in, 0, sizeof in);
-    in.sigma = 1;
-    in.level_scale = in.noise_scale = 1;
-    in.subtract = 1;
-    in.t0 = 3;
     ck_assert_int_eq(sf_image_alloc(&di, nx, ny, SF_DEVICE, g), SF_OK);
     ck_assert_int_eq(sf_image_upload(g, &im, &di), SF_OK);
     ck_assert_int_eq(sf_labels_alloc(&dl, nx, ny, SF_DEVICE, g), SF_OK);

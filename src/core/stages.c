@@ -404,7 +404,6 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
          * overflow int: the parameter's maximum, 1e9, is the most it asks */
         q.min_area = !(area / 4 > 3) ? 3 : area / 4 < 1e9 ? (int)floor(area / 4) : 1000000000;
     }
-    s->seg_npix = 0;
     st = gpu ? sf_segment_gpu_counted(s->g, &s->mask, &q, &s->labels, &s->nlabels, &s->seg_npix)
              : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
     if (st == SF_OK) {
