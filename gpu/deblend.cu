@@ -66,6 +66,10 @@
 #define DB_C0 256
 #define DB_C1 2048
 #define DB_BIGSM 8192
+// db_split's blocks an SM that the registers must allow, by class (their
+// shared memory is sized for it in sf_deblend_gpu)
+#define DB_MINB0 12
+#define DB_MINB1 2
 // Shared bytes a pixel of an island held in shared memory: its neighbours,
 // top, union-find, root, count, deepest node, d and sigma.
 #define DB_PXB (sizeof(int4) + 5 * sizeof(int) + 2 * sizeof(float))
@@ -502,6 +506,37 @@ static __device__ void db_unite(int *uf, int a, int b)
     }
 }
 
+// The nodes of one thread's pixels i0 .. i1 - 1 at level lv (f of them are
+// the first pixels of components of at least minarea pixels), numbered from
+// id; a root's count becomes -(node + 1), or 0 past the tree's bound (an
+// error).
+static __device__ __forceinline__ void db_new_nodes(int i0, int i1, int f, int id, int lv,
+                                                    int minarea, long long cap, const int *tp,
+                                                    const int *r, int *c, const int *dp,
+                                                    db_gnode *nd, unsigned *err)
+{
+    for (int i = i0; i < i1 && f; i++) {
+        if (!(tp[i] >= lv && r[i] == i && c[i] >= minarea))
+            continue;
+        if (id < cap) {
+            db_gnode z;
+            memset(&z, 0, sizeof z);
+            z.level = lv;
+            z.first = i;
+            z.parent = dp[i];
+            z.npix = c[i];
+            z.ok = 1;
+            z.out = -1;
+            nd[id] = z;
+            c[i] = -(id + 1);
+        } else {
+            atomicOr(err, DB_ERR_CAP);
+            c[i] = 0;
+        }
+        id++;
+    }
+}
+
 static __device__ void db_one(const unsigned long long *__restrict__ k, int n, int tid, int th,
                               int *objl, int *count, unsigned *firstpix)
 {
@@ -539,7 +574,7 @@ static __device__ __forceinline__ void
         typename IS::TempStorage s;
     } tmp;
     __shared__ float lev[DB_MAXLEV];
-    __shared__ int snl, snnode, swhole, snobj, sq;
+    __shared__ int swhole, snobj, sq;
     __shared__ double sl;
     const int tid = threadIdx.x;
     unsigned long long pc[DB_NPROF - 1], tmark = prof ? clock64() : 0;
@@ -600,25 +635,20 @@ static __device__ __forceinline__ void
         z.ok = 1;
         z.out = -1;
         nd[0] = z;
-        snnode = 1;
     }
+    int nnode = 1; // the tree's nodes (every thread keeps the same count)
     __syncthreads();
     DB_MARK(0);
     for (int lv = 1; lv < N; lv++) {
+        // (a level with fewer than minarea pixels above it makes no node,
+        // and the loop ends below as the CPU twin's ends here)
         const float t = lev[lv - 1];
-        int m = 0;
         for (int i = tid; i < n; i += TH)
             if (tp[i] >= lv) {
                 u[i] = i;
                 c[i] = 0;
-                m++;
             }
-        m = IR(tmp.r).Sum(m);
-        if (tid == 0)
-            snl = m;
         __syncthreads();
-        if (snl < minarea)
-            break;
         for (int i = tid; i < n; i += TH) {
             if (tp[i] < lv)
                 continue;
@@ -657,57 +687,53 @@ static __device__ __forceinline__ void
         DB_MARK(2);
         // nodes for the components of at least minarea pixels, numbered in
         // raster order of their first pixels; cnt[root] becomes -(node + 1)
-        const int first_node = snnode;
-        if (nd != ndg) { // will the tree still fit the shared memory?
-            int q = 0;
-            for (int i = tid; i < n; i += TH)
-                q += tp[i] >= lv && r[i] == i && c[i] >= minarea;
-            q = IR(tmp.r).Sum(q);
-            if (tid == 0)
-                sq = q;
-            __syncthreads();
-            if (first_node + sq > snodes) {
+        const int first_node = nnode;
+        const int items = TH <= 64 ? 4 : TH <= 256 ? 8 : DB_ITEMS;
+        if (n <= TH * items) { // one round (classes 0 and 1 always): the scan's total
+            const int i0 = tid * items, i1 = min(i0 + items, n);
+            int f = 0, off, agg;
+            for (int i = i0; i < i1; i++)
+                f += tp[i] >= lv && r[i] == i && c[i] >= minarea;
+            IS(tmp.s).ExclusiveSum(f, off, agg);
+            // will the tree still fit the shared memory? (agg is the block's)
+            if (nd != ndg && first_node + agg > snodes) {
                 for (int i = tid; i < first_node; i += TH)
                     ndg[i] = nd[i];
                 nd = ndg;
                 __syncthreads();
             }
-        }
-        const int items = TH <= 64 ? 4 : TH <= 256 ? 8 : DB_ITEMS;
-        for (int c0 = 0; c0 < n; c0 += TH * items) {
-            const int i0 = c0 + tid * items, i1 = min(i0 + items, n);
-            int f = 0, off, agg;
-            for (int i = i0; i < i1; i++)
-                f += tp[i] >= lv && r[i] == i && c[i] >= minarea;
-            IS(tmp.s).ExclusiveSum(f, off, agg);
-            const int base = snnode;
-            for (int i = i0; i < i1 && f; i++) {
-                if (!(tp[i] >= lv && r[i] == i && c[i] >= minarea))
-                    continue;
-                const int id = base + off++;
-                if (id < cap) {
-                    db_gnode z;
-                    memset(&z, 0, sizeof z);
-                    z.level = lv;
-                    z.first = i;
-                    z.parent = dp[i];
-                    z.npix = c[i];
-                    z.ok = 1;
-                    z.out = -1;
-                    nd[id] = z;
-                    c[i] = -(id + 1);
-                } else {
-                    atomicOr(err, DB_ERR_CAP);
-                    c[i] = 0;
+            db_new_nodes(i0, i1, f, first_node + off, lv, minarea, cap, tp, r, c, dp, nd, err);
+            nnode = first_node + agg < cap ? first_node + agg : (int)cap;
+            __syncthreads();
+        } else {
+            if (nd != ndg) { // will the tree still fit the shared memory?
+                int q = 0;
+                for (int i = tid; i < n; i += TH)
+                    q += tp[i] >= lv && r[i] == i && c[i] >= minarea;
+                q = IR(tmp.r).Sum(q);
+                if (tid == 0)
+                    sq = q;
+                __syncthreads();
+                if (first_node + sq > snodes) {
+                    for (int i = tid; i < first_node; i += TH)
+                        ndg[i] = nd[i];
+                    nd = ndg;
+                    __syncthreads();
                 }
             }
-            __syncthreads();
-            if (tid == 0)
-                snnode = base + agg < cap ? base + agg : (int)cap;
-            __syncthreads();
+            for (int c0 = 0; c0 < n; c0 += TH * items) {
+                const int i0 = c0 + tid * items, i1 = min(i0 + items, n);
+                int f = 0, off, agg;
+                for (int i = i0; i < i1; i++)
+                    f += tp[i] >= lv && r[i] == i && c[i] >= minarea;
+                IS(tmp.s).ExclusiveSum(f, off, agg);
+                db_new_nodes(i0, i1, f, nnode + off, lv, minarea, cap, tp, r, c, dp, nd, err);
+                nnode = nnode + agg < cap ? nnode + agg : (int)cap;
+                __syncthreads();
+            }
         }
         DB_MARK(3);
-        if (snnode == first_node)
+        if (nnode == first_node)
             break;
         for (int i = tid; i < n; i += TH)
             if (tp[i] >= lv) {
@@ -724,7 +750,7 @@ static __device__ __forceinline__ void
     }
     // cut the branches from the top level down, exactly as the CPU twin
     if (tid == 0) {
-        const int nn = snnode;
+        const int nn = nnode;
         for (int i = nn - 1; i > 0; i--) {
             db_gnode *ch = &nd[i], *par = &nd[ch->parent];
             const sf_fix128 ex = sf_fix_load(ch->ex);
@@ -859,8 +885,8 @@ static __device__ __forceinline__ void
     }
 }
 
-template <int TH>
-static __global__ void __launch_bounds__(TH)
+template <int TH, int MINB = 1>
+static __global__ void __launch_bounds__(TH, MINB)
     db_split(const int *__restrict__ list, const int *__restrict__ nlist, int smax, int snodes, int conn8,
              const unsigned long long *__restrict__ keys, int N, int minarea, int nx, float t0,
              const db_isl *__restrict__ isl, const float *__restrict__ dd,
@@ -1224,8 +1250,14 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     // trees of up to snodes nodes in shared memory, as much
                     // as the device allows beside the kernels' static share
                     const size_t optin = g->smem_optin > 12288 ? g->smem_optin - 12288 : 0;
-                    const size_t b0 = DB_PXB * DB_C0 + 128 * sizeof(db_gnode),
-                                 b1 = DB_PXB * DB_C1 + 512 * sizeof(db_gnode);
+                    // The trees' shared share is what the SMs' residency allows:
+                    // class 0 (at most 80 registers a thread) 11 blocks an SM,
+                    // class 1 (at most 128) two; a tree that outgrows it moves
+                    // to its global share. (Before: 8 and one, the islands in
+                    // more waves; at 8192^2 the stage 0.06-0.07 ms longer.)
+                    const int sn0 = 64, sn1 = 256;
+                    const size_t b0 = DB_PXB * DB_C0 + sn0 * sizeof(db_gnode),
+                                 b1 = DB_PXB * DB_C1 + sn1 * sizeof(db_gnode);
                     int smax = DB_BIGSM, snodes = 1024;
                     while (smax > 0 && DB_PXB * smax + snodes * sizeof(db_gnode) > optin) {
                         smax /= 2;
@@ -1237,7 +1269,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                                      "shared memory a block, %zu needed", g->smem_optin, b1 + 12288);
                         goto fail;
                     }
-                    SF_TRY(sf_gpu_smem_max(g, (const void *)db_split<256>, b1));
+                    SF_TRY(sf_gpu_smem_max(g, (const void *)db_split<256, DB_MINB1>, b1));
                     SF_TRY(sf_gpu_smem_max(g, (const void *)db_split<1024>, b2));
                     const int conn8 = p->connectivity == 8;
                     // SKYFIND_DEBLEND_GLOBAL (a developer knob): the small islands'
@@ -1245,13 +1277,13 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     const int c0sm = getenv("SKYFIND_DEBLEND_GLOBAL") ? 0 : DB_C0;
                     if (side) // the classes side by side, as db_prepare
                         SF_TRY(sf_gpu_fork(g, 2));
-                    db_split<64><<<sm * 16, 64, b0, g->stream>>>(
-                        lists, ncls, c0sm, c0sm ? 128 : 0, conn8, keys, N, p->minarea, nx, in->t0, isl, dd, ss,
+                    db_split<64, DB_MINB0><<<sm * 16, 64, b0, g->stream>>>(
+                        lists, ncls, c0sm, c0sm ? sn0 : 0, conn8, keys, N, p->minarea, nx, in->t0, isl, dd, ss,
                         top, nb, deep, uf, rt, cnt, objl, nbase, obase, nodes, o, count, errp,
                         prof);
                     SF_LAUNCHED();
-                    db_split<256><<<sm * 2, 256, b1, side ? g->aux[0] : g->stream>>>(
-                        lists + L, ncls + 1, DB_C1, 512, conn8, keys, N, p->minarea, nx, in->t0, isl, dd,
+                    db_split<256, DB_MINB1><<<sm * 2, 256, b1, side ? g->aux[0] : g->stream>>>(
+                        lists + L, ncls + 1, DB_C1, sn1, conn8, keys, N, p->minarea, nx, in->t0, isl, dd,
                         ss, top, nb, deep, uf, rt, cnt, objl, nbase, obase, nodes, o, count, errp,
                         prof ? prof + DB_NPROF : NULL);
                     SF_LAUNCHED();
