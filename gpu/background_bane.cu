@@ -12,12 +12,14 @@
 //    bane_cellcount (the counts), cub's scan of them into offsets, then
 //    bane_cellsort, a block a cell, the cells packed.
 // 3. bane_nodes_warp: the cell-aligned nodes, a warp each, 8 a block
-//    (nodes of up to 8 x 8 cells): per-cell kept ranges by galloping
+//    (nodes of up to 8 x 8 cells), or a half warp each, 16 a block (nodes
+//    of up to 48 cells: radio.pipe's 6 x 6; SKYFIND_BANE_WARP32=1 gives them
+//    a warp each, the benchmark's reference): per-cell kept ranges by galloping
 //    searches from the previous pass's, range sums added a cell or two a
 //    lane and then by shuffles (sf_bane_lanes_total, the twin's order);
 //    the median from a window of candidates around the mean,
 //    narrowed to about 50, sorted in registers by shuffles
-//    (bane_warp_sort64; more than 64 in shared memory). A node with too
+//    (bane_warp_sort64, bane_half_sort64; more than 64 in shared memory). A node with too
 //    many candidates (many equal values) is listed for the block kernel.
 // 4. bane_nodes, one block of 32 x 8 threads a node: mode 3 the listed
 //    nodes (a few blocks looping over the list), mode 2 the others (last
@@ -592,7 +594,7 @@ __global__ void __launch_bounds__(BN_TX *BN_TY) bane_nodes(bane_args a)
 // order of the node sums), so the maps are unchanged.
 #define BW_WARPS 8     // warps (nodes) a block
 #define BW_CELLS 64    // cells a node at most ((box / step)^2 <= 64: 8 x 8)
-#define BW_CAND 512    // median candidates ordered in shared memory (about 260 on noise)
+#define BW_CAND 512    // median candidates ordered in shared memory (after the narrowing below)
 #define BW_NARROW 64   // ... narrowed to about 50 when there are more
 
 // Each cell's finite count and largest |v| (-1: none), a warp a cell.
@@ -625,28 +627,10 @@ __global__ void bane_cellstat(const float *img, size_t stride, int nx, int ny, i
     }
 }
 
-// Warp bitonic sort of P keys (a power of two) in shared memory.
-__device__ void bane_warp_bitonic(unsigned *keys, int P)
-{
-    const int lane = threadIdx.x & 31;
-    for (int k = 2; k <= P; k <<= 1)
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int t = lane; t < P / 2; t += 32) {
-                const int i = 2 * t - (t & (j - 1)), ixj = i + j; // i has bit j clear
-                const unsigned u = keys[i], v = keys[ixj];
-                if ((u > v) == ((i & k) == 0)) {
-                    keys[i] = v;
-                    keys[ixj] = u;
-                }
-            }
-            __syncwarp();
-        }
-}
-
 // Bitonic sort of 64 keys in registers: lane L holds elements L (x0) and
 // L + 32 (x1); a partner in another lane comes by a shuffle, so a stage
-// needs no shared memory and no barrier (bane_warp_bitonic's shared-memory
-// network was a sixth of bane_nodes_warp's instructions). Element e keeps
+// needs no shared memory and no barrier (a shared-memory network
+// was a sixth of bane_nodes_warp's instructions). Element e keeps
 // the smaller of its pair when it is the pair's lower one in an ascending
 // block, or the upper one in a descending block.
 __device__ __forceinline__ void bane_warp_sort64(unsigned &x0, unsigned &x1)
@@ -835,29 +819,103 @@ static int bane_cellsort_warp_launch(const float *img, size_t stride, int nx, in
     return 1;
 }
 
-struct bane_warp_shared {
-    int ca[BW_CELLS], cb[BW_CELLS], ta[BW_CELLS], tb[BW_CELLS];
-    int ci[BW_CELLS], cn[BW_CELLS]; // each cell's index and count, found once a node
-    unsigned cand[BW_CAND];
+// A node's shared arrays in bane_nodes_warp: MAXC cells, CAND candidates.
+template <int MAXC, int CAND> struct bane_warp_shared {
+    int ca[MAXC], cb[MAXC], ta[MAXC], tb[MAXC];
+    int ci[MAXC], cn[MAXC]; // each cell's index and count, found once a node
+    unsigned cand[CAND];
 };
 
-// The sum over a warp of an int each lane holds.
-__device__ __forceinline__ unsigned bane_warp_sum(unsigned v)
+// The sum over a node's G lanes (mask: theirs) of an int each holds.
+template <int G> __device__ __forceinline__ unsigned bane_warp_sum(unsigned mask, unsigned v)
 {
-    return __reduce_add_sync(0xffffffffu, v);
+    return __reduce_add_sync(mask, v);
 }
 
-// The cell-aligned nodes, a warp each (bane_nodes' cell path, mode 1). A
-// node whose median window holds more than BW_CAND values (many equal
-// values) is listed in slow[] for bane_nodes (mode 3), which does all of it
-// again with the box fallback.
-__global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a, int *slow, int *nslow)
+// Bitonic sort of 64 keys over the 16 lanes of a half warp (mask: theirs),
+// bane_warp_sort64's network: lane L (0-15 in its half) holds elements L +
+// 16 q in x[q]; pairs 16 or 32 apart are in one lane's registers, the others
+// come by a shuffle within the half.
+__device__ __forceinline__ void bane_half_sort64(unsigned mask, unsigned x[4])
 {
-    __shared__ bane_warp_shared WS[BW_WARPS];
-    const int lane = threadIdx.x & 31, node = blockIdx.x * BW_WARPS + (threadIdx.x >> 5);
+    const int sl = threadIdx.x & 15;
+#pragma unroll
+    for (int k = 2; k <= 64; k <<= 1)
+#pragma unroll
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            if (j >= 16) {
+                const int jj = j >> 4;
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (!(q & jj)) {
+                        const bool asc = ((16 * q + sl) & k) == 0;
+                        const unsigned lo = min(x[q], x[q | jj]), hi = max(x[q], x[q | jj]);
+                        x[q] = asc ? lo : hi;
+                        x[q | jj] = asc ? hi : lo;
+                    }
+            } else {
+                const bool lower = (sl & j) == 0;
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const unsigned p = __shfl_xor_sync(mask, x[q], j, 16);
+                    const bool asc = ((16 * q + sl) & k) == 0;
+                    x[q] = lower == asc ? min(x[q], p) : max(x[q], p);
+                }
+            }
+        }
+}
+
+// Element e of a half's sorted 64 (bane_half_sort64's layout), to every lane.
+__device__ __forceinline__ unsigned bane_half_elem(unsigned mask, const unsigned x[4], unsigned e)
+{
+    const unsigned a = __shfl_sync(mask, x[0], e & 15, 16), b = __shfl_sync(mask, x[1], e & 15, 16),
+                   c = __shfl_sync(mask, x[2], e & 15, 16), d = __shfl_sync(mask, x[3], e & 15, 16);
+    const unsigned q = (e >> 4) & 3;
+    return q == 0 ? a : q == 1 ? b : q == 2 ? c : d;
+}
+
+// Bitonic sort of P keys (a power of two) in shared memory by a node's G
+// lanes (sl: the lane's index among them).
+template <int G> __device__ void bane_group_bitonic(unsigned mask, int sl, unsigned *keys, int P)
+{
+    for (int k = 2; k <= P; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int t = sl; t < P / 2; t += G) {
+                const int i = 2 * t - (t & (j - 1)), ixj = i + j; // i has bit j clear
+                const unsigned u = keys[i], v = keys[ixj];
+                if ((u > v) == ((i & k) == 0)) {
+                    keys[i] = v;
+                    keys[ixj] = u;
+                }
+            }
+            __syncwarp(mask);
+        }
+}
+
+// The cell-aligned nodes, G lanes each (bane_nodes' cell path, mode 1): G =
+// 32, a warp a node, for nodes of up to 64 cells (8 x 8); G = 16, a half
+// warp a node, for nodes of up to 48 (radio.pipe's 6 x 6 cells: a warp of
+// 32 lanes took two rounds of its 36 cells, the second with 4 lanes busy;
+// two nodes in a warp take three rounds for both). Lane sl of a node holds
+// cells sl, sl + G, ... (R = MAXC / G rounds); the node's sums keep
+// sf_bane_lanes_total's association, cell i in slot i % 32: with G = 16 a
+// lane holds slots sl (cells sl, sl + 32) and sl + 16 (cell sl + 16), and
+// adding the two is the total's first level. A node whose median window
+// holds more than CAND values (many equal values) is listed in slow[] for
+// bane_nodes (mode 3), which does all of it again with the box fallback.
+template <int G, int MAXC, int CAND, int MINB>
+__global__ void __launch_bounds__(32 * BW_WARPS, MINB) bane_nodes_warp(bane_args a, int *slow, int *nslow)
+{
+    constexpr int NPW = 32 / G, R = MAXC / G;
+    static_assert(G == 32 || G == 16, "a warp or a half warp a node");
+    static_assert(R * G == MAXC && MAXC <= 64, "whole rounds, slots i % 32 as the twin's");
+    __shared__ bane_warp_shared<MAXC, CAND> WS[BW_WARPS * NPW];
+    const int lane = threadIdx.x & 31, sl = lane & (G - 1), grp = (threadIdx.x >> 5) * NPW + lane / G;
+    const unsigned mask = G == 32 ? 0xffffffffu : 0xffffu << (lane & 16);
+    const int node = blockIdx.x * BW_WARPS * NPW + grp;
     if (node >= a.ncx * a.ncy)
         return;
-    bane_warp_shared &S = WS[threadIdx.x >> 5];
+    bane_warp_shared<MAXC, CAND> &S = WS[grp];
     const int px = sf_bane_node_pos(node % a.ncx, a.ncx, a.nx, a.step),
               py = sf_bane_node_pos(node / a.ncx, a.ncy, a.ny, a.step);
     if (!sf_bane_aligned(px, py, a.step, a.box))
@@ -868,13 +926,13 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
     sf_bane_box(py, a.box, a.ny, &y0, &y1);
     const int cx0 = x0 / a.step, cy0 = y0 / a.step, ncw = (x1 - 1) / a.step - cx0 + 1,
               ncl = ncw * ((y1 - 1) / a.step - cy0 + 1);
-    for (int i = lane; i < ncl; i += 32) { // not a division and a count read in every loop
+    for (int i = sl; i < ncl; i += G) { // not a division and a count read in every loop
         const int ci = (cy0 + i / ncw) * a.ccx + cx0 + i % ncw;
         S.ci[i] = ci;
         S.cn[i] = bane_cell_n(a, ci);
     }
-    __syncwarp();
-    double k1[BW_CELLS / 32], k2[BW_CELLS / 32]; // this lane's cells' range sums
+    __syncwarp(mask);
+    double k1[R], k2[R]; // this lane's cells' range sums
     for (int pass = 0; pass <= SF_BANE_PASSES; pass++) {
         double l = lo, hh = hi, s0 = 0;
         if (pass) {
@@ -882,13 +940,13 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             sf_bane_bounds(mean, sigma, a.kappa, &l, &hh);
         }
         const float fl = sf_bane_f_le(l), fh = sf_bane_f_ge(hh);
-        // this lane's cells (lane, lane + 32): ranges and range sums, added
-        // in sf_bane_lanes_total's order (the twin's)
-        double u1 = 0.0, u2 = 0.0;
+        // this lane's cells: ranges and range sums, added in
+        // sf_bane_lanes_total's order (the twin's): slot sl, then sl + 16
+        double u1 = 0.0, u2 = 0.0, v1 = 0.0, v2 = 0.0;
         unsigned cn = 0;
 #pragma unroll
-        for (int r = 0; r < BW_CELLS / 32; r++) {
-            const int i = lane + 32 * r;
+        for (int r = 0; r < R; r++) {
+            const int i = sl + G * r;
             if (i >= ncl)
                 break;
             const size_t ci = (size_t)S.ci[i];
@@ -906,26 +964,35 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             // a range the pass left as it was: its sums as they were
             if (!pass || ia != S.ca[i] || ib != S.cb[i])
                 sf_bane_range2(a.vals + o, cnt, bane_cell_rec(a, ci), ia, ib, &k1[r], &k2[r]);
-            u1 = u1 + k1[r];
-            u2 = u2 + k2[r];
+            if (G == 32 || !(r & 1)) {
+                u1 = u1 + k1[r];
+                u2 = u2 + k2[r];
+            } else {
+                v1 = v1 + k1[r];
+                v2 = v2 + k2[r];
+            }
             cn += ib - ia;
         }
-        for (int o = SF_BANE_LANES / 2; o; o >>= 1) { // lane i takes lane i + o
-            u1 = u1 + __shfl_down_sync(0xffffffffu, u1, o);
-            u2 = u2 + __shfl_down_sync(0xffffffffu, u2, o);
+        if (G == 16) { // the total's first level: slot sl takes slot sl + 16
+            u1 = u1 + v1;
+            u2 = u2 + v2;
         }
-        u1 = __shfl_sync(0xffffffffu, u1, 0);
-        u2 = __shfl_sync(0xffffffffu, u2, 0);
-        const double un = (double)bane_warp_sum(cn);
+        for (int o = G / 2; o; o >>= 1) { // lane i takes lane i + o
+            u1 = u1 + __shfl_down_sync(mask, u1, o, G);
+            u2 = u2 + __shfl_down_sync(mask, u2, o, G);
+        }
+        u1 = __shfl_sync(mask, u1, 0, G);
+        u2 = __shfl_sync(mask, u2, 0, G);
+        const double un = (double)bane_warp_sum<G>(mask, cn);
         if (un == 0) {
             if (!pass) {
-                if (lane == 0)
+                if (sl == 0)
                     bane_node_empty(a, node);
                 return;
             }
             break;
         }
-        for (int i = lane; i < ncl; i += 32) {
+        for (int i = sl; i < ncl; i += G) {
             S.ca[i] = S.ta[i];
             S.cb[i] = S.tb[i];
         }
@@ -935,12 +1002,12 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         hi = hh;
         n = un;
         sf_bane_mean_sigma_d(un, u1, u2, &mean, &sigma);
-        __syncwarp(); // the sums are read before the next pass writes
+        __syncwarp(mask); // the sums are read before the next pass writes
         if (pass && sf_bane_settled(s0, sigma))
             break;
     }
     // the median: the kept values in a window around the mean that holds
-    // ranks km and k (the twin's windows), sorted by key in shared memory
+    // ranks km and k (the twin's windows), sorted by key
     const unsigned nk = (unsigned)n, k = nk / 2, km = nk & 1 ? k : k - 1;
     for (int tries = 0; tries < 5; tries++) {
         const double wd = sigma / 32.0 * (double)(1 << (3 * tries));
@@ -949,7 +1016,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         const double vlo = mean - wd, vhi = mean + wd;
         const float fvlo = sf_bane_f_ge(vlo), fvhi = sf_bane_f_le(vhi);
         unsigned below = 0, upto = 0;
-        for (int i = lane; i < ncl; i += 32) {
+        for (int i = sl; i < ncl; i += G) {
             const size_t ci = (size_t)S.ci[i];
             const float *v = a.vals + bane_cell_at(a, ci);
             const int ca = S.ca[i], cb = S.cb[i];
@@ -962,13 +1029,11 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
             below += la - ca;
             upto += ub - ca;
         }
-        below = bane_warp_sum(below);
-        upto = bane_warp_sum(upto);
+        below = bane_warp_sum<G>(mask, below);
+        upto = bane_warp_sum<G>(mask, upto);
         if (!(below <= km && k < upto))
             continue;
         unsigned m = upto - below;
-        if (m > BW_CAND)
-            break; // many equal values: the block path
         if (m > BW_NARROW) {
             // Ranks km and k within a narrower window, where they should fall
             // if the window's values were spread evenly (they nearly are,
@@ -981,8 +1046,13 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
                          nhi = vlo + span * (((double)(k - below) + 25.0) / m);
             const float fnlo = sf_bane_f_ge(nlo), fnhi = sf_bane_f_le(nhi);
             unsigned nb0 = 0, nu0 = 0;
-            int na[2] = {0, 0}, nbb[2] = {0, 0};
-            for (int i = lane, r = 0; i < ncl; i += 32, r++) {
+            int na[R], nbb[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int i = sl + G * r;
+                na[r] = nbb[r] = 0;
+                if (i >= ncl)
+                    continue;
                 const size_t ci = (size_t)S.ci[i];
                 const float *v = a.vals + bane_cell_at(a, ci);
                 const int ta = S.ta[i], tb = S.tb[i];
@@ -991,53 +1061,70 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
                 nb0 += na[r] - ta;
                 nu0 += nbb[r] - ta;
             }
-            nb0 = below + bane_warp_sum(nb0);
-            nu0 = below + bane_warp_sum(nu0);
+            nb0 = below + bane_warp_sum<G>(mask, nb0);
+            nu0 = below + bane_warp_sum<G>(mask, nu0);
             if (nb0 <= km && k < nu0) { // the narrow window holds them
-                for (int i = lane, r = 0; i < ncl; i += 32, r++) {
-                    S.ta[i] = na[r];
-                    S.tb[i] = nbb[r];
-                }
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (sl + G * r < ncl) {
+                        S.ta[sl + G * r] = na[r];
+                        S.tb[sl + G * r] = nbb[r];
+                    }
                 below = nb0;
                 m = nu0 - nb0;
             }
         }
-        __syncwarp();
-        // each cell's candidates at the sum of the cells before it (a warp
-        // scan of the counts; cells lane and lane + 32)
+        if (m > CAND)
+            break; // many equal values: the block path
+        __syncwarp(mask);
+        // each cell's candidates at the sum of the cells before it (a scan
+        // of the counts over the node's lanes, round by round)
         {
-            unsigned c0 = lane < ncl ? S.tb[lane] - S.ta[lane] : 0,
-                     c1 = lane + 32 < ncl ? S.tb[lane + 32] - S.ta[lane + 32] : 0, x0 = c0, x1 = c1;
-            for (int o = 1; o < 32; o <<= 1) {
-                const unsigned y0 = __shfl_up_sync(0xffffffffu, x0, o),
-                               y1 = __shfl_up_sync(0xffffffffu, x1, o);
-                if (lane >= o) {
-                    x0 += y0;
-                    x1 += y1;
+            unsigned base = 0;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int i = sl + G * r;
+                const unsigned c = i < ncl ? S.tb[i] - S.ta[i] : 0;
+                unsigned x = c;
+                for (int o = 1; o < G; o <<= 1) {
+                    const unsigned y = __shfl_up_sync(mask, x, o, G);
+                    if (sl >= o)
+                        x += y;
+                }
+                unsigned at = base + x - c;
+                base += __shfl_sync(mask, x, G - 1, G);
+                if (i < ncl) {
+                    const float *v = a.vals + bane_cell_at(a, (size_t)S.ci[i]);
+                    for (int j = S.ta[i]; j < S.tb[i]; j++)
+                        S.cand[at++] = sf_fkey(v[j]);
                 }
             }
-            const unsigned t0 = __shfl_sync(0xffffffffu, x0, 31);
-            unsigned at[2] = {x0 - c0, t0 + x1 - c1};
-            for (int i = lane, r = 0; i < ncl; i += 32, r++) {
-                const size_t ci = (size_t)S.ci[i];
-                const float *v = a.vals + bane_cell_at(a, ci);
-                for (int j = S.ta[i]; j < S.tb[i]; j++)
-                    S.cand[at[r]++] = sf_fkey(v[j]);
-            }
         }
-        __syncwarp();
+        __syncwarp(mask);
         if (m <= 64) { // (nearly always: the narrowed window holds about 50)
-            unsigned x0 = lane < (int)m ? S.cand[lane] : 0xffffffffu,
-                     x1 = lane + 32 < (int)m ? S.cand[lane + 32] : 0xffffffffu;
-            bane_warp_sort64(x0, x1);
             const unsigned r0 = km - below, r1 = k - below;
-            const unsigned a0 = __shfl_sync(0xffffffffu, x0, r0 & 31),
-                           a1 = __shfl_sync(0xffffffffu, x1, r0 & 31),
-                           b0 = __shfl_sync(0xffffffffu, x0, r1 & 31),
-                           b1 = __shfl_sync(0xffffffffu, x1, r1 & 31);
-            if (lane == 0) {
-                const float lomid = sf_fkey_value(r0 >> 5 ? a1 : a0),
-                            himid = sf_fkey_value(r1 >> 5 ? b1 : b0);
+            unsigned lok, hik;
+            if (G == 32) {
+                unsigned x0 = lane < (int)m ? S.cand[lane] : 0xffffffffu,
+                         x1 = lane + 32 < (int)m ? S.cand[lane + 32] : 0xffffffffu;
+                bane_warp_sort64(x0, x1);
+                const unsigned a0 = __shfl_sync(0xffffffffu, x0, r0 & 31),
+                               a1 = __shfl_sync(0xffffffffu, x1, r0 & 31),
+                               b0 = __shfl_sync(0xffffffffu, x0, r1 & 31),
+                               b1 = __shfl_sync(0xffffffffu, x1, r1 & 31);
+                lok = r0 >> 5 ? a1 : a0;
+                hik = r1 >> 5 ? b1 : b0;
+            } else {
+                unsigned x[4];
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    x[q] = sl + 16 * q < (int)m ? S.cand[sl + 16 * q] : 0xffffffffu;
+                bane_half_sort64(mask, x);
+                lok = bane_half_elem(mask, x, r0);
+                hik = bane_half_elem(mask, x, r1);
+            }
+            if (sl == 0) {
+                const float lomid = sf_fkey_value(lok), himid = sf_fkey_value(hik);
                 a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
                 a.raws[node] = (float)sigma;
                 a.iters[node] = it;
@@ -1047,11 +1134,11 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         unsigned P = 32;
         while (P < m)
             P <<= 1;
-        for (unsigned i = m + lane; i < P; i += 32)
+        for (unsigned i = m + sl; i < P; i += G)
             S.cand[i] = 0xffffffffu;
-        __syncwarp();
-        bane_warp_bitonic(S.cand, (int)P);
-        if (lane == 0) {
+        __syncwarp(mask);
+        bane_group_bitonic<G>(mask, sl, S.cand, (int)P);
+        if (sl == 0) {
             const float lomid = sf_fkey_value(S.cand[km - below]),
                         himid = sf_fkey_value(S.cand[k - below]);
             a.rawb[node] = km == k ? himid : __fdiv_rn(__fadd_rn(lomid, himid), 2.0f);
@@ -1060,7 +1147,7 @@ __global__ void __launch_bounds__(32 * BW_WARPS, 5) bane_nodes_warp(bane_args a,
         }
         return;
     }
-    if (lane == 0)
+    if (sl == 0)
         slow[atomicAdd(nslow, 1)] = node;
 }
 
@@ -1704,8 +1791,15 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
     {
         if (use_cells && !blockpath && (p->box / step) * (p->box / step) <= BW_CELLS) {
             // a warp a node, then the few it lists (mode 3) by a few blocks
-            bane_nodes_warp<<<(nb + BW_WARPS - 1) / BW_WARPS, 32 * BW_WARPS, 0, g->stream>>>(
-                na, slow, nslow);
+            const int span = p->box / step;
+            if (span * span <= 48 && !getenv("SKYFIND_BANE_WARP32")) { // two nodes a warp
+                bane_nodes_warp<16, 48, 256, 4> // 64 registers (48 spilled 364 bytes)
+                    <<<(nb + 2 * BW_WARPS - 1) / (2 * BW_WARPS), 32 * BW_WARPS, 0, g->stream>>>(
+                        na, slow, nslow);
+            } else
+                bane_nodes_warp<32, BW_CELLS, BW_CAND, 5>
+                    <<<(nb + BW_WARPS - 1) / BW_WARPS, 32 * BW_WARPS, 0, g->stream>>>(na, slow,
+                                                                                       nslow);
             SF_LAUNCHED();
             na.mode = 3;
             bane_nodes<<<nb < 8 * g->sm_count ? nb : 8 * g->sm_count, dim3(BN_TX, BN_TY), cdyn,

@@ -584,8 +584,11 @@ START_TEST(test_gpu_random)
     /* cell path with a staged box, pixel path, box 1, pixel path unstaged,
      * cell path unstaged (180^2 pixels); the cell path with nodes of 10 x 10
      * cells (more than the GPU's warp-per-node kernel takes: its block
-     * kernel) and with cells of 33^2 pixels (more than its warp sort takes) */
-    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {40, 500}, {30, 180}, {4, 40}, {33, 198}};
+     * kernel) and with cells of 33^2 pixels (more than its warp sort takes);
+     * nodes of 8 x 8 cells (the GPU's warp a node) and of 4 x 4 (its half
+     * warp a node, with rounds of cells left empty; 6 x 6 above) */
+    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1},  {40, 500}, {30, 180},
+                                   {4, 40},  {33, 198}, {12, 96}, {8, 32}};
     const int nsteps = (int)(sizeof steps / sizeof steps[0]);
     for (int k = 0; sftest_sizes[k][0]; k++) {
         if (sftest_quick() && sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 300 * 300)
