@@ -26,8 +26,9 @@
 //   fit_finish   per component: the derived values (sizes, errors,
 //                deconvolution), as the CPU's sf_fit_finish
 // Then the host side, sf_fit_gpu: the island tables carved in the scratch,
-// the launches above, and three downloads (the rooms' total, which sizes
-// the pixel buffers; the totals; the components).
+// the launches above, and two or three downloads (the rooms' total, which
+// sizes the pixel buffers, unless the segment stage's count of labelled
+// pixels bounds it: sf_fit_in.npix; the totals; the components).
 #include <stdint.h>
 #include <string.h>
 #include <cub/cub.cuh>
@@ -99,25 +100,30 @@ static __global__ void fit_scatter(const float *__restrict__ img, size_t istride
                                    const int *__restrict__ isl_of, int nobj, int nx, int ny,
                                    const unsigned *__restrict__ poff,
                                    const unsigned *__restrict__ cap, unsigned *__restrict__ cur,
-                                   unsigned *__restrict__ keys)
+                                   unsigned *__restrict__ keys, unsigned room)
 {
     island_pixels(img, istride, lab, lstride, mask, mstride, mi, isl_of, nobj, nx, ny,
                   [&](int k, unsigned p) {
                       const unsigned j = atomicAdd(&cur[k], 1u);
-                      if (j < cap[k]) // else fit_ends reports it
+                      if (j < cap[k] && poff[k] + j < room) // else fit_ends reports it
                           keys[poff[k] + j] = p;
                   });
 }
 
-// The segments' ends; *over: an island with more usable pixels than room.
+// The segments' ends; *over: 1, an island with more usable pixels than its
+// room; 2, rooms past the buffer's `room` slots (the segment stage's count,
+// when the host sized the buffer by it: their segments are left empty).
 static __global__ void fit_ends(const unsigned *__restrict__ poff, const unsigned *__restrict__ cap,
                                 const unsigned *__restrict__ cur, int N, unsigned *__restrict__ pend,
-                                unsigned *__restrict__ over)
+                                unsigned *__restrict__ over, unsigned room)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k < N) {
-        pend[k] = poff[k] + min(cur[k], cap[k]);
-        if (cur[k] > cap[k])
+        const bool past = (unsigned long long)poff[k] + cap[k] > room;
+        pend[k] = past ? poff[k] : poff[k] + min(cur[k], cap[k]);
+        if (past)
+            *over = 2;
+        else if (cur[k] > cap[k])
             *over = 1;
     }
 }
@@ -618,8 +624,14 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
             SF_LAUNCHED();
         }
         SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, t1, cap, poff, N + 1, s));
-        SF_TRY(sf_gpu_to_host(g, totals, poff + N, sizeof(unsigned)));
-        total = totals[0];
+        if (in->npix > 0 && in->npix <= (long long)UINT_MAX) {
+            // the segment stage's count bounds the rooms' total: no download
+            // (and no wait for it) before the pixels' buffers are sized
+            total = (unsigned)in->npix;
+        } else {
+            SF_TRY(sf_gpu_to_host(g, totals, poff + N, sizeof(unsigned)));
+            total = totals[0];
+        }
         // part 2 (kept buffers, grown when needed): the pixels and the sort
         {
             size_t o2 = 0;
@@ -636,9 +648,9 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
         }
         fit_scatter<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
                                            mdata, mstride, a.mi, d_isl, in->nobj, nx, ny, poff,
-                                           cap, cur, keys0);
+                                           cap, cur, keys0, total);
         SF_LAUNCHED();
-        fit_ends<<<sf_blocks((size_t)N, 256), 256, 0, s>>>(poff, cap, cur, N, pend, pend + N);
+        fit_ends<<<sf_blocks((size_t)N, 256), 256, 0, s>>>(poff, cap, cur, N, pend, pend + N, total);
         SF_LAUNCHED();
         if (total > 0)
             SF_CUDA(cub::DeviceSegmentedSort::SortKeys(tmp, t3, keys0, keys, (int)total, N, poff,
@@ -669,8 +681,11 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     SF_LAUNCHED();
     SF_TRY(sf_gpu_to_host(g, &tot, d_tot, sizeof tot));
     if (tot.over) {
-        st = sf_fail(SF_ERR_INTERNAL, "fit (GPU): an island has more usable pixels than the "
-                                      "measure stage measured");
+        st = tot.over == 2 ? sf_fail(SF_ERR_INTERNAL, "fit (GPU): the islands' usable pixels "
+                                                      "outnumber the %u the segment stage labelled",
+                                     total)
+                           : sf_fail(SF_ERR_INTERNAL, "fit (GPU): an island has more usable pixels "
+                                                      "than the measure stage measured");
         goto fail;
     }
     ntot = tot.ntot;

@@ -143,6 +143,9 @@ typedef struct {
     const int *parent;          /* host: island of each object (nobj + 1 entries), NULL
                                    without a deblend stage (island = object) */
     int nislands;
+    long long npix;             /* GPU: the pixels the segment stage labelled (they bound the
+                                   islands' usable pixels: the pixel buffers are sized by it
+                                   without reading the exact total back), 0 unknown */
     double beam_maj, beam_min, beam_angle; /* beam FWHM (pix) and angle of its major axis
                                               (deg counter-clockwise from +x); 0: none */
 } sf_fit_in;

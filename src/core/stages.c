@@ -605,6 +605,7 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
     in.nobj = s->nlabels;
     in.parent = s->db_parent;
     in.nislands = s->db_parent ? s->db_nislands : s->nlabels;
+    in.npix = gpu ? s->seg_npix : 0; /* the deblend stage keeps the labelled pixels */
     if (s->beam_pix > 0) { /* the beam in pixels; its angle from +x (north up, east left) */
         in.beam_maj = s->beam_pix;
         in.beam_min = s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix;
