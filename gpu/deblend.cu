@@ -573,10 +573,7 @@ static __device__ __forceinline__ void
         typename IR::TempStorage r;
         typename IS::TempStorage s;
     } tmp;
-    // the island's levels, after its pixels' and tree's shares of the dynamic
-    // shared memory (N floats there rather than DB_MAXLEV here: 4 KB less a
-    // block, so that class 0 has 12 blocks an SM)
-    float *const lev = (float *)(sb + DB_PXB * (size_t)smax + (size_t)snodes * sizeof(db_gnode));
+    __shared__ float lev[DB_MAXLEV];
     __shared__ int swhole, snobj, sq;
     __shared__ double sl;
     const int tid = threadIdx.x;
@@ -1254,23 +1251,19 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     // as the device allows beside the kernels' static share
                     const size_t optin = g->smem_optin > 12288 ? g->smem_optin - 12288 : 0;
                     // The trees' shared share is what the SMs' residency allows:
-                    // class 0 (at most 80 registers a thread) 12 blocks an SM,
+                    // class 0 (at most 80 registers a thread) 11 blocks an SM,
                     // class 1 (at most 128) two; a tree that outgrows it moves
                     // to its global share. (Before: 8 and one, the islands in
-                    // more waves; at 8192^2 the stage 0.06-0.07 ms longer.
-                    // Class 0 had 11 while its levels were static: about
-                    // 1,450 islands at once, of some 1,500 at 8192^2.) After
-                    // the tree, the island's N levels (db_split_one's lev).
+                    // more waves; at 8192^2 the stage 0.06-0.07 ms longer.)
                     const int sn0 = 64, sn1 = 256;
-                    const size_t levb = ((size_t)N * sizeof(float) + 15) / 16 * 16;
-                    const size_t b0 = DB_PXB * DB_C0 + sn0 * sizeof(db_gnode) + levb,
-                                 b1 = DB_PXB * DB_C1 + sn1 * sizeof(db_gnode) + levb;
+                    const size_t b0 = DB_PXB * DB_C0 + sn0 * sizeof(db_gnode),
+                                 b1 = DB_PXB * DB_C1 + sn1 * sizeof(db_gnode);
                     int smax = DB_BIGSM, snodes = 1024;
-                    while (smax > 0 && DB_PXB * smax + snodes * sizeof(db_gnode) + levb > optin) {
+                    while (smax > 0 && DB_PXB * smax + snodes * sizeof(db_gnode) > optin) {
                         smax /= 2;
                         snodes /= 2;
                     }
-                    const size_t b2 = DB_PXB * smax + snodes * sizeof(db_gnode) + levb;
+                    const size_t b2 = DB_PXB * smax + snodes * sizeof(db_gnode);
                     if (b1 > optin) {
                         st = sf_fail(SF_ERR_CUDA, "deblend (GPU): the device offers %zu bytes of "
                                      "shared memory a block, %zu needed", g->smem_optin, b1 + 12288);
