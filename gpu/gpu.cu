@@ -25,6 +25,7 @@
 struct sf_gpu_timer {
     sf_gpu *g;
     cudaEvent_t a, b;
+    cudaEvent_t mk[SF_GPU_TIMER_MARKS]; // sf_gpu_timer_mark's, made on first use
 };
 
 // launchers
@@ -770,7 +771,36 @@ extern "C" void sf_gpu_timer_destroy(sf_gpu_timer *t)
         cudaEventDestroy(t->a);
     if (t->b)
         cudaEventDestroy(t->b);
+    for (int k = 0; k < SF_GPU_TIMER_MARKS; k++)
+        if (t->mk[k])
+            cudaEventDestroy(t->mk[k]);
     free(t);
+}
+
+extern "C" sf_status sf_gpu_timer_mark(sf_gpu_timer *t, int k)
+{
+    sf_status st = SF_OK;
+    if (k < 0 || k >= SF_GPU_TIMER_MARKS)
+        return sf_fail(SF_ERR_INTERNAL, "timer mark %d of %d", k, SF_GPU_TIMER_MARKS);
+    if (!t->mk[k])
+        SF_CUDA(cudaEventCreate(&t->mk[k]));
+    SF_CUDA(cudaEventRecord(t->mk[k], t->g->stream));
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_gpu_timer_between(sf_gpu_timer *t, int k0, int k1, double *ms)
+{
+    sf_status st = SF_OK;
+    float f = 0;
+    if (k0 < 0 || k1 < 0 || k0 >= SF_GPU_TIMER_MARKS || k1 >= SF_GPU_TIMER_MARKS || !t->mk[k0] ||
+        !t->mk[k1])
+        return sf_fail(SF_ERR_INTERNAL, "timer marks %d and %d not recorded", k0, k1);
+    SF_CUDA(cudaEventSynchronize(t->mk[k1]));
+    SF_CUDA(cudaEventElapsedTime(&f, t->mk[k0], t->mk[k1]));
+    *ms = f;
+fail:
+    return st;
 }
 
 extern "C" sf_status sf_gpu_timer_start(sf_gpu_timer *t)

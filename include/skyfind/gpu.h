@@ -118,6 +118,13 @@ sf_status sf_gpu_timer_create(sf_gpu *g, sf_gpu_timer **t);
 void sf_gpu_timer_destroy(sf_gpu_timer *t);
 sf_status sf_gpu_timer_start(sf_gpu_timer *t);
 sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms); /* waits for the stream */
+/* Marks without waiting: event k (0 <= k < SF_GPU_TIMER_MARKS) recorded on
+ * the stream now; the device time from mark k0 to mark k1, waiting for k1.
+ * The pipeline runner marks each stage's end and reads the times after the
+ * last, so the host queues a stage's work while the one before still runs. */
+#define SF_GPU_TIMER_MARKS 40
+sf_status sf_gpu_timer_mark(sf_gpu_timer *t, int k);
+sf_status sf_gpu_timer_between(sf_gpu_timer *t, int k0, int k1, double *ms);
 
 /* The device's copy bandwidth: times cudaMemcpyAsync device-to-device of
  * `bytes` between two fresh buffers with events (a warm-up, then the median

@@ -228,32 +228,38 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
 }
 
 /* Run steps [from, to); each stage's time is added to its step's slot (the
- * negative pass of threshold sign=both runs the later steps again). */
+ * negative pass of threshold sign=both runs the later steps again). On the
+ * GPU an event marks each stage's end without waiting for it (a wait at
+ * every stage's end left the GPU idle while the host woke and queued the
+ * next stage's first launches); the times are read after the last. */
 static sf_status run_steps(sf_state *s, const sf_pipeline *pl, int from, int to, int gpu,
                            sf_gpu_timer *timer, sf_run_result *r)
 {
     sf_status st;
+    if (gpu && (st = sf_gpu_timer_mark(timer, from)))
+        return st;
     for (int i = from; i < to; i++) {
         const sf_pipe_step *step = &pl->steps[i];
-        double ms = 0, w = now_ms();
-        if (gpu && (st = sf_gpu_timer_start(timer)))
-            return st;
+        double w = now_ms();
         st = gpu ? step->def->gpu(s, step->params) : step->def->cpu(s, step->params);
         if (st) {
             sf_errcontext("stage %s (%s)%s", step->def->name, gpu ? "gpu" : "cpu",
                           s->negated ? ", negative detections" : "");
             return st;
         }
-        if (gpu) {
-            if ((st = sf_gpu_timer_stop(timer, &ms)))
-                return st;
-        } else {
-            ms = now_ms() - w;
-        }
+        if (gpu && (st = sf_gpu_timer_mark(timer, i + 1)))
+            return st;
         r->stage[i] = step->def->name;
-        r->stage_ms[i] += ms;
+        if (!gpu)
+            r->stage_ms[i] += now_ms() - w;
         if (r->nstages < i + 1)
             r->nstages = i + 1;
+    }
+    for (int i = from; gpu && i < to; i++) {
+        double ms = 0;
+        if ((st = sf_gpu_timer_between(timer, i, i + 1, &ms)))
+            return st;
+        r->stage_ms[i] += ms;
     }
     return SF_OK;
 }
