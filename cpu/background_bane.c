@@ -197,9 +197,11 @@ static long long bane_cells(const sf_image *img, int step, float *cm, int ccx, i
 /* ---- the cell path (background_bane.h) ---------------------------------- */
 /* The cells are kept for a band of cell rows only: a ring of w rows (the
  * box's span in cells, at most the image's), cell row cy in ring row cy % w,
- * each cell in a slot of step^2 values. The nodes are done a node row at a
- * time, every thread on the same row, and the ring takes the next cell row
- * before each (bane_cell_fill): a few MB that stay in cache, instead of
+ * each cell in a slot of step^2 values; with a group of K node rows done at
+ * once (sf_background_bane_cpu: 1 on one thread, else 8) the ring has w + K
+ * - 1 rows. The nodes are done a group at a time, every thread on the same
+ * group, and the ring takes the group's new cell rows before each
+ * (bane_cell_fill): a few MB that stay in cache, instead of
  * the whole image's cells (20 bytes a pixel when the running sums were kept
  * value by value: at 2048^2, 84 MB whose first touch cost more than sorting
  * them on the development VM; about 5 with the records). */
@@ -658,8 +660,13 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 8 * (p->box / step) * (p->box / step) + 4;
         bane_cellset cl = {NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
+        /* node rows a group (below): one at a time on one thread (the
+         * ring stays smallest), else 8; SKYFIND_BANE_ROWS=K (a developer
+         * knob, for A/B timings) sets it */
+        const char *rows_env = getenv("SKYFIND_BANE_ROWS");
+        const int group = rows_env && atoi(rows_env) > 0 ? atoi(rows_env) : (nt > 1 ? 8 : 1);
         int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);
-        if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step, &cl)) != SF_OK)) {
+        if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step + group - 1, &cl)) != SF_OK)) {
             if (!abuf)
                 s = sf_fail(SF_ERR_NOMEM, "background bane: cell ranges");
             free(abuf);
@@ -668,22 +675,34 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             goto fail;
         }
         nfinite = bane_cells(img, step, cm, ccx, ccy);
-        /* a node row at a time, every thread on it; the ring first takes the
-         * cell rows the row's boxes reach (the rows it drops are above every
-         * box of this row and the next) */
+        /* node rows a group at a time, every thread on the group: the ring
+         * first takes the cell rows the group's boxes reach (it holds them
+         * all: rows it drops are above every box of this group and the
+         * next), then the group's nodes are shared out. A group of K rows
+         * has two barriers where K single rows had 2K (at 4096^2 and 16
+         * threads a row is 241 nodes, 15 a thread, and each barrier waits
+         * for the row's slowest node). */
 #pragma omp parallel
         {
             int tid = 0, built = -1; /* the last cell row in the ring (the same in every thread) */
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            for (int iy = 0; iy < ncy; iy++) {
-                const int py = sf_bane_node_pos(iy, ncy, ny, step);
-                int need = -1;
-                if (use_cells && py % step == 0) {
-                    int y0, y1;
-                    sf_bane_box(py, p->box, ny, &y0, &y1);
-                    need = y1 > y0 ? (y1 - 1) / step : -1;
+            for (int iy0 = 0, iy1; iy0 < ncy; iy0 = iy1) {
+                int lo = -1, need = -1; /* the group's cell rows */
+                for (iy1 = iy0; iy1 < ncy && iy1 - iy0 < group; iy1++) {
+                    const int py = sf_bane_node_pos(iy1, ncy, ny, step);
+                    if (use_cells && py % step == 0) {
+                        int y0, y1;
+                        sf_bane_box(py, p->box, ny, &y0, &y1);
+                        if (y1 > y0) {
+                            const int a = y0 / step, b = (y1 - 1) / step;
+                            if (lo >= 0 && b - lo + 1 > cl.w)
+                                break; /* the ring would drop a row the group reads */
+                            lo = lo < 0 ? a : lo;
+                            need = b > need ? b : need;
+                        }
+                    }
                 }
                 if (need > built) {
                     const int r0 = built + 1, nr = need - built;
@@ -693,8 +712,10 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                     built = need;
                 }
 #pragma omp for schedule(dynamic, 4)
-                for (int ix = 0; ix < ncx; ix++) {
-                    const int i = iy * ncx + ix, px = sf_bane_node_pos(ix, ncx, nx, step);
+                for (int t = 0; t < (iy1 - iy0) * ncx; t++) {
+                    const int iy = iy0 + t / ncx, ix = t % ncx, i = iy * ncx + ix;
+                    const int py = sf_bane_node_pos(iy, ncy, ny, step),
+                              px = sf_bane_node_pos(ix, ncx, nx, step);
                     if (use_cells && sf_bane_aligned(px, py, step, p->box)) {
                         int x0, x1, y0, y1;
                         sf_bane_box(px, p->box, nx, &x0, &x1);
