@@ -6,7 +6,8 @@
 // direct2d_rb, one block per 64 x 64 output tile, the tile and its halo
 // (edge mode applied, NaN replaced by 0) and the flipped weights in shared
 // memory, each thread 4 adjacent outputs in 4 rows, every tile row it reads
-// loaded into registers once and used for each output row it belongs to.
+// loaded into registers once and used for each output row it belongs to;
+// the taps of the padding (its width rounded up to 4) are not summed (rb_exact).
 // Wider kernels, and the FFT's border bands: direct2d_kernel, one block per
 // 64 x (16 x RPT) tile, the weights in constant memory (in shared memory
 // above 225 taps, which overflow the constant cache), each thread 4
@@ -277,11 +278,24 @@ fail:
 typedef void (*direct2d_rb_fn)(const float *, size_t, float *, size_t, int, int, int, int, int,
                                int, int, float, const float *);
 
-template <int KXP>
-static direct2d_rb_fn direct2d_rb_pick(int nans, int dbl)
+template <int KXP, int TAPS>
+static direct2d_rb_fn direct2d_rb_pick2(int nans, int dbl)
 {
-    return nans ? (dbl ? direct2d_rb<true, KXP, 4, true> : direct2d_rb<true, KXP, 4, false>)
-                : (dbl ? direct2d_rb<false, KXP, 4, true> : direct2d_rb<false, KXP, 4, false>);
+    return nans ? (dbl ? direct2d_rb<true, KXP, 4, true, TAPS> : direct2d_rb<true, KXP, 4, false, TAPS>)
+                : (dbl ? direct2d_rb<false, KXP, 4, true, TAPS> : direct2d_rb<false, KXP, 4, false, TAPS>);
+}
+
+// pad: the padded columns summed as zero taps (KXP - the kernel's width, or 0
+// with SKYFIND_CONV_EXACT=0)
+template <int KXP>
+static direct2d_rb_fn direct2d_rb_pick(int nans, int dbl, int pad)
+{
+    switch (pad) {
+    case 3: return direct2d_rb_pick2<KXP, KXP - 3>(nans, dbl);
+    case 2: return direct2d_rb_pick2<KXP, KXP - 2>(nans, dbl);
+    case 1: return direct2d_rb_pick2<KXP, KXP - 1>(nans, dbl);
+    default: return direct2d_rb_pick2<KXP, KXP>(nans, dbl);
+    }
 }
 
 // Shared bytes of direct2d_rb: the tile (twice with NaN) and the weights.
@@ -290,6 +304,12 @@ static size_t direct2d_rb_smem(const sf_kernel *k, int nans)
     const size_t kxp = round4(k->nx);
     return ((size_t)(RBT * 4 + k->ny - 1) * (RBW + kxp) * (nans ? 2 : 1) + k->ny * kxp) * sizeof(float);
 }
+
+// The padding direct2d_rb and direct2d_rb_rows leave out of the sums: they
+// sum the kernel's own columns only (its width rounded up to 4 less this).
+// SKYFIND_CONV_EXACT=0 (a developer knob, for A/B runs) sums the padding's
+// zero taps too, as before.
+static int rb_exact(const sf_kernel *k);
 
 // Whether direct2d_rb takes the kernel (SKYFIND_CONV_RB=0: never).
 static int rb_fits(const sf_gpu *g, const sf_kernel *k, int nans)
@@ -301,6 +321,11 @@ static int rb_fits(const sf_gpu *g, const sf_kernel *k, int nans)
 // Its sums in double (direct2d_run's choice: the same sums).
 static int rb_dbl(const sf_kernel *k) { return k->nx * k->ny > 225 || k->ny > 9; }
 
+static int rb_exact(const sf_kernel *k)
+{
+    return env_int("SKYFIND_CONV_EXACT", 1) ? round4(k->nx) - k->nx : 0;
+}
+
 // The register-blocked 2-D kernel over the whole image, for kernels of up to
 // 24 columns whose tile fits (SKYFIND_CONV_RB=0 takes direct2d_kernel
 // instead, for A/B runs). *done stays 0 (nothing launched) where it does not
@@ -311,19 +336,19 @@ static sf_status direct2d_rb_run(sf_gpu *g, const sf_image *in, const sf_kernel 
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2;
     const size_t smem = direct2d_rb_smem(k, nans);
-    const int dbl = rb_dbl(k);
+    const int dbl = rb_dbl(k), ex = rb_exact(k);
     direct2d_rb_fn fn = NULL;
     const float *wg = NULL;
     *done = 0;
     if (!rb_fits(g, k, nans))
         return SF_OK;
     switch (kxp) {
-    case 4: fn = direct2d_rb_pick<4>(nans, dbl); break;
-    case 8: fn = direct2d_rb_pick<8>(nans, dbl); break;
-    case 12: fn = direct2d_rb_pick<12>(nans, dbl); break;
-    case 16: fn = direct2d_rb_pick<16>(nans, dbl); break;
-    case 20: fn = direct2d_rb_pick<20>(nans, dbl); break;
-    default: fn = direct2d_rb_pick<24>(nans, dbl); break;
+    case 4: fn = direct2d_rb_pick<4>(nans, dbl, ex); break;
+    case 8: fn = direct2d_rb_pick<8>(nans, dbl, ex); break;
+    case 12: fn = direct2d_rb_pick<12>(nans, dbl, ex); break;
+    case 16: fn = direct2d_rb_pick<16>(nans, dbl, ex); break;
+    case 20: fn = direct2d_rb_pick<20>(nans, dbl, ex); break;
+    default: fn = direct2d_rb_pick<24>(nans, dbl, ex); break;
     }
     SF_TRY(weights_2d(g, k, kxp, &wg));
     SF_TRY(sf_gpu_smem_max(g, (const void *)fn, smem));
@@ -341,10 +366,21 @@ fail:
 typedef void (*direct2d_rb_rows_fn)(const float *, size_t, float *, size_t, int, int, int, int, int,
                                     int, int, const float *, int, int);
 
-template <int KXP>
-static direct2d_rb_rows_fn direct2d_rb_rows_pick(int dbl)
+template <int KXP, int TAPS>
+static direct2d_rb_rows_fn direct2d_rb_rows_pick2(int dbl)
 {
-    return dbl ? direct2d_rb_rows<KXP, true> : direct2d_rb_rows<KXP, false>;
+    return dbl ? direct2d_rb_rows<KXP, true, TAPS> : direct2d_rb_rows<KXP, false, TAPS>;
+}
+
+template <int KXP>
+static direct2d_rb_rows_fn direct2d_rb_rows_pick(int dbl, int pad)
+{
+    switch (pad) {
+    case 3: return direct2d_rb_rows_pick2<KXP, KXP - 3>(dbl);
+    case 2: return direct2d_rb_rows_pick2<KXP, KXP - 2>(dbl);
+    case 1: return direct2d_rb_rows_pick2<KXP, KXP - 1>(dbl);
+    default: return direct2d_rb_rows_pick2<KXP, KXP>(dbl);
+    }
 }
 
 #define RB_ROWS_THREADS 128 // direct2d_rb_rows: 512 outputs of a row a block
@@ -378,17 +414,17 @@ static sf_status rb_rows_run(sf_gpu *g, cudaStream_t s, const sf_image *in, cons
 {
     sf_status st = SF_OK;
     const int kxp = round4(k->nx), cx = k->nx / 2, cy = k->ny / 2, w = 4 * RB_ROWS_THREADS;
-    const int dbl = rb_dbl(k);
+    const int dbl = rb_dbl(k), ex = rb_exact(k);
     const size_t smem = rb_rows_smem(k);
     direct2d_rb_rows_fn fn = NULL;
     const float *wg = NULL;
     switch (kxp) {
-    case 4: fn = direct2d_rb_rows_pick<4>(dbl); break;
-    case 8: fn = direct2d_rb_rows_pick<8>(dbl); break;
-    case 12: fn = direct2d_rb_rows_pick<12>(dbl); break;
-    case 16: fn = direct2d_rb_rows_pick<16>(dbl); break;
-    case 20: fn = direct2d_rb_rows_pick<20>(dbl); break;
-    default: fn = direct2d_rb_rows_pick<24>(dbl); break;
+    case 4: fn = direct2d_rb_rows_pick<4>(dbl, ex); break;
+    case 8: fn = direct2d_rb_rows_pick<8>(dbl, ex); break;
+    case 12: fn = direct2d_rb_rows_pick<12>(dbl, ex); break;
+    case 16: fn = direct2d_rb_rows_pick<16>(dbl, ex); break;
+    case 20: fn = direct2d_rb_rows_pick<20>(dbl, ex); break;
+    default: fn = direct2d_rb_rows_pick<24>(dbl, ex); break;
     }
     SF_TRY(weights_2d(g, k, kxp, &wg));
     SF_TRY(sf_gpu_smem_max(g, (const void *)fn, smem));

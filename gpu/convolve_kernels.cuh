@@ -154,11 +154,16 @@ direct2d_kernel(const float *__restrict__ in, size_t sin, float *__restrict__ ou
 // the H100 the 2-D kernel was bound by instruction issue (85% busy, 3.2
 // instructions per tap: a constant load per weight, loop control, the
 // double conversion per row per output); here each tap is about one FMA.
-// Tile 64 x (16 RB) outputs; shared: (16 RB + ky - 1) x (64 + KXP) floats,
-// twice with NANS, then the weights (ky x KXP).
+// TAPS: the kernel's columns (KXP - 3 .. KXP): the taps past them, whose
+// weights are the padding's zeros, are not summed (a zero weight adds +0 to
+// a finite partial: the same sums, with one FMA in 16 fewer at 15 columns
+// and 3 in 16 at 13; and a non-finite pixel beside the footprint no longer
+// turns the output NaN through 0 * inf). Tile 64 x (16 RB)
+// outputs; shared: (16 RB + ky - 1) x (64 + KXP) floats, twice with NANS,
+// then the weights (ky x KXP).
 enum { RBW = 64, RBT = 16 }; // tile width; thread rows of a block (256 / 16)
 
-template <int KXP, int RB, class acc_t>
+template <int KXP, int RB, int TAPS, class acc_t>
 static __device__ __forceinline__ void rb_sums(const float *S, int cols, const float *W, int ky,
                                                acc_t sum[RB][4])
 {
@@ -187,9 +192,10 @@ static __device__ __forceinline__ void rb_sums(const float *S, int cols, const f
                 const float wq[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
                 for (int t = 0; t < 4; t++)
+                    if (4 * q + t < TAPS)
 #pragma unroll
-                    for (int o = 0; o < 4; o++)
-                        p[o] = fmaf(wq[t], v[o + 4 * q + t], p[o]);
+                        for (int o = 0; o < 4; o++)
+                            p[o] = fmaf(wq[t], v[o + 4 * q + t], p[o]);
             }
 #pragma unroll
             for (int o = 0; o < 4; o++)
@@ -198,7 +204,7 @@ static __device__ __forceinline__ void rb_sums(const float *S, int cols, const f
     }
 }
 
-template <bool NANS, int KXP, int RB, bool DBL>
+template <bool NANS, int KXP, int RB, bool DBL, int TAPS>
 static __global__ void __launch_bounds__(NTHREADS)
 direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout, int nx,
             int ny, int kx, int ky, int cx, int cy, int edge, float wsum,
@@ -218,9 +224,9 @@ direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, s
                                  y0 - (ky - 1 - cy), edge, kx * ky <= 225);
     const int c0 = 4 * (threadIdx.x % (RBW / 4)), oy = RB * (threadIdx.x / (RBW / 4));
     acc_t acc[RB][4], den[RB][4];
-    rb_sums<KXP, RB>(T + oy * cols + c0, cols, Ws, ky, acc);
+    rb_sums<KXP, RB, TAPS>(T + oy * cols + c0, cols, Ws, ky, acc);
     if (NANS && renorm)
-        rb_sums<KXP, RB>(M + oy * cols + c0, cols, Ws, ky, den);
+        rb_sums<KXP, RB, TAPS>(M + oy * cols + c0, cols, Ws, ky, den);
 #pragma unroll
     for (int r = 0; r < RB; r++) {
         const int y = y0 + oy + r;
@@ -240,7 +246,7 @@ direct2d_rb(const float *__restrict__ in, size_t sin, float *__restrict__ out, s
 // the same bits as the whole image's (convolve noise=measured's filtered
 // rows, sf_convolve_rows_gpu). Shared: ky x (4 blockDim.x + KXP) floats,
 // then the weights.
-template <int KXP, bool DBL>
+template <int KXP, bool DBL, int TAPS>
 static __global__ void __launch_bounds__(128)
 direct2d_rb_rows(const float *__restrict__ in, size_t sin, float *__restrict__ out, size_t sout,
                  int nx, int ny, int kx, int ky, int cx, int cy, int edge,
@@ -257,7 +263,7 @@ direct2d_rb_rows(const float *__restrict__ in, size_t sin, float *__restrict__ o
     (void)load_tile(T, nullptr, ky, cols, in, sin, nx, ny, x0 - (kx - 1 - cx), y - (ky - 1 - cy),
                     edge, kx * ky <= 225);
     acc_t acc[1][4];
-    rb_sums<KXP, 1>(T + c0, cols, Ws, ky, acc);
+    rb_sums<KXP, 1, TAPS>(T + c0, cols, Ws, ky, acc);
     float o4[4];
 #pragma unroll
     for (int o = 0; o < 4; o++)

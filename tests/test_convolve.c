@@ -756,6 +756,53 @@ START_TEST(test_gpu_rows)
 }
 END_TEST
 
+/* A non-finite pixel just beside a kernel's footprint leaves the output
+ * finite, as on the CPU: kernels of 3, 7, 11 and 15 columns (padded to a
+ * multiple of 4 in the register-blocked kernel, whose zero taps must not
+ * read the pixel past the footprint: 0 * inf is NaN) and 5 and 9 (padded by
+ * 3), each non-finite output where the CPU's is, the others close to it. */
+START_TEST(test_gpu_inf_beside)
+{
+    static const int kw[] = {3, 7, 11, 15, 5, 9};
+    sf_gpu *g = sftest_gpu();
+    for (size_t q = 0; q < sizeof kw / sizeof *kw; q++)
+        for (int sign = 0; sign < 2; sign++) {
+            const int nx = 97, ny = 83;
+            sf_image h, c = {0}, gh = {0}, d = {0}, o = {0};
+            sf_kernel k;
+            sftest_noise_image(&h, nx, ny, 70 + (int)q, 3, 0.0);
+            h.data[(size_t)41 * h.stride + 50] = sign ? -INFINITY : INFINITY;
+            kernel_random(&k, kw[q], kw[q] > 9 ? 13 : 7, 300 + q);
+            conv(&h, &k, SF_CONV_DIRECT, SF_EDGE_REFLECT, &c);
+            ck_assert_int_eq(sf_image_alloc(&gh, nx, ny, SF_HOST, NULL), SF_OK);
+            ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
+            ck_assert_int_eq(sf_image_alloc(&o, nx, ny, SF_DEVICE, g), SF_OK);
+            ck_assert_int_eq(sf_image_upload(g, &h, &d), SF_OK);
+            ck_assert_int_eq(sf_convolve_gpu(g, &d, &k, SF_CONV_DIRECT, SF_EDGE_REFLECT, 0, &o), SF_OK);
+            ck_assert_int_eq(sf_image_download(g, &o, &gh), SF_OK);
+            int nonfinite = 0;
+            for (int y = 0; y < ny; y++)
+                for (int x = 0; x < nx; x++) {
+                    const float a = gh.data[(size_t)y * gh.stride + x], b = c.data[(size_t)y * c.stride + x];
+                    nonfinite += !isfinite(b);
+                    ck_assert_msg(isfinite(a) == isfinite(b),
+                                  "kernel %dx%d, %cinf at (50,41): output (%d,%d) is %g on the GPU, %g on the CPU",
+                                  k.nx, k.ny, sign ? '-' : '+', x, y, a, b);
+                    if (isfinite(b))
+                        ck_assert_msg(fabsf(a - b) <= 1e-4f * (1.0f + fabsf(b)),
+                                      "kernel %dx%d: output (%d,%d) %.9g against %.9g", k.nx, k.ny, x, y, a, b);
+                }
+            ck_assert_int_ge(nonfinite, 1); /* the footprint's outputs are not finite */
+            sf_kernel_free(&k);
+            sf_image_free(&h, NULL);
+            sf_image_free(&c, NULL);
+            sf_image_free(&gh, NULL);
+            sf_image_free(&d, g);
+            sf_image_free(&o, g);
+        }
+}
+END_TEST
+
 /* convolve noise=measured's clippings beside the convolution
  * (sf_convolve_noise_gpu): the filtered image is sf_convolve_gpu's, bit for
  * bit, and both statistics are those of the serial order (the rows copied,
@@ -865,6 +912,7 @@ int main(void)
     tcase_add_test(gpu, test_gpu_nan_and_small);
     tcase_add_test(gpu, test_gpu_big_kernel);
     tcase_add_test(gpu, test_gpu_rows);
+    tcase_add_test(gpu, test_gpu_inf_beside);
     tcase_add_test(gpu, test_gpu_noise_beside);
     tcase_set_timeout(gpu, 600);
     return sftest_main(s, &gpu, 1);
