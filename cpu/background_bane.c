@@ -678,7 +678,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
          * ring stays smallest), else 8; SKYFIND_BANE_ROWS=K (a developer
          * knob, for A/B timings) sets it */
         const char *rows_env = getenv("SKYFIND_BANE_ROWS");
-        const int group = rows_env && atoi(rows_env) > 0 ? atoi(rows_env) : (nt > 1 ? 8 : 1);
+        const int group_asked = rows_env && atoi(rows_env) > 0 ? atoi(rows_env) : (nt > 1 ? 8 : 1);
+        const int group = group_asked < ncy ? group_asked : ncy; /* the ring's rows stay an int */
         int *abuf = malloc((size_t)nt * per_ab * sizeof *abuf);
         if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step + group - 1, &cl)) != SF_OK)) {
             if (!abuf)
