@@ -1525,7 +1525,7 @@ __device__ __forceinline__ uint8_t bane_thr_px(const bane_thr &t, float d, float
                            t.use_rms ? __fmul_rn(s, t.ns) : t.sigma, t.seed, t.flood);
 }
 
-template <bool VEC, bool THR>
+template <bool VEC, bool THR, bool MAPS>
 __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int step, int ncx,
                           int ncy, const float *fb, const float *fs, float *ob, size_t bstride,
                           float *os, size_t rstride, bane_thr t)
@@ -1538,7 +1538,8 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
     // load of the image and one 16-byte store to each map, 0.42 ms at
     // 8192^2 with scalar accesses. img NULL (THR, an image without NaN): no
     // pixel is NaN and the image is not read. THR: the threshold stage's
-    // mask of t.det against the maps in the same pass (sf_threshold_bane_gpu)
+    // mask of t.det against the maps in the same pass (sf_threshold_bane_gpu);
+    // without MAPS (THR only) the maps' values are made for it and not written
     const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS;
     int kx[BM_PER];
     double tx[BM_PER];
@@ -1563,8 +1564,10 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
             bane_map_px(v.y, fb, fs, ncx, kx[1], ky, tx[1], ty, &b.y, &s.y);
             bane_map_px(v.z, fb, fs, ncx, kx[2], ky, tx[2], ty, &b.z, &s.z);
             bane_map_px(v.w, fb, fs, ncx, kx[3], ky, tx[3], ty, &b.w, &s.w);
-            *(float4 *)(ob + (size_t)y * bstride + xa) = b;
-            *(float4 *)(os + (size_t)y * rstride + xa) = s;
+            if (MAPS) {
+                *(float4 *)(ob + (size_t)y * bstride + xa) = b;
+                *(float4 *)(os + (size_t)y * rstride + xa) = s;
+            }
             if (THR) {
                 const float4 d = *(const float4 *)(t.det + (size_t)y * t.dstride + xa);
                 *(uchar4 *)(t.mask + (size_t)y * t.mstride + xa) =
@@ -1581,8 +1584,10 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
             float b, s;
             bane_map_px(img ? img[(size_t)y * istride + x] : 0.0f, fb, fs, ncx, kx[c], ky, tx[c],
                         ty, &b, &s);
-            ob[(size_t)y * bstride + x] = b;
-            os[(size_t)y * rstride + x] = s;
+            if (MAPS) {
+                ob[(size_t)y * bstride + x] = b;
+                os[(size_t)y * rstride + x] = s;
+            }
             if (THR)
                 t.mask[(size_t)y * t.mstride + x] = bane_thr_px(t, t.det[(size_t)y * t.dstride + x], b, s);
         }
@@ -1598,7 +1603,7 @@ static int bane_a16(const void *p, size_t stride)
 
 // One bane_maps launch: the maps of the filled grids fb, fs (img: the
 // image, for its NaN; NULL when it has none and THR), with t.mask the
-// threshold's mask too.
+// threshold's mask too; bkg and rms NULL (with t): the mask alone.
 static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, int nx, int ny,
                                   int step, const float *fb, const float *fs, sf_image *bkg,
                                   sf_image *rms, const bane_thr *t)
@@ -1606,25 +1611,32 @@ static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, i
     sf_status st = SF_OK;
     const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step);
     const dim3 grid((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS);
-    const int vec = bane_a16(img, istride) && bane_a16(bkg->data, bkg->stride) &&
-                    bane_a16(rms->data, rms->stride) &&
+    const int maps = bkg != NULL;
+    const int vec = bane_a16(img, istride) && (!maps || (bane_a16(bkg->data, bkg->stride) &&
+                                                         bane_a16(rms->data, rms->stride))) &&
                     (!t || (bane_a16(t->det, t->dstride) &&
                             ((uintptr_t)t->mask | t->mstride) % 4 == 0)) &&
                     !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
     bane_thr none;
     memset(&none, 0, sizeof none);
-#define BANE_MAPS(V, T)                                                                         \
-    bane_maps<V, T><<<grid, 256, 0, g->stream>>>(img, istride, nx, ny, step, ncx, ncy, fb, fs,  \
-                                                 bkg->data, bkg->stride, rms->data, rms->stride, \
-                                                 t ? *t : none)
-    if (vec && t)
-        BANE_MAPS(true, true);
+    if (!maps && !t)
+        return sf_fail(SF_ERR_INTERNAL, "bane maps: neither maps nor a mask to make");
+#define BANE_MAPS(V, T, M)                                                                       \
+    bane_maps<V, T, M><<<grid, 256, 0, g->stream>>>(                                             \
+        img, istride, nx, ny, step, ncx, ncy, fb, fs, maps ? bkg->data : NULL,                   \
+        maps ? bkg->stride : 0, maps ? rms->data : NULL, maps ? rms->stride : 0, t ? *t : none)
+    if (vec && t && maps)
+        BANE_MAPS(true, true, true);
+    else if (vec && t)
+        BANE_MAPS(true, true, false);
     else if (vec)
-        BANE_MAPS(true, false);
+        BANE_MAPS(true, false, true);
+    else if (t && maps)
+        BANE_MAPS(false, true, true);
     else if (t)
-        BANE_MAPS(false, true);
+        BANE_MAPS(false, true, false);
     else
-        BANE_MAPS(false, false);
+        BANE_MAPS(false, false, true);
 #undef BANE_MAPS
     SF_LAUNCHED();
 fail:
@@ -1836,6 +1848,8 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
         grid->ncx = ncx;
         grid->ncy = ncy;
         grid->nan = 1; // until the finite count says otherwise (below)
+        grid->img = img->data;
+        grid->istride = img->stride;
     } else {
         SF_TRY(bane_maps_launch(g, img->data, img->stride, nx, ny, step, fb, fs, bkg, rms, NULL));
     }
@@ -1921,10 +1935,16 @@ extern "C" sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img,
     return bane_run(g, img, p, out, NULL, NULL, grid);
 }
 
-// The maps' and the mask's shapes and places against the grid's.
+// The maps' and the mask's shapes and places against the grid's; bkg and
+// rms NULL: no maps (the threshold's mask alone).
 static sf_status bane_grid_check(const sf_image *orig, const sf_bane_grid *gr, const sf_image *bkg,
-                                 const sf_image *rms)
+                                 const sf_image *rms, int maps_optional)
 {
+    if (maps_optional && !bkg && !rms) {
+        if (!gr || !orig || !sf_bane_grid_fits(gr, orig) || orig->loc != SF_DEVICE)
+            return sf_fail(SF_ERR_PARAM, "bane mask: a grid of the device image is needed");
+        return SF_OK;
+    }
     if (!gr || !gr->level || !bkg || !rms || !orig)
         return sf_fail(SF_ERR_PARAM, "bane maps: a grid, the image and both maps are needed");
     if (orig->nx != gr->nx || orig->ny != gr->ny || bkg->nx != gr->nx || bkg->ny != gr->ny ||
@@ -1939,7 +1959,7 @@ static sf_status bane_grid_check(const sf_image *orig, const sf_bane_grid *gr, c
 extern "C" sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid,
                                       sf_image *bkg, sf_image *rms)
 {
-    sf_status st = bane_grid_check(img, grid, bkg, rms);
+    sf_status st = bane_grid_check(img, grid, bkg, rms, 0);
     if (st)
         return st;
     return bane_maps_launch(g, img->data, img->stride, grid->nx, grid->ny, grid->step, grid->level,
@@ -1955,9 +1975,11 @@ extern "C" sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const
                                            const sf_bkg_stats *bs, sf_image *bkg, sf_image *rms,
                                            int use_rms, sf_mask *mask)
 {
-    sf_status st = bane_grid_check(orig, grid, bkg, rms);
+    sf_status st = bane_grid_check(orig, grid, bkg, rms, 1);
     bane_thr t;
-    if (st || (st = sf_thresh_check(img, p, bs, bkg, use_rms ? rms : NULL, mask)))
+    // checked as against maps (without them, orig stands for their shape)
+    if (st || (st = sf_thresh_check(img, p, bs, bkg ? bkg : orig,
+                                    use_rms ? (rms ? rms : orig) : NULL, mask)))
         return st;
     if (img->loc != SF_DEVICE || mask->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_threshold_bane_gpu needs device buffers");

@@ -42,6 +42,8 @@ static void gauss_image(sf_image *im, int nx, int ny, uint64_t seed, const doubl
         }
 }
 
+static unsigned run_keep; /* what run_text's runs keep (SF_KEEP_*) */
+
 static sf_status run_text(const char *text, const sf_image *im, sf_backend b, double beam,
                           const char *set, sf_run_result *r)
 {
@@ -60,6 +62,7 @@ static sf_status run_text(const char *text, const sf_image *im, sf_backend b, do
     o.gpu = b == SF_BACKEND_GPU ? sftest_gpu() : NULL;
     o.beam_pix = beam;
     o.beam_min_pix = beam;
+    o.keep = run_keep;
     st = sf_pipeline_run(&pl, im, &o, r);
     sf_pipeline_free(&pl);
     return st;
@@ -445,8 +448,8 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
     ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
     same_components(&c, &g, buf);
     /* the measure stage's catalogue too (with method=bane its bkg and rms
-     * at the peak come, on the GPU, from the maps the threshold pass makes
-     * from BANE's node grids) */
+     * at the peak come, on the GPU, from BANE's node grids, read where a
+     * stage needs a value: the maps are not made) */
     ck_assert_msg(c.nsources == g.nsources, "%s: %d sources against %d", buf, c.nsources,
                   g.nsources);
     for (int i = 0; i < c.nsources; i++)
@@ -454,6 +457,14 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
                       "%s: source %d: bkg %.9g/%.9g rms %.9g/%.9g flux %.17g/%.17g", buf, i + 1,
                       c.sources[i].bkg, g.sources[i].bkg, c.sources[i].rms, g.sources[i].rms,
                       c.sources[i].flux_sum, g.sources[i].flux_sum);
+    /* kept maps (made by the GPU's threshold pass with its mask) */
+    ck_assert_int_eq(c.bkgmap.data != NULL, g.bkgmap.data != NULL);
+    for (int y = 0; c.bkgmap.data && y < c.bkgmap.ny; y++)
+        ck_assert_msg(!memcmp(c.bkgmap.data + (size_t)y * c.bkgmap.stride,
+                              g.bkgmap.data + (size_t)y * g.bkgmap.stride, c.bkgmap.nx * 4) &&
+                          !memcmp(c.rmsmap.data + (size_t)y * c.rmsmap.stride,
+                                  g.rmsmap.data + (size_t)y * g.rmsmap.stride, c.rmsmap.nx * 4),
+                      "%s: kept maps differ in row %d", buf, y);
     if (getenv("SKYFIND_TEST_VERBOSE"))
         printf("%s: %d components identical\n", buf, c.ncomps);
     sf_run_result_free(&c);
@@ -520,6 +531,14 @@ START_TEST(gpu_awkward)
         gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, noise+blobs+NaN");
         gpu_same(PIPE_RADIO_CONV, &im, 0, "threshold.rms=global background.step=7",
                  "bane+filter, noise+blobs+NaN");
+        /* the maps made whole: kept by the caller (in the threshold's pass),
+         * and for the deblend stage's host fallback (forced) */
+        run_keep = SF_KEEP_BKG;
+        gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, maps kept");
+        run_keep = 0;
+        setenv("SKYFIND_DEBLEND_HOST", "1", 1);
+        gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, deblend on the host");
+        unsetenv("SKYFIND_DEBLEND_HOST");
         sf_image_free(&im, NULL);
     }
 }
