@@ -37,12 +37,18 @@
 //      on the float keys when those are many equal values). The cell path
 //      falls back to it too.
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
-// 6. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear). The
-//    GPU runner leaves them for later (sf_background_bane_grid_gpu keeps the
-//    grids): the threshold stage's sf_threshold_bane_gpu makes them with
-//    its mask in one launch (bane_maps with THR), or sf_bane_maps_gpu alone
-//    where another stage reads them first.
-// 7. The run summary (sf_bane_grid_stats' values) on the device, one launch
+// 6. bane_pack: the filled grids widened to double and every column's and
+//    row's place between nodes, in the context's SF_GBUF_NODES (sf_bane_grid).
+// 7. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear_d's
+//    operations, a column's lerps along two node rows kept while the rows
+//    share them). The GPU runner leaves them unmade
+//    (sf_background_bane_grid_gpu keeps the pack): the threshold stage's
+//    sf_threshold_bane_gpu makes its mask from the grids in one launch
+//    (bane_maps with THR, writing the maps too only when they are kept),
+//    the deblend, measure and fit stages work out a value where they need
+//    it (measure_calc.h's ms_map), and sf_bane_maps_gpu makes both maps for
+//    a reader that wants them whole.
+// 8. The run summary (sf_bane_grid_stats' values) on the device, one launch
 //    of bane_summary: the mean in sf_bane_grid_mean's association, the most
 //    passes and the finite pixels' count (block 0), the medians of both grids
 //    by radix selection (blocks 1 and 2, bane_grid_median); 40 bytes come
@@ -1496,18 +1502,6 @@ __device__ __forceinline__ int bane_maps_col(int x0, int c)
     return VEC ? x0 + BM_PER * (int)threadIdx.x + c : x0 + (int)threadIdx.x + c * 256;
 }
 
-__device__ __forceinline__ void bane_map_px(float v, const float *fb, const float *fs, int ncx,
-                                            int kx, int ky, double tx, double ty, float *b,
-                                            float *s)
-{
-    if (isnan(v)) {
-        *b = *s = __int_as_float(0x7fc00000);
-    } else {
-        *b = sf_bane_bilinear(fb, ncx, kx, ky, tx, ty);
-        *s = sf_bane_bilinear(fs, ncx, kx, ky, tx, ty);
-    }
-}
-
 // The threshold stage's part of a bane_maps launch with THR (its rule,
 // src/calc/threshold_pixel.h, and thresh_map_kernel's scales).
 struct bane_thr {
@@ -1525,54 +1519,99 @@ __device__ __forceinline__ uint8_t bane_thr_px(const bane_thr &t, float d, float
                            t.use_rms ? __fmul_rn(s, t.ns) : t.sigma, t.seed, t.flood);
 }
 
+// The grids as the maps' makers read them (sf_bane_grid): the filled node
+// values widened to double and each column's and row's place between nodes
+// (sf_bane_axis), once, so that no pixel divides or converts a node value.
+__global__ void bane_pack(const float *fb, const float *fs, int nb, int nx, int ny, int step,
+                          int ncx, int ncy, double *gb, double *gs, sf_bane_at *ax,
+                          sf_bane_at *ay)
+{
+    const int n = nb + nx + ny;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        if (i < nb) {
+            gb[i] = (double)fb[i];
+            gs[i] = (double)fs[i];
+        } else {
+            const int col = i < nb + nx, p = col ? i - nb : i - nb - nx;
+            sf_bane_at a;
+            sf_bane_axis(p, col ? nx : ny, step, col ? ncx : ncy, &a.k, &a.t);
+            a.pad_ = 0;
+            (col ? ax : ay)[p] = a;
+        }
+    }
+}
+
 template <bool VEC, bool THR, bool MAPS>
-__global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int step, int ncx,
-                          int ncy, const float *fb, const float *fs, float *ob, size_t bstride,
-                          float *os, size_t rstride, bane_thr t)
+__global__ void bane_maps(const float *img, size_t istride, sf_bane_grid gr, float *ob,
+                          size_t bstride, float *os, size_t rstride, bane_thr t)
 {
     // a block BM_ROWS rows of a segment of BM_PIX columns, a thread BM_PER
-    // columns of each (bane_maps_col); a column's node and fraction (an
-    // integer and a double division) once for the block's rows: with one
-    // row a block they were most of the kernel's instructions. VEC (rows and
-    // buffers 16-byte aligned): a thread's four columns with one 16-byte
-    // load of the image and one 16-byte store to each map, 0.42 ms at
-    // 8192^2 with scalar accesses. img NULL (THR, an image without NaN): no
-    // pixel is NaN and the image is not read. THR: the threshold stage's
-    // mask of t.det against the maps in the same pass (sf_threshold_bane_gpu);
-    // without MAPS (THR only) the maps' values are made for it and not written
-    const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS;
+    // columns of each (bane_maps_col). sf_bane_bilinear_d's operations in
+    // its order: a column's lerps along the top and bottom node rows of both
+    // grids are kept while the block's rows lie between the same two node
+    // rows (a step is several rows), so a pixel takes one lerp a map. VEC
+    // (rows and buffers 16-byte aligned): a thread's four columns with one
+    // 16-byte load of the image and one 16-byte store to each map. img NULL
+    // (an image without NaN): no pixel is NaN and the image is not read.
+    // THR: the threshold stage's mask of t.det against the maps in the same
+    // pass (sf_threshold_bane_gpu); without MAPS (THR only) the maps' values
+    // are made for it and not written
+    const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS, nx = gr.nx, ncx = gr.ncx;
+    const float qnan = __int_as_float(0x7fc00000);
     int kx[BM_PER];
-    double tx[BM_PER];
+    double tx[BM_PER], tb[BM_PER], bb[BM_PER], ts[BM_PER], bs[BM_PER];
+    int pky = -1;
 #pragma unroll
     for (int c = 0; c < BM_PER; c++) {
         const int x = bane_maps_col<VEC>(x0, c);
         kx[c] = 0;
         tx[c] = 0.0;
-        if (x < nx)
-            sf_bane_axis(x, nx, step, ncx, &kx[c], &tx[c]);
+        if (x < nx) {
+            const sf_bane_at a = gr.ax[x];
+            kx[c] = a.k;
+            tx[c] = a.t;
+        }
     }
-    for (int y = yb; y < yb + BM_ROWS && y < ny; y++) {
-        int ky;
-        double ty;
-        sf_bane_axis(y, ny, step, ncy, &ky, &ty);
+    for (int y = yb; y < yb + BM_ROWS && y < gr.ny; y++) {
+        const sf_bane_at r = gr.ay[y];
+        if (r.k != pky) {
+            pky = r.k;
+#pragma unroll
+            for (int c = 0; c < BM_PER; c++) {
+                const size_t i = (size_t)r.k * ncx + kx[c];
+                tb[c] = sf_bane_lerp(gr.level[i], gr.level[i + 1], tx[c]);
+                bb[c] = sf_bane_lerp(gr.level[i + ncx], gr.level[i + ncx + 1], tx[c]);
+                ts[c] = sf_bane_lerp(gr.rms[i], gr.rms[i + 1], tx[c]);
+                bs[c] = sf_bane_lerp(gr.rms[i + ncx], gr.rms[i + ncx + 1], tx[c]);
+            }
+        }
+        float b[BM_PER], s[BM_PER], v[BM_PER];
+#pragma unroll
+        for (int c = 0; c < BM_PER; c++) {
+            b[c] = (float)sf_bane_lerp(tb[c], bb[c], r.t);
+            s[c] = (float)sf_bane_lerp(ts[c], bs[c], r.t);
+        }
         if (VEC && bane_maps_col<VEC>(x0, BM_PER - 1) < nx) {
             const int xa = bane_maps_col<VEC>(x0, 0);
-            const float4 v = img ? *(const float4 *)(img + (size_t)y * istride + xa)
+            const float4 w = img ? *(const float4 *)(img + (size_t)y * istride + xa)
                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float4 b, s;
-            bane_map_px(v.x, fb, fs, ncx, kx[0], ky, tx[0], ty, &b.x, &s.x);
-            bane_map_px(v.y, fb, fs, ncx, kx[1], ky, tx[1], ty, &b.y, &s.y);
-            bane_map_px(v.z, fb, fs, ncx, kx[2], ky, tx[2], ty, &b.z, &s.z);
-            bane_map_px(v.w, fb, fs, ncx, kx[3], ky, tx[3], ty, &b.w, &s.w);
+            v[0] = w.x;
+            v[1] = w.y;
+            v[2] = w.z;
+            v[3] = w.w;
+#pragma unroll
+            for (int c = 0; c < BM_PER; c++)
+                if (isnan(v[c]))
+                    b[c] = s[c] = qnan;
             if (MAPS) {
-                *(float4 *)(ob + (size_t)y * bstride + xa) = b;
-                *(float4 *)(os + (size_t)y * rstride + xa) = s;
+                *(float4 *)(ob + (size_t)y * bstride + xa) = make_float4(b[0], b[1], b[2], b[3]);
+                *(float4 *)(os + (size_t)y * rstride + xa) = make_float4(s[0], s[1], s[2], s[3]);
             }
             if (THR) {
                 const float4 d = *(const float4 *)(t.det + (size_t)y * t.dstride + xa);
                 *(uchar4 *)(t.mask + (size_t)y * t.mstride + xa) =
-                    make_uchar4(bane_thr_px(t, d.x, b.x, s.x), bane_thr_px(t, d.y, b.y, s.y),
-                                bane_thr_px(t, d.z, b.z, s.z), bane_thr_px(t, d.w, b.w, s.w));
+                    make_uchar4(bane_thr_px(t, d.x, b[0], s[0]), bane_thr_px(t, d.y, b[1], s[1]),
+                                bane_thr_px(t, d.z, b[2], s[2]), bane_thr_px(t, d.w, b[3], s[3]));
             }
             continue;
         }
@@ -1581,15 +1620,15 @@ __global__ void bane_maps(const float *img, size_t istride, int nx, int ny, int 
             const int x = bane_maps_col<VEC>(x0, c);
             if (x >= nx)
                 break;
-            float b, s;
-            bane_map_px(img ? img[(size_t)y * istride + x] : 0.0f, fb, fs, ncx, kx[c], ky, tx[c],
-                        ty, &b, &s);
+            if (img && isnan(img[(size_t)y * istride + x]))
+                b[c] = s[c] = qnan;
             if (MAPS) {
-                ob[(size_t)y * bstride + x] = b;
-                os[(size_t)y * rstride + x] = s;
+                ob[(size_t)y * bstride + x] = b[c];
+                os[(size_t)y * rstride + x] = s[c];
             }
             if (THR)
-                t.mask[(size_t)y * t.mstride + x] = bane_thr_px(t, t.det[(size_t)y * t.dstride + x], b, s);
+                t.mask[(size_t)y * t.mstride + x] =
+                    bane_thr_px(t, t.det[(size_t)y * t.dstride + x], b[c], s[c]);
         }
     }
 }
@@ -1601,16 +1640,15 @@ static int bane_a16(const void *p, size_t stride)
     return !p || ((uintptr_t)p | stride * sizeof(float)) % 16 == 0;
 }
 
-// One bane_maps launch: the maps of the filled grids fb, fs (img: the
-// image, for its NaN; NULL when it has none and THR), with t.mask the
-// threshold's mask too; bkg and rms NULL (with t): the mask alone.
-static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, int nx, int ny,
-                                  int step, const float *fb, const float *fs, sf_image *bkg,
-                                  sf_image *rms, const bane_thr *t)
+// One bane_maps launch: the maps of grid gr (img: the image, for its NaN;
+// NULL when it has none and THR), with t.mask the threshold's mask too;
+// bkg and rms NULL (with t): the mask alone.
+static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride,
+                                  const sf_bane_grid *gr, sf_image *bkg, sf_image *rms,
+                                  const bane_thr *t)
 {
     sf_status st = SF_OK;
-    const int ncx = sf_bane_nnodes(nx, step), ncy = sf_bane_nnodes(ny, step);
-    const dim3 grid((nx + BM_PIX - 1) / BM_PIX, (ny + BM_ROWS - 1) / BM_ROWS);
+    const dim3 grid((gr->nx + BM_PIX - 1) / BM_PIX, (gr->ny + BM_ROWS - 1) / BM_ROWS);
     const int maps = bkg != NULL;
     const int vec = bane_a16(img, istride) && (!maps || (bane_a16(bkg->data, bkg->stride) &&
                                                          bane_a16(rms->data, rms->stride))) &&
@@ -1623,8 +1661,8 @@ static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, i
         return sf_fail(SF_ERR_INTERNAL, "bane maps: neither maps nor a mask to make");
 #define BANE_MAPS(V, T, M)                                                                       \
     bane_maps<V, T, M><<<grid, 256, 0, g->stream>>>(                                             \
-        img, istride, nx, ny, step, ncx, ncy, fb, fs, maps ? bkg->data : NULL,                   \
-        maps ? bkg->stride : 0, maps ? rms->data : NULL, maps ? rms->stride : 0, t ? *t : none)
+        img, istride, *gr, maps ? bkg->data : NULL, maps ? bkg->stride : 0,                      \
+        maps ? rms->data : NULL, maps ? rms->stride : 0, t ? *t : none)
     if (vec && t && maps)
         BANE_MAPS(true, true, true);
     else if (vec && t)
@@ -1641,6 +1679,13 @@ static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride, i
     SF_LAUNCHED();
 fail:
     return st;
+}
+
+// The bytes of the grids' pack (bane_pack) in SF_GBUF_NODES.
+static size_t bane_pack_bytes(int nb, int nx, int ny)
+{
+    return 2 * SF_BANE_ALIGN((size_t)nb * 8) + SF_BANE_ALIGN((size_t)nx * sizeof(sf_bane_at)) +
+           SF_BANE_ALIGN((size_t)ny * sizeof(sf_bane_at));
 }
 
 extern "C" size_t sf_background_bane_gpu_scratch(int nx, int ny, const sf_bkg_params *p)
@@ -1832,26 +1877,39 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
     }
     bane_fill<<<sf_blocks(nb, 128), 128, 0, g->stream>>>(rawb, raws, fb, fs, ncx, ncy);
     SF_LAUNCHED();
-    if (grid) {
-        // the filled grids kept for the maps' maker (nb values each: the
-        // padding to fbytes is never written)
+    {
+        // the filled grids packed for the maps' makers (bane_pack) in the
+        // context's SF_GBUF_NODES: kept for the later stages (grid), or the
+        // maps made now
         void *keep = NULL;
-        SF_TRY(sf_gpu_buffer(g, SF_GBUF_NODES, 2 * fbytes, &keep));
-        SF_CUDA(cudaMemcpyAsync(keep, fb, (size_t)nb * 4, cudaMemcpyDeviceToDevice, g->stream));
-        SF_CUDA(cudaMemcpyAsync((char *)keep + fbytes, fs, (size_t)nb * 4, cudaMemcpyDeviceToDevice,
-                                g->stream));
-        grid->level = (const float *)keep;
-        grid->rms = (const float *)((const char *)keep + fbytes);
-        grid->nx = nx;
-        grid->ny = ny;
-        grid->step = step;
-        grid->ncx = ncx;
-        grid->ncy = ncy;
-        grid->nan = 1; // until the finite count says otherwise (below)
-        grid->img = img->data;
-        grid->istride = img->stride;
-    } else {
-        SF_TRY(bane_maps_launch(g, img->data, img->stride, nx, ny, step, fb, fs, bkg, rms, NULL));
+        sf_bane_grid gr;
+        char *k;
+        SF_TRY(sf_gpu_buffer(g, SF_GBUF_NODES, bane_pack_bytes(nb, nx, ny), &keep));
+        k = (char *)keep;
+        memset(&gr, 0, sizeof gr);
+        gr.level = (const double *)k;
+        gr.rms = (const double *)(k + SF_BANE_ALIGN((size_t)nb * 8));
+        gr.ax = (const sf_bane_at *)(k + 2 * SF_BANE_ALIGN((size_t)nb * 8));
+        gr.ay = (const sf_bane_at *)((const char *)gr.ax +
+                                     SF_BANE_ALIGN((size_t)nx * sizeof(sf_bane_at)));
+        gr.nx = nx;
+        gr.ny = ny;
+        gr.step = step;
+        gr.ncx = ncx;
+        gr.ncy = ncy;
+        gr.nan = 1; // until the finite count says otherwise (below)
+        gr.img = img->data;
+        gr.istride = img->stride;
+        bane_pack<<<sf_blocks((size_t)nb + nx + ny, 256) < 1024 ? sf_blocks((size_t)nb + nx + ny, 256)
+                                                                : 1024,
+                    256, 0, g->stream>>>(fb, fs, nb, nx, ny, step, ncx, ncy, (double *)gr.level,
+                                         (double *)gr.rms, (sf_bane_at *)gr.ax,
+                                         (sf_bane_at *)gr.ay);
+        SF_LAUNCHED();
+        if (grid)
+            *grid = gr;
+        else
+            SF_TRY(bane_maps_launch(g, img->data, img->stride, &gr, bkg, rms, NULL));
     }
     // the finite pixels: on the cell path the summary adds them up (the
     // cells' counts, or the packed layout's last offset), else the scan's count
@@ -1962,8 +2020,7 @@ extern "C" sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_b
     sf_status st = bane_grid_check(img, grid, bkg, rms, 0);
     if (st)
         return st;
-    return bane_maps_launch(g, img->data, img->stride, grid->nx, grid->ny, grid->step, grid->level,
-                            grid->rms, bkg, rms, NULL);
+    return bane_maps_launch(g, img->data, img->stride, grid, bkg, rms, NULL);
 }
 
 extern "C" sf_status sf_thresh_check(const sf_image *img, const sf_thresh_params *p,
@@ -1992,6 +2049,5 @@ extern "C" sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const
     t.subtract = p->subtract;
     t.use_rms = use_rms;
     t.sigma = (float)bs->sigma * t.ns; // as sf_threshold_gpu rounds it
-    return bane_maps_launch(g, grid->nan ? orig->data : NULL, orig->stride, grid->nx, grid->ny,
-                            grid->step, grid->level, grid->rms, bkg, rms, &t);
+    return bane_maps_launch(g, grid->nan ? orig->data : NULL, orig->stride, grid, bkg, rms, &t);
 }

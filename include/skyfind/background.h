@@ -101,8 +101,16 @@ sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_par
  * sf_background_gpu's. The grid stays valid until the next background
  * stage on the context, and reads the image it was made from (img) while
  * that holds the same pixels. */
+/* A pixel's place between two nodes along an axis (sf_bane_axis): node k
+ * and k + 1, fraction t. */
 typedef struct {
-    const float *level, *rms; /* device: ncx * ncy filled node values each */
+    double t;
+    int k, pad_;
+} sf_bane_at;
+typedef struct {
+    const double *level, *rms; /* device: ncx * ncy filled node values each (the
+                                  float values, widened: the maps' operands) */
+    const sf_bane_at *ax, *ay; /* device: the place of each column (nx) and row (ny) */
     int nx, ny, step, ncx, ncy;
     int nan;                  /* the image has non-finite pixels: read it where
                                  a map value is made (the maps are NaN where it is NaN) */

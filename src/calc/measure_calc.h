@@ -35,16 +35,18 @@ enum {
 
 /* A per-pixel map as the stages after the background read it: the map
  * itself (p), or, on the GPU when the maps were not made, BANE's filled node
- * grid (g), bilinear at each pixel read with the same operations as the
- * maps' maker (sf_bane_bilinear; NaN where the image, nan, is NaN), so the
- * values are the same bits. Neither: no map. */
+ * grid (g, with each column's and row's place between nodes, ax and ay),
+ * bilinear at each pixel read with the same operations as the maps' maker
+ * (sf_bane_bilinear_d; NaN where the image, nan, is NaN), so the values are
+ * the same bits. Neither: no map. */
 typedef struct {
     const float *p;          /* the map, or NULL */
     size_t stride;
-    const float *g;          /* else the node grid (ncx x ncy), or NULL */
+    const double *g;         /* else the node grid (ncx wide), or NULL */
+    const sf_bane_at *ax, *ay;
     const float *nan;        /* g: the image the grid came from when it has NaN, else NULL */
     size_t nstride;
-    int nx, ny, step, ncx, ncy;
+    int ncx;
 } ms_map;
 
 SF_FIX_FN int ms_map_on(const ms_map *m) { return m->p != NULL || m->g != NULL; }
@@ -52,15 +54,12 @@ SF_FIX_FN int ms_map_on(const ms_map *m) { return m->p != NULL || m->g != NULL; 
 /* The map's value at pixel (x, y) (ms_map_on(m)). */
 SF_FIX_FN float ms_map_at(const ms_map *m, int x, int y)
 {
-    int kx, ky;
-    double tx, ty;
     if (m->p)
         return m->p[(size_t)y * m->stride + (size_t)x];
     if (m->nan && isnan(m->nan[(size_t)y * m->nstride + (size_t)x]))
         return sf_fix_nanf(); /* the maps' NaN (bane_maps) */
-    sf_bane_axis(x, m->nx, m->step, m->ncx, &kx, &tx);
-    sf_bane_axis(y, m->ny, m->step, m->ncy, &ky, &ty);
-    return sf_bane_bilinear(m->g, m->ncx, kx, ky, tx, ty);
+    const sf_bane_at a = m->ax[x], b = m->ay[y];
+    return sf_bane_bilinear_d(m->g, m->ncx, a.k, b.k, a.t, b.t);
 }
 
 /* A map as ms_map: an image (p), or grid's level (rms 0) or rms (1) nodes. */
@@ -72,13 +71,11 @@ static inline void ms_map_image(ms_map *m, const sf_image *im)
 static inline void ms_map_grid(ms_map *m, const sf_bane_grid *gr, int rms)
 {
     m->g = rms ? gr->rms : gr->level;
+    m->ax = gr->ax;
+    m->ay = gr->ay;
     m->nan = gr->nan ? gr->img : NULL;
     m->nstride = gr->istride;
-    m->nx = gr->nx;
-    m->ny = gr->ny;
-    m->step = gr->step;
     m->ncx = gr->ncx;
-    m->ncy = gr->ncy;
 }
 
 /* The inputs of a run as plain pointers and float32 levels. */
