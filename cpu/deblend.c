@@ -408,9 +408,6 @@ sf_status sf_deblend_check(const sf_image *det, const sf_deblend_in *in, const s
                        labels->ny, det->nx, det->ny);
     if (!in->bkg && in->rms)
         return sf_fail(SF_ERR_INTERNAL, "deblend: a noise map needs its background map");
-    if (in->grid && (in->bkg || in->rms || !sf_bane_grid_fits(in->grid, det)))
-        return sf_fail(SF_ERR_INTERNAL, "deblend: a BANE grid is read in place of the maps, "
-                                        "for an image of its shape");
     return SF_OK;
 }
 
@@ -428,8 +425,8 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
     *parent_out = *nchild_out = NULL;
     if (st)
         return st;
-    if (det->loc != SF_HOST || labels->loc != SF_HOST || in->grid)
-        return sf_fail(SF_ERR_PARAM, "sf_deblend_cpu needs host buffers (and maps, not a grid)");
+    if (det->loc != SF_HOST || labels->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_deblend_cpu needs host buffers");
     /* the islands' pixels in raster order: a counting sort of the labels,
      * by strips of rows in parallel (each strip's counts of its own, at most
      * 256 MB of them; the strips fill their places in order). The label map

@@ -55,9 +55,6 @@ sf_status sf_fit_check(const sf_image *img, const sf_labels *labels, const sf_fi
     if ((in->bkg && (in->bkg->nx != img->nx || in->bkg->ny != img->ny)) ||
         (in->rms && (in->rms->nx != img->nx || in->rms->ny != img->ny)))
         return sf_fail(SF_ERR_PARAM, "fit: background maps of another shape than the image");
-    if (in->grid && (in->bkg || in->rms || !sf_bane_grid_fits(in->grid, img)))
-        return sf_fail(SF_ERR_PARAM, "fit: a BANE grid is read in place of the maps, for an "
-                                     "image of its shape");
     if (in->parent)
         for (int l = 1; l <= in->nobj; l++)
             if (in->parent[l] < 1 || in->parent[l] > in->nislands)
@@ -111,12 +108,13 @@ sf_status sf_fit_objects(const sf_fit_in *in, const int *isl_of, int **off, int 
 void sf_fit_ms_in(const sf_fit_in *in, ms_in *mi)
 {
     memset(mi, 0, sizeof *mi);
-    if (in->grid) {
-        ms_map_grid(&mi->bkg, in->grid, 0);
-        ms_map_grid(&mi->rms, in->grid, 1);
-    } else {
-        ms_map_image(&mi->bkg, in->bkg);
-        ms_map_image(&mi->rms, in->rms);
+    if (in->bkg) {
+        mi->bkg = in->bkg->data;
+        mi->bstride = in->bkg->stride;
+    }
+    if (in->rms) {
+        mi->rms = in->rms->data;
+        mi->rstride = in->rms->stride;
     }
     mi->subtract = in->subtract;
     mi->level = in->subtract ? in->level : 0.0f;
@@ -447,8 +445,6 @@ sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_
     *ncomps = 0;
     if ((st = sf_fit_check(img, labels, in, p)))
         return st;
-    if (in->grid)
-        return sf_fail(SF_ERR_PARAM, "fit (CPU): a BANE grid is read on the GPU only");
     if ((st = sf_fit_island_map(in, &isl_of)))
         return st;
     memset(&x, 0, sizeof x);

@@ -57,9 +57,6 @@ sf_status sf_measure_check(const sf_image *img, const sf_labels *labels, int nla
         const sf_mask *m = aux->mask;
         if (!aux->bkg != !aux->rms)
             return sf_fail(SF_ERR_PARAM, "measure: give both background maps or neither");
-        if (aux->grid && (aux->bkg || loc != SF_DEVICE || !sf_bane_grid_fits(aux->grid, img)))
-            return sf_fail(SF_ERR_PARAM, "measure: a BANE grid is read on the GPU only, in "
-                                         "place of the maps, for an image of its shape");
         if (aux->bkg && (!ms_same_shape(aux->bkg, img->nx, img->ny, loc) ||
                          !ms_same_shape(aux->rms, img->nx, img->ny, loc)))
             return sf_fail(SF_ERR_PARAM, "measure: background maps do not match the %dx%d image",
@@ -80,12 +77,11 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
     in->level = st && in->subtract && isfinite(st->median) ? (float)st->median : 0.0f;
     in->level_out = st ? (float)st->median : sf_fix_nanf();
     in->sigma = st ? (float)st->sigma : sf_fix_nanf();
-    if (aux && aux->grid) {
-        ms_map_grid(&in->bkg, aux->grid, 0);
-        ms_map_grid(&in->rms, aux->grid, 1);
-    } else if (aux && aux->bkg) {
-        ms_map_image(&in->bkg, aux->bkg);
-        ms_map_image(&in->rms, aux->rms);
+    if (aux && aux->bkg) {
+        in->bkg = aux->bkg->data;
+        in->bstride = aux->bkg->stride;
+        in->rms = aux->rms->data;
+        in->rstride = aux->rms->stride;
     }
     if (aux && aux->mask) {
         in->mask = aux->mask->data;
@@ -317,7 +313,7 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
             t.xmax = a->xmax;
             t.ymin = a->ymin;
             t.ymax = a->ymax;
-            t.bkg = ms_map_on(&in.bkg) ? ms_map_at(&in.bkg, px, py) : in.level_out;
+            t.bkg = in.bkg ? in.bkg[(size_t)py * in.bstride + px] : in.level_out;
             t.rms = ms_noise(&in, px, py);
         }
         ms_finish(&t, i + 1, e, er, nx, ny, &out[i]);

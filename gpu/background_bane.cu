@@ -39,15 +39,13 @@
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
 // 6. bane_pack: the filled grids widened to double and every column's and
 //    row's place between nodes, in the context's SF_GBUF_NODES (sf_bane_grid).
-// 7. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear_d's
-//    operations, a column's lerps along two node rows kept while the rows
-//    share them). The GPU runner leaves them unmade
+// 7. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear's
+//    operations on the widened nodes, a column's lerps along two node rows
+//    kept while the rows share them). The GPU runner leaves them for later
 //    (sf_background_bane_grid_gpu keeps the pack): the threshold stage's
-//    sf_threshold_bane_gpu makes its mask from the grids in one launch
-//    (bane_maps with THR, writing the maps too only when they are kept),
-//    the deblend, measure and fit stages work out a value where they need
-//    it (measure_calc.h's ms_map), and sf_bane_maps_gpu makes both maps for
-//    a reader that wants them whole.
+//    sf_threshold_bane_gpu makes them with its mask in one launch
+//    (bane_maps with THR), or sf_bane_maps_gpu alone where another stage
+//    reads them first.
 // 8. The run summary (sf_bane_grid_stats' values) on the device, one launch
 //    of bane_summary: the mean in sf_bane_grid_mean's association, the most
 //    passes and the finite pixels' count (block 0), the medians of both grids
@@ -1541,21 +1539,23 @@ __global__ void bane_pack(const float *fb, const float *fs, int nb, int nx, int 
     }
 }
 
-template <bool VEC, bool THR, bool MAPS>
-__global__ void __launch_bounds__(256, 2) bane_maps(const float *img, size_t istride, sf_bane_grid gr, float *ob,
+template <bool VEC, bool THR>
+__global__ void bane_maps(const float *img, size_t istride, sf_bane_grid gr, float *ob,
                           size_t bstride, float *os, size_t rstride, bane_thr t)
 {
     // a block BM_ROWS rows of a segment of BM_PIX columns, a thread BM_PER
-    // columns of each (bane_maps_col). sf_bane_bilinear_d's operations in
-    // its order: a column's lerps along the top and bottom node rows of both
-    // grids are kept while the block's rows lie between the same two node
-    // rows (a step is several rows), so a pixel takes one lerp a map. VEC
+    // columns of each (bane_maps_col). sf_bane_bilinear's operations in its
+    // order, on the node values widened to double (exactly, so the same
+    // bits; no conversion a pixel): a column's lerps along the top and
+    // bottom node rows of both grids are kept while the block's rows lie
+    // between the same two node rows (a step is several rows), so a pixel
+    // takes one lerp a map. VEC
     // (rows and buffers 16-byte aligned): a thread's four columns with one
     // 16-byte load of the image and one 16-byte store to each map. img NULL
     // (an image without NaN): no pixel is NaN and the image is not read.
     // THR: the threshold stage's mask of t.det against the maps in the same
-    // pass (sf_threshold_bane_gpu); without MAPS (THR only) the maps' values
-    // are made for it and not written
+    // pass (sf_threshold_bane_gpu). 0.38 -> 0.26 ms at 8192^2 (H200) against
+    // a division and eight conversions a pixel
     const int x0 = blockIdx.x * BM_PIX, yb = blockIdx.y * BM_ROWS, nx = gr.nx, ncx = gr.ncx;
     const float qnan = __int_as_float(0x7fc00000);
     int kx[BM_PER];
@@ -1572,28 +1572,7 @@ __global__ void __launch_bounds__(256, 2) bane_maps(const float *img, size_t ist
             tx[c] = a.t;
         }
     }
-    // the vector path's reads of all the thread's rows issued first, so that
-    // they are in flight together (one row at a time left the kernel at a
-    // third of the memory's bandwidth)
-    const bool vec = VEC && bane_maps_col<VEC>(x0, BM_PER - 1) < nx;
-    const int xa = bane_maps_col<VEC>(x0, 0);
-    float4 dv[BM_ROWS], iv[BM_ROWS];
-#pragma unroll
-    for (int k = 0; k < BM_ROWS; k++) {
-        const int y = yb + k;
-        dv[k] = iv[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (vec && y < gr.ny) {
-            if (THR)
-                dv[k] = __ldg((const float4 *)(t.det + (size_t)y * t.dstride + xa));
-            if (img)
-                iv[k] = __ldg((const float4 *)(img + (size_t)y * istride + xa));
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < BM_ROWS; k++) {
-        const int y = yb + k;
-        if (y >= gr.ny)
-            break;
+    for (int y = yb; y < yb + BM_ROWS && y < gr.ny; y++) {
         const sf_bane_at r = gr.ay[y];
         if (r.k != pky) {
             pky = r.k;
@@ -1606,24 +1585,28 @@ __global__ void __launch_bounds__(256, 2) bane_maps(const float *img, size_t ist
                 bs[c] = sf_bane_lerp(gr.rms[i + ncx], gr.rms[i + ncx + 1], tx[c]);
             }
         }
-        float b[BM_PER], s[BM_PER];
+        float b[BM_PER], s[BM_PER], v[BM_PER];
 #pragma unroll
         for (int c = 0; c < BM_PER; c++) {
             b[c] = (float)sf_bane_lerp(tb[c], bb[c], r.t);
             s[c] = (float)sf_bane_lerp(ts[c], bs[c], r.t);
         }
-        if (vec) {
-            const float v[BM_PER] = {iv[k].x, iv[k].y, iv[k].z, iv[k].w};
+        if (VEC && bane_maps_col<VEC>(x0, BM_PER - 1) < nx) {
+            const int xa = bane_maps_col<VEC>(x0, 0);
+            const float4 w = img ? *(const float4 *)(img + (size_t)y * istride + xa)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            v[0] = w.x;
+            v[1] = w.y;
+            v[2] = w.z;
+            v[3] = w.w;
 #pragma unroll
             for (int c = 0; c < BM_PER; c++)
                 if (isnan(v[c]))
                     b[c] = s[c] = qnan;
-            if (MAPS) {
-                *(float4 *)(ob + (size_t)y * bstride + xa) = make_float4(b[0], b[1], b[2], b[3]);
-                *(float4 *)(os + (size_t)y * rstride + xa) = make_float4(s[0], s[1], s[2], s[3]);
-            }
+            *(float4 *)(ob + (size_t)y * bstride + xa) = make_float4(b[0], b[1], b[2], b[3]);
+            *(float4 *)(os + (size_t)y * rstride + xa) = make_float4(s[0], s[1], s[2], s[3]);
             if (THR) {
-                const float4 d = dv[k];
+                const float4 d = *(const float4 *)(t.det + (size_t)y * t.dstride + xa);
                 *(uchar4 *)(t.mask + (size_t)y * t.mstride + xa) =
                     make_uchar4(bane_thr_px(t, d.x, b[0], s[0]), bane_thr_px(t, d.y, b[1], s[1]),
                                 bane_thr_px(t, d.z, b[2], s[2]), bane_thr_px(t, d.w, b[3], s[3]));
@@ -1637,10 +1620,8 @@ __global__ void __launch_bounds__(256, 2) bane_maps(const float *img, size_t ist
                 break;
             if (img && isnan(img[(size_t)y * istride + x]))
                 b[c] = s[c] = qnan;
-            if (MAPS) {
-                ob[(size_t)y * bstride + x] = b[c];
-                os[(size_t)y * rstride + x] = s[c];
-            }
+            ob[(size_t)y * bstride + x] = b[c];
+            os[(size_t)y * rstride + x] = s[c];
             if (THR)
                 t.mask[(size_t)y * t.mstride + x] =
                     bane_thr_px(t, t.det[(size_t)y * t.dstride + x], b[c], s[c]);
@@ -1656,40 +1637,31 @@ static int bane_a16(const void *p, size_t stride)
 }
 
 // One bane_maps launch: the maps of grid gr (img: the image, for its NaN;
-// NULL when it has none and THR), with t.mask the threshold's mask too;
-// bkg and rms NULL (with t): the mask alone.
+// NULL when it has none and THR), with t.mask the threshold's mask too.
 static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride,
                                   const sf_bane_grid *gr, sf_image *bkg, sf_image *rms,
                                   const bane_thr *t)
 {
     sf_status st = SF_OK;
     const dim3 grid((gr->nx + BM_PIX - 1) / BM_PIX, (gr->ny + BM_ROWS - 1) / BM_ROWS);
-    const int maps = bkg != NULL;
-    const int vec = bane_a16(img, istride) && (!maps || (bane_a16(bkg->data, bkg->stride) &&
-                                                         bane_a16(rms->data, rms->stride))) &&
+    const int vec = bane_a16(img, istride) && bane_a16(bkg->data, bkg->stride) &&
+                    bane_a16(rms->data, rms->stride) &&
                     (!t || (bane_a16(t->det, t->dstride) &&
                             ((uintptr_t)t->mask | t->mstride) % 4 == 0)) &&
                     !getenv("SKYFIND_BANE_MAPS_SCALAR"); // developer knob: the scalar kernel
     bane_thr none;
     memset(&none, 0, sizeof none);
-    if (!maps && !t)
-        return sf_fail(SF_ERR_INTERNAL, "bane maps: neither maps nor a mask to make");
-#define BANE_MAPS(V, T, M)                                                                       \
-    bane_maps<V, T, M><<<grid, 256, 0, g->stream>>>(                                             \
-        img, istride, *gr, maps ? bkg->data : NULL, maps ? bkg->stride : 0,                      \
-        maps ? rms->data : NULL, maps ? rms->stride : 0, t ? *t : none)
-    if (vec && t && maps)
-        BANE_MAPS(true, true, true);
-    else if (vec && t)
-        BANE_MAPS(true, true, false);
+#define BANE_MAPS(V, T)                                                                          \
+    bane_maps<V, T><<<grid, 256, 0, g->stream>>>(img, istride, *gr, bkg->data, bkg->stride,     \
+                                                 rms->data, rms->stride, t ? *t : none)
+    if (vec && t)
+        BANE_MAPS(true, true);
     else if (vec)
-        BANE_MAPS(true, false, true);
-    else if (t && maps)
-        BANE_MAPS(false, true, true);
+        BANE_MAPS(true, false);
     else if (t)
-        BANE_MAPS(false, true, false);
+        BANE_MAPS(false, true);
     else
-        BANE_MAPS(false, false, true);
+        BANE_MAPS(false, false);
 #undef BANE_MAPS
     SF_LAUNCHED();
 fail:
@@ -1913,8 +1885,6 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
         gr.ncx = ncx;
         gr.ncy = ncy;
         gr.nan = 1; // until the finite count says otherwise (below)
-        gr.img = img->data;
-        gr.istride = img->stride;
         bane_pack<<<sf_blocks((size_t)nb + nx + ny, 256) < 1024 ? sf_blocks((size_t)nb + nx + ny, 256)
                                                                 : 1024,
                     256, 0, g->stream>>>(fb, fs, nb, nx, ny, step, ncx, ncy, (double *)gr.level,
@@ -2008,16 +1978,10 @@ extern "C" sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img,
     return bane_run(g, img, p, out, NULL, NULL, grid);
 }
 
-// The maps' and the mask's shapes and places against the grid's; bkg and
-// rms NULL: no maps (the threshold's mask alone).
+// The maps' and the mask's shapes and places against the grid's.
 static sf_status bane_grid_check(const sf_image *orig, const sf_bane_grid *gr, const sf_image *bkg,
-                                 const sf_image *rms, int maps_optional)
+                                 const sf_image *rms)
 {
-    if (maps_optional && !bkg && !rms) {
-        if (!gr || !orig || !sf_bane_grid_fits(gr, orig) || orig->loc != SF_DEVICE)
-            return sf_fail(SF_ERR_PARAM, "bane mask: a grid of the device image is needed");
-        return SF_OK;
-    }
     if (!gr || !gr->level || !bkg || !rms || !orig)
         return sf_fail(SF_ERR_PARAM, "bane maps: a grid, the image and both maps are needed");
     if (orig->nx != gr->nx || orig->ny != gr->ny || bkg->nx != gr->nx || bkg->ny != gr->ny ||
@@ -2032,7 +1996,7 @@ static sf_status bane_grid_check(const sf_image *orig, const sf_bane_grid *gr, c
 extern "C" sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid,
                                       sf_image *bkg, sf_image *rms)
 {
-    sf_status st = bane_grid_check(img, grid, bkg, rms, 0);
+    sf_status st = bane_grid_check(img, grid, bkg, rms);
     if (st)
         return st;
     return bane_maps_launch(g, img->data, img->stride, grid, bkg, rms, NULL);
@@ -2047,11 +2011,9 @@ extern "C" sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const
                                            const sf_bkg_stats *bs, sf_image *bkg, sf_image *rms,
                                            int use_rms, sf_mask *mask)
 {
-    sf_status st = bane_grid_check(orig, grid, bkg, rms, 1);
+    sf_status st = bane_grid_check(orig, grid, bkg, rms);
     bane_thr t;
-    // checked as against maps (without them, orig stands for their shape)
-    if (st || (st = sf_thresh_check(img, p, bs, bkg ? bkg : orig,
-                                    use_rms ? (rms ? rms : orig) : NULL, mask)))
+    if (st || (st = sf_thresh_check(img, p, bs, bkg, use_rms ? rms : NULL, mask)))
         return st;
     if (img->loc != SF_DEVICE || mask->loc != SF_DEVICE)
         return sf_fail(SF_ERR_PARAM, "sf_threshold_bane_gpu needs device buffers");

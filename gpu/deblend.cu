@@ -76,9 +76,8 @@
 
 // The detection image and how d and sigma are formed from it.
 struct db_src {
-    const float *det;
-    size_t dstride;
-    ms_map bkg, rms; // the maps, BANE's grids in their place (sf_deblend_in.grid), or none
+    const float *det, *bkg, *rms;
+    size_t dstride, bstride, rstride;
     float level, sigma, level_scale, noise_scale, t0;
     int subtract, nx;
 };
@@ -283,9 +282,9 @@ static __device__ __forceinline__ void db_pixel(const db_src &s, unsigned q, flo
     const int x = (int)(q % (unsigned)s.nx), y = (int)(q / (unsigned)s.nx);
     const float v = s.det[(size_t)y * s.dstride + x];
     float lev, sig;
-    if (ms_map_on(&s.bkg)) {
-        lev = s.subtract ? SF_THR_FMUL(ms_map_at(&s.bkg, x, y), s.level_scale) : 0.0f;
-        sig = ms_map_on(&s.rms) ? SF_THR_FMUL(ms_map_at(&s.rms, x, y), s.noise_scale) : s.sigma;
+    if (s.bkg) {
+        lev = s.subtract ? SF_THR_FMUL(s.bkg[(size_t)y * s.bstride + x], s.level_scale) : 0.0f;
+        sig = s.rms ? SF_THR_FMUL(s.rms[(size_t)y * s.rstride + x], s.noise_scale) : s.sigma;
     } else {
         lev = s.level;
         sig = s.sigma;
@@ -1030,13 +1029,13 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
     memset(&s, 0, sizeof s);
     s.det = det->data;
     s.dstride = det->stride;
-    if (in->grid) {
-        ms_map_grid(&s.bkg, in->grid, 0);
-        if (in->grid_rms)
-            ms_map_grid(&s.rms, in->grid, 1);
-    } else {
-        ms_map_image(&s.bkg, in->bkg);
-        ms_map_image(&s.rms, in->rms);
+    if (in->bkg) {
+        s.bkg = in->bkg->data;
+        s.bstride = in->bkg->stride;
+    }
+    if (in->rms) {
+        s.rms = in->rms->data;
+        s.rstride = in->rms->stride;
     }
     s.level = in->level;
     s.sigma = in->sigma;

@@ -334,7 +334,7 @@ static __global__ void ms_final_kernel(const unsigned long long *__restrict__ w6
         t.xmax = (int)~b[1];
         t.ymin = (int)b[2];
         t.ymax = (int)~b[3];
-        t.bkg = ms_map_on(&in.bkg) ? ms_map_at(&in.bkg, px, py) : in.level_out;
+        t.bkg = in.bkg ? in.bkg[(size_t)py * in.bstride + px] : in.level_out;
         t.rms = ms_noise(&in, px, py);
     }
     for (int k = 0; k < (int)(sizeof(sf_source) / 8); k++)

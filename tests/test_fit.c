@@ -448,8 +448,8 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
     ck_assert_msg(st == SF_OK, "%s: %s: %s", buf, sf_strerror(st), sf_errdetail());
     same_components(&c, &g, buf);
     /* the measure stage's catalogue too (with method=bane its bkg and rms
-     * at the peak come, on the GPU, from BANE's node grids, read where a
-     * stage needs a value: the maps are not made) */
+     * at the peak come, on the GPU, from the maps the threshold pass makes
+     * from BANE's node grids) */
     ck_assert_msg(c.nsources == g.nsources, "%s: %d sources against %d", buf, c.nsources,
                   g.nsources);
     for (int i = 0; i < c.nsources; i++)
@@ -457,7 +457,7 @@ static void gpu_same(const char *pipe, const sf_image *im, double beam, const ch
                       "%s: source %d: bkg %.9g/%.9g rms %.9g/%.9g flux %.17g/%.17g", buf, i + 1,
                       c.sources[i].bkg, g.sources[i].bkg, c.sources[i].rms, g.sources[i].rms,
                       c.sources[i].flux_sum, g.sources[i].flux_sum);
-    /* kept maps (made by the GPU's threshold pass with its mask) */
+    /* kept maps (the GPU's threshold pass makes them with its mask) */
     ck_assert_int_eq(c.bkgmap.data != NULL, g.bkgmap.data != NULL);
     for (int y = 0; c.bkgmap.data && y < c.bkgmap.ny; y++)
         ck_assert_msg(!memcmp(c.bkgmap.data + (size_t)y * c.bkgmap.stride,
@@ -531,8 +531,9 @@ START_TEST(gpu_awkward)
         gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, noise+blobs+NaN");
         gpu_same(PIPE_RADIO_CONV, &im, 0, "threshold.rms=global background.step=7",
                  "bane+filter, noise+blobs+NaN");
-        /* the maps made whole: kept by the caller (in the threshold's pass),
-         * and for the deblend stage's host fallback (forced) */
+        /* the maps kept by the caller, and the deblend stage's host
+         * fallback (forced): the maps and labels brought down, the labels
+         * sent back up */
         run_keep = SF_KEEP_BKG;
         gpu_same(PIPE_RADIO_CONV, &im, 0, NULL, "bane+filter, maps kept");
         run_keep = 0;

@@ -92,17 +92,17 @@ sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_par
 
 /* method=bane on the GPU with its maps left for later (the GPU runner's
  * way, src/core/stages.c): the filled node grids, which the maps
- * interpolate, in the context's buffer SF_GBUF_NODES. The maps are not
- * made unless a caller wants them whole: the threshold stage
- * (sf_threshold_bane_gpu) and the deblend, measure and fit stages (their
- * inputs' grid) work out a map's value where they need it, with the same
- * bits, and sf_bane_maps_gpu makes both maps as sf_background_gpu writes
- * them (for --save, the negative pass, a host deblend). st as
- * sf_background_gpu's. The grid stays valid until the next background
- * stage on the context, and reads the image it was made from (img) while
- * that holds the same pixels. */
-/* A pixel's place between two nodes along an axis (sf_bane_axis): node k
- * and k + 1, fraction t. */
+ * interpolate, packed in the context's buffer SF_GBUF_NODES, from which
+ * sf_bane_maps_gpu, or the threshold stage's sf_threshold_bane_gpu (the
+ * maps made in the pass that thresholds, so they are written once and not
+ * read back), make the maps with the same bits sf_background_gpu writes.
+ * st as sf_background_gpu's. The grid stays valid until the next
+ * background stage on the context. The pack holds the node values widened
+ * to double (exactly: the maps' operands, sf_bane_bilinear) and each
+ * column's and row's place between nodes, so that making a map pixel
+ * neither divides nor converts a node value.
+ * sf_bane_at: a pixel's place along an axis (sf_bane_axis): between node k
+ * and k + 1, at fraction t. */
 typedef struct {
     double t;
     int k, pad_;
@@ -113,15 +113,8 @@ typedef struct {
     const sf_bane_at *ax, *ay; /* device: the place of each column (nx) and row (ny) */
     int nx, ny, step, ncx, ncy;
     int nan;                  /* the image has non-finite pixels: read it where
-                                 a map value is made (the maps are NaN where it is NaN) */
-    const float *img;         /* device: the image the grid was made from */
-    size_t istride;
+                                 the maps are made (they are NaN where it is NaN) */
 } sf_bane_grid;
-/* grid g is of an image of img's shape. */
-static inline int sf_bane_grid_fits(const sf_bane_grid *g, const sf_image *img)
-{
-    return g->level && g->rms && g->img && img && g->nx == img->nx && g->ny == img->ny;
-}
 sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                       sf_bkg_stats *st, sf_bane_grid *grid);
 /* Both maps of a grid (img: the image the grid was made from, for its NaN). */

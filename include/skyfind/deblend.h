@@ -44,7 +44,6 @@
 #define SKYFIND_DEBLEND_H
 
 #include "skyfind/image.h"
-#include "skyfind/background.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,11 +65,6 @@ void sf_deblend_params_default(sf_deblend_params *p);
  * sigma = rms * noise_scale (or the global sigma * noise_scale). */
 typedef struct {
     const sf_image *bkg, *rms; /* maps (rms may be NULL with bkg: threshold rms=global) */
-    const sf_bane_grid *grid;  /* GPU only, in place of bkg (NULL then): the BANE grids
-                                  whose maps were not made, read at each pixel with the
-                                  maps' bits (sf_measure_aux.grid); the rms from them
-                                  too when grid_rms (rms NULL) */
-    int grid_rms;
     float level, sigma;        /* global values, used without maps */
     float level_scale, noise_scale;
     int subtract;

@@ -132,9 +132,6 @@ typedef struct {
  * location), set by the runner. */
 typedef struct {
     const sf_image *bkg, *rms;  /* maps, or NULL: the global level and sigma */
-    const sf_bane_grid *grid;   /* GPU only, in place of bkg and rms (NULL then): the BANE
-                                   grids whose maps were not made, read at each pixel
-                                   with the maps' bits (sf_measure_aux.grid) */
     const sf_mask *mask;        /* the threshold mask the labels were made from, or NULL;
                                    the GPU reads labels only where it is set */
     float level, sigma;         /* global values (used without maps) */

@@ -73,10 +73,6 @@ typedef struct {
     const sf_mask *mask;       /* detection mask: a pixel is a seed when bit 0 is set
                                   (threshold.h: 1 = seed, 2 = flood only; a one-level
                                   mask is all 1); NULL: npeaks = -1 */
-    const sf_bane_grid *grid;  /* GPU only, in place of bkg and rms (NULL then): the
-                                  BANE grids whose maps were not made
-                                  (sf_background_bane_grid_gpu), read at each pixel
-                                  with the maps' bits; NULL: none */
 } sf_measure_aux;
 
 /* Bits of sf_source.flags. */

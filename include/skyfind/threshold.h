@@ -54,11 +54,9 @@ sf_status sf_threshold_gpu(sf_gpu *g, const sf_image *img, const sf_thresh_param
                            const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                            sf_mask *mask);
 /* sf_threshold_gpu against the maps of a BANE grid (sf_background_bane_grid_gpu),
- * made in the same pass: the mask (as sf_threshold_gpu with those maps;
- * use_rms 0 for rms=global), in one read of img, and, when bkg and rms are
- * given, both maps (as sf_bane_maps_gpu, orig the image the grid was made
- * from); bkg and rms NULL: the maps' values are worked out for the mask and
- * not written (the runner's way when no later reader wants them whole). */
+ * made in the same pass: writes bkg and rms (as sf_bane_maps_gpu, orig the
+ * image the grid was made from) and the mask (as sf_threshold_gpu with those
+ * maps; use_rms 0 for rms=global), in one read of img. */
 sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const sf_image *orig,
                                 const sf_bane_grid *grid, const sf_thresh_params *p,
                                 const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,

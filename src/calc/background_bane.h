@@ -206,16 +206,6 @@ SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, 
     return (float)sf_bane_lerp(top, bot, ty);
 }
 
-/* The same from the node values widened to double (exactly: the same bits;
- * the GPU's grids, sf_bane_grid, which then convert nothing a pixel). */
-SF_BKG_HD static inline float sf_bane_bilinear_d(const double *v, int ncx, int kx, int ky,
-                                                 double tx, double ty)
-{
-    size_t i = (size_t)ky * ncx + kx;
-    double top = sf_bane_lerp(v[i], v[i + 1], tx), bot = sf_bane_lerp(v[i + ncx], v[i + ncx + 1], tx);
-    return (float)sf_bane_lerp(top, bot, ty);
-}
-
 /* ---- the cell path --------------------------------------------------------
  * When box is a multiple of 2 step, the box of a node at a multiple of step
  * is a union of whole grid cells (step x step pixels aligned at 0; the far

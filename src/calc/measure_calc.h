@@ -10,7 +10,6 @@
 
 #include "skyfind/measure.h"
 #include "fixsum.h"
-#include "background_bane.h" /* sf_bane_axis, sf_bane_bilinear: a map read from BANE's grid */
 
 /* The sums kept per label, relative to the peak pixel (dx = x - peak_x,
  * dy = y - peak_y): value sums with tv = m * 2^e, noise sums with
@@ -33,54 +32,10 @@ enum {
  * all 1. This is the one place that reads the encoding. */
 #define MS_IS_SEED(m) (((m) & 1) != 0)
 
-/* A per-pixel map as the stages after the background read it: the map
- * itself (p), or, on the GPU when the maps were not made, BANE's filled node
- * grid (g, with each column's and row's place between nodes, ax and ay),
- * bilinear at each pixel read with the same operations as the maps' maker
- * (sf_bane_bilinear_d; NaN where the image, nan, is NaN), so the values are
- * the same bits. Neither: no map. */
-typedef struct {
-    const float *p;          /* the map, or NULL */
-    size_t stride;
-    const double *g;         /* else the node grid (ncx wide), or NULL */
-    const sf_bane_at *ax, *ay;
-    const float *nan;        /* g: the image the grid came from when it has NaN, else NULL */
-    size_t nstride;
-    int ncx;
-} ms_map;
-
-SF_FIX_FN int ms_map_on(const ms_map *m) { return m->p != NULL || m->g != NULL; }
-
-/* The map's value at pixel (x, y) (ms_map_on(m)). */
-SF_FIX_FN float ms_map_at(const ms_map *m, int x, int y)
-{
-    if (m->p)
-        return m->p[(size_t)y * m->stride + (size_t)x];
-    if (m->nan && isnan(m->nan[(size_t)y * m->nstride + (size_t)x]))
-        return sf_fix_nanf(); /* the maps' NaN (bane_maps) */
-    const sf_bane_at a = m->ax[x], b = m->ay[y];
-    return sf_bane_bilinear_d(m->g, m->ncx, a.k, b.k, a.t, b.t);
-}
-
-/* A map as ms_map: an image (p), or grid's level (rms 0) or rms (1) nodes. */
-static inline void ms_map_image(ms_map *m, const sf_image *im)
-{
-    m->p = im ? im->data : NULL;
-    m->stride = im ? im->stride : 0;
-}
-static inline void ms_map_grid(ms_map *m, const sf_bane_grid *gr, int rms)
-{
-    m->g = rms ? gr->rms : gr->level;
-    m->ax = gr->ax;
-    m->ay = gr->ay;
-    m->nan = gr->nan ? gr->img : NULL;
-    m->nstride = gr->istride;
-    m->ncx = gr->ncx;
-}
-
 /* The inputs of a run as plain pointers and float32 levels. */
 typedef struct {
-    ms_map bkg, rms;         /* maps (ms_map_on), or none */
+    const float *bkg, *rms;  /* maps, or NULL */
+    size_t bstride, rstride;
     const uint8_t *mask;     /* or NULL */
     size_t mstride;
     float level;             /* subtracted when subtract and no maps (0 without stats) */
@@ -98,7 +53,7 @@ SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
     float b, m;
     if (!in->subtract)
         return v;
-    b = ms_map_on(&in->bkg) ? ms_map_at(&in->bkg, x, y) : in->level;
+    b = in->bkg ? in->bkg[(size_t)y * in->bstride + (size_t)x] : in->level;
     m = v - b;
     if (isinf(m) && isfinite(v) && isfinite(b))
         m = m > 0 ? 3.40282346638528859812e+38f : -3.40282346638528859812e+38f;
@@ -108,7 +63,7 @@ SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
 /* Noise of pixel (x, y). */
 SF_FIX_FN float ms_noise(const ms_in *in, int x, int y)
 {
-    return ms_map_on(&in->rms) ? ms_map_at(&in->rms, x, y) : in->sigma;
+    return in->rms ? in->rms[(size_t)y * in->rstride + (size_t)x] : in->sigma;
 }
 
 /* The 8 neighbours of a measured pixel (x, y) of label l with value m:

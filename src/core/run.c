@@ -3,11 +3,9 @@
  * the image goes up once and only the catalogue (and whatever the caller
  * asked to keep) comes back. Times each stage and counts bytes moved.
  * The GPU's BANE maps may be left as node grids by the background stage
- * (state.h, maps_pending): the threshold, deblend, measure and fit stages
- * read a map's value from the grids where they need it, and the maps are
- * made (sf_state_maps, in device buffers taken only then) for the negative
- * pass's inversion, a host deblend, and maps the caller keeps (the
- * threshold stage makes those in its pass). */
+ * (state.h, maps_pending): each stage that reads them makes them first
+ * (sf_state_maps; the threshold stage in its own pass), and so do the
+ * negative pass's inversion and collect, for maps the caller keeps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,17 +59,6 @@ SF_DEFINE_DEVBUF(sf_image, devbuf_image, float)
 SF_DEFINE_DEVBUF(sf_mask, devbuf_mask, uint8_t)
 SF_DEFINE_DEVBUF(sf_labels, devbuf_labels, int32_t)
 #undef SF_DEFINE_DEVBUF
-
-sf_status sf_state_map_bufs(sf_state *s)
-{
-    sf_status st;
-    if (s->backend != SF_BACKEND_GPU || s->bkgmap.data)
-        return SF_OK;
-    if ((st = devbuf_image(s->g, SF_GBUF_BKG, s->img.nx, s->img.ny, &s->bkgmap)) ||
-        (st = devbuf_image(s->g, SF_GBUF_RMS, s->img.nx, s->img.ny, &s->rmsmap)))
-        memset(&s->bkgmap, 0, sizeof s->bkgmap);
-    return st;
-}
 
 void sf_run_result_free(sf_run_result *r)
 {
@@ -137,16 +124,12 @@ static sf_status alloc_state(sf_state *s, const sf_pipeline *pl, const sf_image 
         if (!strcmp(pl->steps[i].def->name, "background") &&
             ((const sf_bkg_params *)pl->steps[i].params)->method != SF_BKG_GLOBAL)
             mesh = 1;
-    /* the maps: on the GPU, taken when a stage makes them (sf_state_map_bufs:
-     * BANE's may never be made) */
-    /* SKYFIND_BANE_MAPS=1: BANE's maps made in the threshold's pass and read
-     * whole after it, as before 2026-11-29 (the same bits; a benchmark's
-     * reference) */
-    s->maps_wanted = (o->keep & SF_KEEP_BKG) != 0 || getenv("SKYFIND_BANE_MAPS") != NULL;
-    if ((gives & SF_DATA_BKG) && ((o->keep & SF_KEEP_BKG) || mesh) && !g) {
-        if ((st = sf_image_alloc(&s->bkgmap, nx, ny, SF_HOST, NULL)))
+    if ((gives & SF_DATA_BKG) && ((o->keep & SF_KEEP_BKG) || mesh)) {
+        if ((st = g ? devbuf_image(g, SF_GBUF_BKG, nx, ny, &s->bkgmap)
+                    : sf_image_alloc(&s->bkgmap, nx, ny, SF_HOST, NULL)))
             return st;
-        if ((st = sf_image_alloc(&s->rmsmap, nx, ny, SF_HOST, NULL)))
+        if ((st = g ? devbuf_image(g, SF_GBUF_RMS, nx, ny, &s->rmsmap)
+                    : sf_image_alloc(&s->rmsmap, nx, ny, SF_HOST, NULL)))
             return st;
     }
     if (g)

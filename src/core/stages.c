@@ -49,24 +49,18 @@ static const sf_param_spec bkg_params[] = {
 static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
 {
     const sf_bkg_params *p = pp;
-    sf_image *b, *r;
+    sf_image *b = s->bkgmap.data ? &s->bkgmap : NULL, *r = s->rmsmap.data ? &s->rmsmap : NULL;
     sf_bkg_params q = *p;
     sf_status st;
     sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
     s->maps_pending = 0;
-    if (gpu && q.method == SF_BKG_BANE && !getenv("SKYFIND_BANE_EAGER")) {
-        /* the maps left as node grids, read where a later stage needs a
-         * value (sf_state_maps makes them for a reader that wants them
-         * whole). SKYFIND_BANE_EAGER=1: made here (the same bits; a
-         * benchmark's reference) */
+    if (gpu && q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER")) {
+        /* the maps left as node grids: made in the threshold stage's pass
+         * (sf_state_maps for any other reader). SKYFIND_BANE_EAGER=1: made
+         * here (the same bits; a benchmark's reference) */
         st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
         s->maps_pending = st == SF_OK;
     } else {
-        /* the GPU's maps, taken now (the CPU's come with the run's buffers) */
-        if (gpu && (q.method != SF_BKG_GLOBAL || s->maps_wanted) && (st = sf_state_map_bufs(s)))
-            return st;
-        b = s->bkgmap.data ? &s->bkgmap : NULL;
-        r = s->rmsmap.data ? &s->rmsmap : NULL;
         st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
                  : sf_background_cpu(&s->img, &q, &s->bkg, b, r);
     }
@@ -82,8 +76,7 @@ sf_status sf_state_maps(sf_state *s)
     sf_status st;
     if (!s->maps_pending)
         return SF_OK;
-    if ((st = sf_state_map_bufs(s)) ||
-        (st = sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
+    if ((st = sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
         return st;
     s->maps_pending = 0;
     return SF_OK;
@@ -371,16 +364,10 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
         q.level_scale = s->filt_sum;
         q.noise_scale = s->filt_gain;
     }
-    if (gpu && s->maps_pending) {
-        /* the mask from the grids; the maps made in the same pass only when
-         * the caller keeps them */
-        const int make = s->maps_wanted;
-        if (make && (st = sf_state_map_bufs(s)))
-            return st;
-        st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg,
-                                   make ? &s->bkgmap : NULL, make ? &s->rmsmap : NULL,
-                                   !q.rms_global, &s->mask);
-        s->maps_pending = !(make && st == SF_OK);
+    if (gpu && s->maps_pending) { /* the maps and the mask in one pass */
+        st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
+                                   &s->rmsmap, !q.rms_global, &s->mask);
+        s->maps_pending = st != SF_OK;
     } else {
         st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
                  : sf_threshold_cpu(img, &q, &s->bkg, b, r, &s->mask);
@@ -457,6 +444,8 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "deblend needs the threshold and segment stages before it");
     if (s->db_parent)
         return sf_fail(SF_ERR_PARAM, "deblend runs once after each segment stage");
+    if ((st = sf_state_maps(s)))
+        return st;
     if (q.minarea == 0)
         q.minarea = s->seg_min_area > 0 ? s->seg_min_area : 1;
     q.connectivity = s->seg_conn ? s->seg_conn : 8;
@@ -473,13 +462,8 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
     memset(&hb, 0, sizeof hb);
     memset(&hr, 0, sizeof hr);
     memset(&hl, 0, sizeof hl);
-    if (s->maps_pending) { /* the GPU's BANE grids in place of the maps */
-        in.grid = &s->grid;
-        in.grid_rms = !t->rms_global;
-    } else {
-        in.bkg = s->have_maps ? &s->bkgmap : NULL;
-        in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
-    }
+    in.bkg = s->have_maps ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
     if (!gpu) {
         st = sf_deblend_cpu(&det, &in, &q, &s->labels, s->nlabels, &nobj, &parent, &nchild);
     } else {
@@ -496,9 +480,6 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
         sf_errclear();
         s->db_host = 1;
         in.bkg = in.rms = NULL;
-        in.grid = NULL;
-        if ((st = sf_state_maps(s))) /* the maps whole, to come down */
-            goto gpu_done;
         if ((st = sf_image_alloc(&hdet, det.nx, det.ny, SF_HOST, NULL)) ||
             (st = sf_labels_alloc(&hl, det.nx, det.ny, SF_HOST, NULL)) ||
             (st = sf_image_download(s->g, &det, &hdet)) ||
@@ -552,12 +533,11 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
     const sf_measure_params *p = pp;
     sf_status st = SF_OK;
     /* the background (when a stage made it), its maps, the mask's seeds */
-    /* the GPU's BANE grids in place of the maps when they were not made */
-    const int grid = s->maps_pending;
     sf_measure_aux aux = {(s->have & SF_DATA_BKG) ? &s->bkg : NULL,
-                          s->have_maps && !grid ? &s->bkgmap : NULL,
-                          s->have_maps && !grid ? &s->rmsmap : NULL,
-                          (s->have & SF_DATA_MASK) ? &s->mask : NULL, grid ? &s->grid : NULL};
+                          s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
+                          (s->have & SF_DATA_MASK) ? &s->mask : NULL};
+    if ((st = sf_state_maps(s)))
+        return st;
     /* the catalogue's buffer: its size is known only now */
     if (gpu) { /* the context's kept catalogue buffer, grown when needed */
         s->sources = NULL;
@@ -615,13 +595,11 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
     if (s->comps)
         return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
+    if ((st = sf_state_maps(s)))
+        return st;
     memset(&in, 0, sizeof in);
-    if (s->maps_pending) { /* the GPU's BANE grids in place of the maps */
-        in.grid = &s->grid;
-    } else {
-        in.bkg = s->have_maps ? &s->bkgmap : NULL;
-        in.rms = s->have_maps ? &s->rmsmap : NULL;
-    }
+    in.bkg = s->have_maps ? &s->bkgmap : NULL;
+    in.rms = s->have_maps ? &s->rmsmap : NULL;
     in.mask = (s->have & SF_DATA_MASK) ? &s->mask : NULL;
     in.level = (float)s->bkg.median;
     in.sigma = (float)s->bkg.sigma;

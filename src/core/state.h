@@ -18,12 +18,8 @@ struct sf_state {
     sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
     int have_maps;          /* the background stage produced per-pixel maps */
     int maps_pending;       /* ... which the GPU's method=bane left as node grids (grid):
-                               the threshold, deblend, measure and fit stages read
-                               values from them; sf_state_maps makes the maps for
-                               any other reader (the threshold stage, in its pass,
-                               when maps_wanted) */
-    int maps_wanted;        /* the caller keeps the maps (SF_KEEP_BKG), or
-                               SKYFIND_BANE_MAPS=1 (src/core/run.c) */
+                               made by the threshold stage in its pass, or by
+                               sf_state_maps before anything else reads them */
     sf_bane_grid grid;
     sf_mask mask;
     sf_labels labels;
@@ -54,14 +50,10 @@ struct sf_state {
 };
 
 /* The background maps made now if the background stage left them as node
- * grids (maps_pending), for a reader that wants them whole: the runner's
- * inversion and collect, the deblend stage's host fallback. */
+ * grids (maps_pending): every reader of bkgmap or rmsmap but the threshold
+ * stage, which makes them itself, calls it first (the deblend, measure and
+ * fit stages in src/core/stages.c; the runner's inversion and collect). */
 sf_status sf_state_maps(sf_state *s);
-
-/* The GPU's map buffers (bkgmap, rmsmap), taken from the context when a
- * stage first writes them (src/core/run.c); nothing on the CPU, whose
- * maps come with the run's buffers. */
-sf_status sf_state_map_bufs(sf_state *s);
 
 /* Forget a deblend stage's tables (host memory on both backends). */
 static inline void sf_state_drop_deblend(sf_state *s)
