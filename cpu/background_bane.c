@@ -630,7 +630,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     int ncx, ncy, nb, nvalid = 0, niter = 0;
     float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *cm = NULL;
     int *iters = NULL; /* passes per node */
-    double *xt = NULL;
+    double *xt = NULL, *lr = NULL; /* columns' places; the threads' lerps along node rows */
     int ccx, ccy;
     long long nfinite = 0;
     int nt = 1;
@@ -779,27 +779,48 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         int kx; /* x / step: the span loop below */
         sf_bane_axis(x, nx, step, ncx, &kx, &xt[x]);
     }
-    /* a row at a time, a node column's span at a time: its four nodes'
-     * values read once, then sf_bane_bilinear's lerps (sf_bane_lerp) a
-     * pixel, in a loop the compiler vectorises */
-#pragma omp parallel for schedule(static)
-    for (int y = 0; y < ny; y++) {
-        const float *in = img->data + (size_t)y * img->stride;
-        float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
-        int ky;
-        double ty;
-        sf_bane_axis(y, ny, step, ncy, &ky, &ty);
-        for (int kx = 0; kx < ncx - 1; kx++) {
-            const int xa = kx * step, xb = xa + step < nx ? xa + step : nx;
-            const size_t i = (size_t)ky * ncx + kx;
-            const double b00 = fb[i], b01 = fb[i + 1], b10 = fb[i + ncx], b11 = fb[i + ncx + 1];
-            const double s00 = fs[i], s01 = fs[i + 1], s10 = fs[i + ncx], s11 = fs[i + ncx + 1];
-            for (int x = xa; x < xb; x++) {
-                const double tx = xt[x];
-                const float vb = (float)sf_bane_lerp(sf_bane_lerp(b00, b01, tx),
-                                                     sf_bane_lerp(b10, b11, tx), ty);
-                const float vs = (float)sf_bane_lerp(sf_bane_lerp(s00, s01, tx),
-                                                     sf_bane_lerp(s10, s11, tx), ty);
+    /* a row at a time. sf_bane_bilinear's lerps (sf_bane_lerp) in its
+     * order: a column's lerps along the row's two node rows, of both maps,
+     * are kept in the thread's arrays (lr) while its rows lie between the
+     * same two node rows (a step is several rows; a thread's rows are
+     * consecutive), so a pixel takes one lerp a map; the loops vectorise */
+    lr = malloc((size_t)nt * 4 * nx * sizeof *lr);
+    if (!lr) {
+        s = sf_fail(SF_ERR_NOMEM, "background bane: %d threads' rows of %d columns", nt, nx);
+        goto fail;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0, pky = -1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        double *tb = lr + (size_t)tid * 4 * nx, *bb = tb + nx, *ts = bb + nx, *bs = ts + nx;
+#pragma omp for schedule(static)
+        for (int y = 0; y < ny; y++) {
+            const float *in = img->data + (size_t)y * img->stride;
+            float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
+            int ky;
+            double ty;
+            sf_bane_axis(y, ny, step, ncy, &ky, &ty);
+            if (ky != pky) {
+                pky = ky;
+                for (int kx = 0; kx < ncx - 1; kx++) {
+                    const int xa = kx * step, xb = xa + step < nx ? xa + step : nx;
+                    const size_t i = (size_t)ky * ncx + kx;
+                    const double b00 = fb[i], b01 = fb[i + 1], b10 = fb[i + ncx], b11 = fb[i + ncx + 1];
+                    const double s00 = fs[i], s01 = fs[i + 1], s10 = fs[i + ncx], s11 = fs[i + ncx + 1];
+                    for (int x = xa; x < xb; x++) {
+                        tb[x] = sf_bane_lerp(b00, b01, xt[x]);
+                        bb[x] = sf_bane_lerp(b10, b11, xt[x]);
+                        ts[x] = sf_bane_lerp(s00, s01, xt[x]);
+                        bs[x] = sf_bane_lerp(s10, s11, xt[x]);
+                    }
+                }
+            }
+            for (int x = 0; x < nx; x++) {
+                const float vb = (float)sf_bane_lerp(tb[x], bb[x], ty);
+                const float vs = (float)sf_bane_lerp(ts[x], bs[x], ty);
                 const int nan = isnan(in[x]);
                 ob[x] = nan ? NAN : vb;
                 os[x] = nan ? NAN : vs;
@@ -822,5 +843,6 @@ fail:
     free(iters);
     free(cm);
     free(xt);
+    free(lr);
     return s;
 }
