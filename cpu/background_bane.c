@@ -779,11 +779,11 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         int kx; /* x / step: the span loop below */
         sf_bane_axis(x, nx, step, ncx, &kx, &xt[x]);
     }
-    /* a row at a time. sf_bane_bilinear's lerps (sf_bane_lerp) in its
-     * order: a column's lerps along the row's two node rows, of both maps,
-     * are kept in the thread's arrays (lr) while its rows lie between the
-     * same two node rows (a step is several rows; a thread's rows are
-     * consecutive), so a pixel takes one lerp a map; the loops vectorise */
+    /* a row at a time, by the maps' bilinear rule (sf_bane_lerp): a column's
+     * lerps along the row's two node rows, of both maps, are kept in the
+     * thread's arrays (lr) while its rows lie between the same two node
+     * rows (a step is several rows; a thread's rows are consecutive), so a
+     * pixel takes one lerp a map; the loops vectorise */
     lr = malloc((size_t)nt * 4 * nx * sizeof *lr);
     if (!lr) {
         s = sf_fail(SF_ERR_NOMEM, "background bane: %d threads' rows of %d columns", nt, nx);

@@ -39,8 +39,8 @@
 // 5. bane_fill: nodes without a finite pixel take sf_bkg_fill_one's value.
 // 6. bane_pack: the filled grids widened to double and every column's and
 //    row's place between nodes, in the context's SF_GBUF_NODES (sf_bane_grid).
-// 7. bane_maps: both full-resolution maps, bilinear (sf_bane_bilinear's
-//    operations on the widened nodes, a column's lerps along two node rows
+// 7. bane_maps: both full-resolution maps, bilinear (the rule at
+//    sf_bane_lerp, on the widened nodes, a column's lerps along two node rows
 //    kept while the rows share them). The GPU runner leaves them for later
 //    (sf_background_bane_grid_gpu keeps the pack): the threshold stage's
 //    sf_threshold_bane_gpu makes them with its mask in one launch
@@ -1540,12 +1540,13 @@ __global__ void bane_pack(const float *fb, const float *fs, int nb, int nx, int 
 }
 
 template <bool VEC, bool THR>
-__global__ void __launch_bounds__(256, 2) bane_maps(const float *img, size_t istride, sf_bane_grid gr, float *ob,
-                          size_t bstride, float *os, size_t rstride, bane_thr t)
+__global__ void __launch_bounds__(256, 2)
+    bane_maps(const float *img, size_t istride, sf_bane_grid gr, float *ob, size_t bstride,
+              float *os, size_t rstride, bane_thr t)
 {
     // a block BM_ROWS rows of a segment of BM_PIX columns, a thread BM_PER
-    // columns of each (bane_maps_col). sf_bane_bilinear's operations in its
-    // order, on the node values widened to double (exactly, so the same
+    // columns of each (bane_maps_col). The bilinear rule (at sf_bane_lerp)
+    // in its order, on the node values widened to double (exactly, so the same
     // bits; no conversion a pixel): a column's lerps along the top and
     // bottom node rows of both grids are kept while the block's rows lie
     // between the same two node rows (a step is several rows), so a pixel
@@ -1900,11 +1901,10 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
         gr.ncx = ncx;
         gr.ncy = ncy;
         gr.nan = 1; // until the finite count says otherwise (below)
-        bane_pack<<<sf_blocks((size_t)nb + nx + ny, 256) < 1024 ? sf_blocks((size_t)nb + nx + ny, 256)
-                                                                : 1024,
-                    256, 0, g->stream>>>(fb, fs, nb, nx, ny, step, ncx, ncy, (double *)gr.level,
-                                         (double *)gr.rms, (sf_bane_at *)gr.ax,
-                                         (sf_bane_at *)gr.ay);
+        const unsigned pblocks = sf_blocks((size_t)nb + nx + ny, 256);
+        bane_pack<<<pblocks < 1024 ? pblocks : 1024, 256, 0, g->stream>>>(
+            fb, fs, nb, nx, ny, step, ncx, ncy, (double *)gr.level, (double *)gr.rms,
+            (sf_bane_at *)gr.ax, (sf_bane_at *)gr.ay);
         SF_LAUNCHED();
         if (grid)
             *grid = gr;

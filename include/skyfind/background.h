@@ -98,7 +98,7 @@ sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_par
  * read back), make the maps with the same bits sf_background_gpu writes.
  * st as sf_background_gpu's. The grid stays valid until the next
  * background stage on the context. The pack holds the node values widened
- * to double (exactly: the maps' operands, sf_bane_bilinear) and each
+ * to double (exactly: the maps' operands, src/calc/background_bane.h) and each
  * column's and row's place between nodes, so that making a map pixel
  * neither divides nor converts a node value.
  * sf_bane_at: a pixel's place along an axis (sf_bane_axis): between node k

@@ -192,18 +192,19 @@ SF_BKG_HD static inline void sf_bane_axis(int p, int n, int step, int nn, int *k
     *t = (double)(p - a) / (double)(b - a);
 }
 
+/* The maps' bilinear rule, the same operations on both backends: the map
+ * value at a pixel (kx, tx; ky, ty from sf_bane_axis) of node values v
+ * (ncx a row, widened to double) is
+ *   (float)sf_bane_lerp(sf_bane_lerp(v[i], v[i + 1], tx),
+ *                       sf_bane_lerp(v[i + ncx], v[i + ncx + 1], tx), ty)
+ * with i = ky ncx + kx, NaN where the image is NaN. The two inner lerps,
+ * along the node rows above and below, depend on the column alone while
+ * rows lie between the same node rows, so both backends keep them for a
+ * column (cpu/background_bane.c in each thread's arrays, bane_maps in
+ * registers) and a pixel takes the outer lerp only. */
 SF_BKG_HD static inline double sf_bane_lerp(double a, double b, double t)
 {
     return a + SF_BKG_DMUL(b - a, t);
-}
-
-/* The map value at a pixel from the four nodes around it. */
-SF_BKG_HD static inline float sf_bane_bilinear(const float *v, int ncx, int kx, int ky, double tx,
-                                               double ty)
-{
-    size_t i = (size_t)ky * ncx + kx;
-    double top = sf_bane_lerp(v[i], v[i + 1], tx), bot = sf_bane_lerp(v[i + ncx], v[i + ncx + 1], tx);
-    return (float)sf_bane_lerp(top, bot, ty);
 }
 
 /* ---- the cell path --------------------------------------------------------
