@@ -546,6 +546,29 @@ START_TEST(test_hostile_reads)
         write_raw_fits(tmp_path("bscale.fits"), nan, 32);
         expect_read_error(tmp_path("bscale.fits"), "bscale.fits", "BSCALE = NAN cannot scale");
     }
+    /* fuzzing, 2026-11-29: BLANK = a string of 29 characters or more aborted
+     * the process inside CFITSIO's integer conversion (a message buffer
+     * overflow). Such a BLANK is no BLANK; an integer one, or one written
+     * as a number with a D exponent, still is. */
+    {
+        static const char *blank[][2] = {
+            {"BLANK   = 'not an integer at all, and rather long'", NULL},
+            {"BLANK   =                   -7", "-7"},
+            {"BLANK   =               1.0D+1", "10"}};
+        for (int k = 0; k < 3; k++) {
+            const char *c[] = {"SIMPLE  =                    T", "BITPIX  =                   16",
+                               "NAXIS   =                    2", "NAXIS1  =                    4",
+                               "NAXIS2  =                    4", blank[k][0], NULL};
+            write_raw_fits(tmp_path("blank.fits"), c, 2880);
+            ck_assert_msg(sf_fits_read(tmp_path("blank.fits"), 0, NULL, &im, &in) == SF_OK, "%s",
+                          sf_errdetail());
+            ck_assert_int_eq(in.has_blank, blank[k][1] != NULL);
+            if (blank[k][1])
+                ck_assert_int_eq(in.blank, atoll(blank[k][1]));
+            sf_image_free(&im, NULL);
+            sf_fits_info_free(&in);
+        }
+    }
     /* fuzzing, 2026-11-25: a tile-compressed HDU whose END card is "END   " and
      * two stray bytes (CFITSIO ends the header there; the pre-check did not,
      * so it checked nothing) and whose tile descriptors are garbage: CFITSIO

@@ -160,6 +160,38 @@ static int sf_fits_read_double(fitsfile *fp, const char *key, double *v)
     return 1;
 }
 
+/* An integer keyword, parsed here from its value text: CFITSIO's integer
+ * conversion (ffc2j) overflows its message buffer on a value it cannot
+ * convert of 29 characters or more (fuzzing, 2026-11-29: BLANK = a long
+ * string aborted the process). An integer, or a finite number in range
+ * (truncated, as CFITSIO converts it; FITS's D exponent too); anything else
+ * counts as absent, as CFITSIO's failed conversion did. */
+static int sf_fits_read_integer(fitsfile *fp, const char *key, long long *v)
+{
+    char text[FLEN_VALUE], *end;
+    int status = 0;
+    long long i;
+    double d;
+    if (fits_read_keyword(fp, key, text, NULL, &status)) {
+        fits_clear_errmsg();
+        return 0;
+    }
+    errno = 0;
+    i = strtoll(text, &end, 10);
+    if (end != text && errno == 0 && strspn(end, " ") == strlen(end)) {
+        *v = i;
+        return 1;
+    }
+    for (char *c = text; *c; c++) /* 1.5D2: FITS's double-precision exponent */
+        if (*c == 'D' || *c == 'd')
+            *c = 'E';
+    d = strtod(text, &end);
+    if (end == text || strspn(end, " ") != strlen(end) || !isfinite(d) || d < -9.2e18 || d > 9.2e18)
+        return 0;
+    *v = (long long)d;
+    return 1;
+}
+
 static int sf_fits_read_string(fitsfile *fp, const char *key, char *out, size_t n)
 {
     char v[FLEN_VALUE];
@@ -727,13 +759,11 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
     }
     {
         long long b;
-        int s2 = 0;
-        if (!fits_read_key(fp, TLONGLONG, "BLANK", &b, NULL, &s2) ||
-            (in.compressed && (s2 = 0, !fits_read_key(fp, TLONGLONG, "ZBLANK", &b, NULL, &s2)))) {
+        if (sf_fits_read_integer(fp, "BLANK", &b) ||
+            (in.compressed && sf_fits_read_integer(fp, "ZBLANK", &b))) {
             in.has_blank = 1;
             in.blank = b;
         }
-        fits_clear_errmsg();
     }
     sf_fits_read_string(fp, "BUNIT", in.bunit, sizeof in.bunit);
     for (int k = 0; k < naxis; k++) {
