@@ -33,13 +33,21 @@
 // nodes. Two blocks join when a foreground pixel of one touches one of the
 // other (left: either left-column pixel with either of the left block's
 // right column; up: likewise for rows; diagonals: the two corner pixels).
-//  1. bke_init:     node b = b for a block with a foreground pixel, else -1.
+//  1. bke_init:     one pass over the mask: a block with a foreground pixel
+//                   points at the first block of its run in the warp's
+//                   segment and is appended to a list of such blocks (its
+//                   mask bits beside it); the labels were zeroed (a memset).
+//                   A sky mask sets a few thousandths of its blocks, and
+//                   steps 2-5 read the list, not the image: at 8192^2 the
+//                   stage did five passes over the blocks or pixels (B
+//                   written for every block, compressed, counted, marked
+//                   and every label written from it), 0.47 ms on an H200.
 //  2. bke_merge:    unions with the left, up, up-left and up-right blocks.
-//  3. bke_compress: every block points at its root.
-//  4. bke_pixels:   per pixel, the root's area, its first pixel in raster
-//                   order (atomicMin) and whether it holds a seed (atomicOr);
-//                   16 pixels a thread, a run of one root adding once.
-//  5. bke_mark:     each kept root sets bit c = row * nbx + x/2 of its first
+//  3. bke_roots:    every listed block points at its root, and adds to the
+//                   root's area its set pixels (bit 31: a seed among them)
+//                   and its first set pixel to the root's first pixel
+//                   (atomicMin).
+//  4. bke_mark:     each kept root sets bit c = row * nbx + x/2 of its first
 //                   pixel in the bitmap F (a block holds at most one island's
 //                   first pixel, and in one pixel row block order is pixel
 //                   order), so the set bits before c number the islands in
@@ -51,10 +59,10 @@
 //                   kept islands' areas in F[nw], read back beside the
 //                   islands' count: the pixels a deblend stage will read
 //                   (sf_segment_gpu_counted), which it then need not count.
-//  6. bke_final:    labels[p] = number of the root's first pixel + 1, or 0;
-//                   four pixels a thread (a 4-byte mask load, a 16-byte store).
-// Every step is one pass over pixels or blocks: the work is linear in the
-// pixels whatever the mask (one big island, checkerboards, noise).
+//  5. bke_final:    the labels of a listed block's set pixels: the number of
+//                   its root's first pixel + 1 (0, as zeroed, if dropped).
+// The pixel pass (1) and the memset are linear in the pixels; the rest in
+// the foreground blocks (one big island or a checkerboard lists them all).
 #include <string.h>
 #include <cub/cub.cuh>
 #include "common.cuh"
@@ -285,115 +293,97 @@ static __device__ __forceinline__ int bke_pos(int nbx, int nby, int nseg, int *b
     return seg_pos(nbx, nby, nseg, bx, by);
 }
 
-// Each block points at the first block of its run inside the warp's
-// segment (blocks joined to their left neighbour form a run): most unions
-// along rows are made here without atomics.
-static __global__ void bke_init(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby, int nseg)
+// Each block with a foreground pixel points at the first block of its run
+// inside the warp's segment (blocks joined to their left neighbour form a
+// run: most unions along rows are made here without atomics), starts its
+// area at 0 and its first pixel past the image, and is appended to the
+// list of such blocks A (its mask bits in Am: bits 0-3 set, bits 4-7 seed,
+// bke_bits' order); *na counts them. A sky mask sets a few thousandths of
+// its blocks, and every later step reads the list, not the image.
+static __global__ void bke_init(const uint8_t *mask, int *B, unsigned *area, int *first, int *A,
+                                uint8_t *Am, int *na, int nx, int ny, int nbx, int nby, int nseg)
 {
     int bx, by;
     const int lane = bke_pos(nbx, nby, nseg, &bx, &by);
     const bool in = bx < nbx && by < nby;
-    const unsigned m = in ? bke_bits(mask, nx, ny, bx, by) : 0u;
+    unsigned m = 0, seed = 0;
+    if (in) {
+        const int x = 2 * bx, y = 2 * by;
+        const size_t i = (size_t)y * nx + x;
+        const bool r = x + 1 < nx, d = y + 1 < ny;
+        const unsigned v0 = mask[i], v1 = r ? mask[i + 1] : 0u, v2 = d ? mask[i + nx] : 0u,
+                       v3 = r && d ? mask[i + nx + 1] : 0u;
+        m = (v0 != 0) | (v1 != 0) << 1 | (v2 != 0) << 2 | (v3 != 0) << 3;
+        seed = (v0 == 1) | (v1 == 1) << 1 | (v2 == 1) << 2 | (v3 == 1) << 3;
+    }
     const bool link = m && lane > 0 && bx > 0 && bke_left(m, bke_bits(mask, nx, ny, bx - 1, by));
     const unsigned breaks = __ballot_sync(SEG_FULL, !link) & ((2u << lane) - 1u);
-    if (!in)
-        return;
-    const int b = by * nbx + bx;
-    B[b] = m ? b - (lane - (31 - __clz(breaks))) : -1;
-}
-
-// Unions with the left (at segment starts), upper, upper-left and
-// upper-right blocks, skipping those implied by the run: a block joined to
-// its left neighbour L needs no union with a block L is joined to.
-static __global__ void bke_merge(const uint8_t *mask, int *B, int nx, int ny, int nbx, int nby, int nseg)
-{
-    int bx, by;
-    const int lane = bke_pos(nbx, nby, nseg, &bx, &by);
-    if (bx >= nbx || by >= nby)
-        return;
-    const int b = by * nbx + bx;
-    const unsigned m = bke_bits(mask, nx, ny, bx, by);
+    const unsigned act = __ballot_sync(SEG_FULL, m != 0);
+    const int leader = act ? __ffs(act) - 1 : 0;
+    int base = 0;
+    if (act && lane == leader)
+        base = atomicAdd(na, __popc(act));
+    base = __shfl_sync(SEG_FULL, base, leader);
     if (!m)
         return;
-    const unsigned l = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by) : 0u;
-    const bool cl = bke_left(m, l);
-    if (cl && lane == 0) // the run continues from the previous segment
-        seg_union(B, b, b - 1);
-    if (by == 0)
-        return;
-    const unsigned u = bke_bits(mask, nx, ny, bx, by - 1);
-    const unsigned ul = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by - 1) : 0u;
-    const unsigned ur = bx + 1 < nbx ? bke_bits(mask, nx, ny, bx + 1, by - 1) : 0u;
-    const bool cu = bke_up(m, u);
-    if (cu && !(cl && bke_upright(l, u)))
-        seg_union(B, b, b - nbx);
-    if (bke_upleft(m, ul) && !(cl && bke_up(l, ul)))
-        seg_union(B, b, b - nbx - 1);
-    if (bke_upright(m, ur) && !(cu && bke_left(ur, u)))
-        seg_union(B, b, b - nbx + 1);
+    const int b = by * nbx + bx, k = base + __popc(act & ((1u << lane) - 1u));
+    B[b] = b - (lane - (31 - __clz(breaks)));
+    area[b] = 0;
+    first[b] = 0x7fffffff; // past every pixel index
+    A[k] = b;
+    Am[k] = (uint8_t)(m | seed << 4);
 }
 
-static __global__ void bke_compress(int *B, int nb)
+// Unions of a listed block with the left (at segment starts), upper,
+// upper-left and upper-right blocks, skipping those implied by the run: a
+// block joined to its left neighbour L needs no union with a block L is
+// joined to. A grid-stride loop over the list.
+static __global__ void bke_merge(const uint8_t *mask, int *B, const int *A, const uint8_t *Am,
+                                 const int *na, int nx, int ny, int nbx)
 {
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < nb && seg_load(B + b) >= 0)
-        B[b] = seg_find(B, b);
-}
-
-// area[r] (bit 31: holds a seed) and first[r] = smallest pixel index.
-// BKE_RUN pixels a thread, the mask read 16 bytes at once where aligned (a
-// sky run, nearly all of them, ends there: one thread a pixel took 0.19 ms at
-// 8192^2, the launch of 67M threads); a thread's consecutive pixels of one
-// root add once (the sums are exact and the minimum and OR do not depend on
-// the order, so the same area, first and seed bits).
-#define BKE_RUN 16
-static __device__ __forceinline__ void bke_flush(unsigned *area, int *first, int r, unsigned n,
-                                                 bool seed, int i)
-{
-    atomicAdd(area + r, n);
-    if (seed)
-        atomicOr(area + r, SEG_SEEDED);
-    atomicMin(first + r, i);
-}
-
-static __global__ void bke_pixels(const uint8_t *mask, const int *B, unsigned *area, int *first,
-                                  int nx, int nbx, int npix)
-{
-    const long long i0 = (long long)BKE_RUN * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
-    uint8_t m[BKE_RUN];
-    int n = 0, r = -1, ri = 0;
-    unsigned cnt = 0;
-    bool seed = false;
-    if (i0 >= npix)
-        return;
-    n = npix - i0 < BKE_RUN ? (int)(npix - i0) : BKE_RUN;
-    if (n == BKE_RUN && !(reinterpret_cast<uintptr_t>(mask + i0) & 15)) {
-        const uint4 v = *reinterpret_cast<const uint4 *>(mask + i0);
-        if ((v.x | v.y | v.z | v.w) == 0)
-            return;
-        memcpy(m, &v, BKE_RUN);
-    } else {
-        for (int k = 0; k < n; k++)
-            m[k] = mask[i0 + k];
-    }
-    for (int k = 0; k < n; k++) {
-        if (!m[k])
+    const int n = *na;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const int b = A[k], bx = b % nbx, by = b / nbx;
+        const unsigned m = Am[k] & 15u;
+        const unsigned l = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by) : 0u;
+        const bool cl = bke_left(m, l);
+        if (cl && (bx & 31) == 0) // the run continues from the previous segment
+            seg_union(B, b, b - 1);
+        if (by == 0)
             continue;
-        const int i = (int)i0 + k, x = i % nx, y = i / nx;
-        const int rk = B[(y >> 1) * nbx + (x >> 1)];
-        if (rk != r) {
-            if (r >= 0)
-                bke_flush(area, first, r, cnt, seed, ri);
-            r = rk;
-            ri = i;
-            cnt = 0;
-            seed = false;
-        }
-        cnt++;
-        seed |= m[k] == 1;
+        const unsigned u = bke_bits(mask, nx, ny, bx, by - 1);
+        const unsigned ul = bx > 0 ? bke_bits(mask, nx, ny, bx - 1, by - 1) : 0u;
+        const unsigned ur = bx + 1 < nbx ? bke_bits(mask, nx, ny, bx + 1, by - 1) : 0u;
+        const bool cu = bke_up(m, u);
+        if (cu && !(cl && bke_upright(l, u)))
+            seg_union(B, b, b - nbx);
+        if (bke_upleft(m, ul) && !(cl && bke_up(l, ul)))
+            seg_union(B, b, b - nbx - 1);
+        if (bke_upright(m, ur) && !(cu && bke_left(ur, u)))
+            seg_union(B, b, b - nbx + 1);
     }
-    if (r >= 0)
-        bke_flush(area, first, r, cnt, seed, ri);
+}
+
+// Every listed block points at its root, and adds to the root's area its
+// set pixels (bit 31: one is a seed) and its first set pixel in raster
+// order (bke_bits' bit order is raster order) to the root's first pixel
+// (atomicMin). The unions are all made (the previous launch), so the root
+// found is final; writing it while others look theirs up only shortens
+// their paths. Sums, OR and minimum do not depend on the order.
+static __global__ void bke_roots(int *B, unsigned *area, int *first, const int *A,
+                                 const uint8_t *Am, const int *na, int nx, int nbx)
+{
+    const int n = *na;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const int b = A[k], r = seg_find(B, b);
+        const unsigned m = Am[k] & 15u, lo = __ffs(m) - 1;
+        const int p = (2 * (b / nbx) + (int)(lo >> 1)) * nx + 2 * (b % nbx) + (int)(lo & 1u);
+        B[b] = r;
+        atomicAdd(area + r, (unsigned)__popc(m));
+        if (Am[k] >> 4)
+            atomicOr(area + r, SEG_SEEDED);
+        atomicMin(first + r, p);
+    }
 }
 
 static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
@@ -401,15 +391,22 @@ static __device__ __forceinline__ bool bke_keep(unsigned a, int min_area)
     return (a & SEG_SEEDED) && (int)(a & ~SEG_SEEDED) >= min_area;
 }
 
-// Each kept island's bit in F (nw words), its area added to F[nw].
+// Each kept island's bit in F (nw words): the cell c = row * nbx + x/2 of
+// its first pixel (a block holds at most one island's first pixel, and in
+// one pixel row block order is pixel order, so the set bits before c number
+// the islands in raster order); its area added to F[nw].
 static __global__ void bke_mark(const int *B, const unsigned *area, const int *first,
-                                unsigned *F, int nx, int nbx, int nb, int nw, int min_area)
+                                unsigned *F, const int *A, const int *na, int nx, int nbx, int nw,
+                                int min_area)
 {
-    int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < nb && B[b] == b && bke_keep(area[b], min_area)) {
-        const int p = first[b], c = (p / nx) * nbx + (p % nx) / 2;
-        atomicOr(&F[c >> 5], 1u << (c & 31));
-        atomicAdd(&F[nw], area[b] & ~SEG_SEEDED);
+    const int n = *na;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const int b = A[k];
+        if (B[b] == b && bke_keep(area[b], min_area)) {
+            const int p = first[b], c = (p / nx) * nbx + (p % nx) / 2;
+            atomicOr(&F[c >> 5], 1u << (c & 31));
+            atomicAdd(&F[nw], area[b] & ~SEG_SEEDED);
+        }
     }
 }
 
@@ -425,46 +422,31 @@ static __global__ void bke_popc(const unsigned *F, int *count, int *number, int 
         number[nw + 1] = (int)F[nw];
 }
 
-static __device__ __forceinline__ int bke_label(const int *B, const unsigned *area,
-                                                const int *first, const unsigned *F,
-                                                const int *number, int i, int nx, int nbx,
-                                                int min_area)
+// The labels of a listed block's set pixels (the labels were zeroed): the
+// number of its root's first pixel's bit + 1, or 0 for a dropped island.
+static __global__ void bke_final(const int *B, const unsigned *area, const int *first,
+                                 const unsigned *F, const int *number, const int *A,
+                                 const uint8_t *Am, const int *na, int *L, int nx, int nbx,
+                                 int min_area)
 {
-    int x = i % nx, y = i / nx, r = B[(y >> 1) * nbx + (x >> 1)];
-    if (!bke_keep(area[r], min_area))
-        return 0;
-    const int p = first[r], c = (p / nx) * nbx + (p % nx) / 2;
-    return number[c >> 5] + __popc(F[c >> 5] & ((1u << (c & 31)) - 1u)) + 1;
-}
-
-// Four pixels a thread: one 4-byte mask load and one 16-byte label store
-// (the mask and labels are contiguous, npix rounded up to 4 in the grid).
-static __global__ void bke_final(const uint8_t *mask, const int *B, const unsigned *area,
-                                 const int *first, const unsigned *F, const int *number, int *L,
-                                 int nx, int nbx, int npix, int min_area)
-{
-    const int i0 = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (i0 >= npix)
-        return;
-    if (i0 + 4 <= npix && !(reinterpret_cast<uintptr_t>(mask + i0) & 3) &&
-        !(reinterpret_cast<uintptr_t>(L + i0) & 15)) {
-        const uchar4 m = *reinterpret_cast<const uchar4 *>(mask + i0);
-        int4 out = make_int4(0, 0, 0, 0);
-        if (m.x | m.y | m.z | m.w) {
-            if (m.x)
-                out.x = bke_label(B, area, first, F, number, i0, nx, nbx, min_area);
-            if (m.y)
-                out.y = bke_label(B, area, first, F, number, i0 + 1, nx, nbx, min_area);
-            if (m.z)
-                out.z = bke_label(B, area, first, F, number, i0 + 2, nx, nbx, min_area);
-            if (m.w)
-                out.w = bke_label(B, area, first, F, number, i0 + 3, nx, nbx, min_area);
-        }
-        *reinterpret_cast<int4 *>(L + i0) = out;
-        return;
+    const int n = *na;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) {
+        const int b = A[k], r = B[b];
+        if (!bke_keep(area[r], min_area))
+            continue;
+        const int p = first[r], c = (p / nx) * nbx + (p % nx) / 2;
+        const int lab = number[c >> 5] + __popc(F[c >> 5] & ((1u << (c & 31)) - 1u)) + 1;
+        const unsigned m = Am[k] & 15u;
+        const size_t i = (size_t)(2 * (b / nbx)) * nx + 2 * (b % nbx);
+        if (m & 1u)
+            L[i] = lab;
+        if (m & 2u)
+            L[i + 1] = lab;
+        if (m & 4u)
+            L[i + nx] = lab;
+        if (m & 8u)
+            L[i + nx + 1] = lab;
     }
-    for (int i = i0; i < i0 + 4 && i < npix; i++)
-        L[i] = mask[i] ? bke_label(B, area, first, F, number, i, nx, nbx, min_area) : 0;
 }
 
 // launchers
@@ -487,14 +469,16 @@ static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
            sf_align256(cub_bytes);
 }
 
-// Block-based path: B, area, first (nb ints each), the bitmap F, the words'
-// counts and their numbers (nw + 2 ints each, nw = ceil(nf / 32), nf = ny *
-// nbx cells: F[nw] sums the kept islands' areas, number[nw + 1] gets it),
-// CUB storage.
+// Block-based path: B, area, first (nb ints each; only the listed blocks'
+// entries are written or read), the list A (nb ints) and its mask bits Am
+// (nb bytes), the bitmap F, the words' counts and their numbers (nw + 2 ints
+// each, nw = ceil(nf / 32), nf = ny * nbx cells: F[nw] sums the kept
+// islands' areas, number[nw + 1] gets it), the list's length, CUB storage.
 static size_t bke_words(size_t nf) { return (nf + 31) / 32; }
 static size_t bke_scratch_bytes(size_t nb, size_t nf, size_t cub_bytes)
 {
-    return 3 * sf_align256(nb * sizeof(int)) + 3 * sf_align256((bke_words(nf) + 2) * sizeof(int)) +
+    return 4 * sf_align256(nb * sizeof(int)) + sf_align256(nb) +
+           3 * sf_align256((bke_words(nf) + 2) * sizeof(int)) + sf_align256(sizeof(int)) +
            sf_align256(cub_bytes);
 }
 
@@ -504,35 +488,38 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
     sf_status st = SF_OK;
     const int nx = mask->nx, ny = mask->ny, nbx = (nx + 1) / 2, nby = (ny + 1) / 2;
     const int nb = nbx * nby, nf = ny * nbx, npix = nx * ny, nw = (int)bke_words((size_t)nf);
-    size_t cub_bytes = 0, o1, o2;
+    size_t cub_bytes = 0, o1, o2, o3;
     unsigned char *s = NULL;
     int count = 0;
     SF_CUDA(seg_cub_bytes(nw + 1, g->stream, &cub_bytes));
     SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), (void **)&s));
     o1 = sf_align256((size_t)nb * sizeof(int));
     o2 = sf_align256((size_t)(nw + 2) * sizeof(int));
+    o3 = 4 * o1 + sf_align256((size_t)nb);
     {
-        int *B = (int *)s, *first = (int *)(s + 2 * o1);
-        unsigned *F = (unsigned *)(s + 3 * o1);
-        int *wcount = (int *)(s + 3 * o1 + o2), *number = (int *)(s + 3 * o1 + 2 * o2);
+        int *B = (int *)s, *first = (int *)(s + 2 * o1), *A = (int *)(s + 3 * o1);
         unsigned *area = (unsigned *)(s + o1);
-        void *cub_tmp = s + 3 * o1 + 3 * o2;
-        const unsigned bb = sf_blocks(nb, SEG_THREADS);
+        uint8_t *Am = (uint8_t *)(s + 4 * o1);
+        unsigned *F = (unsigned *)(s + o3);
+        int *wcount = (int *)(s + o3 + o2), *number = (int *)(s + o3 + 2 * o2);
+        int *na = (int *)(s + o3 + 3 * o2);
+        void *cub_tmp = s + o3 + 3 * o2 + sf_align256(sizeof(int));
         const int nseg = (nbx + 31) / 32;
         const unsigned sb = sf_blocks((size_t)nseg * nby * 32, SEG_THREADS);
-        SF_TRY(sf_gpu_memset(g, area, 0, (size_t)nb * sizeof(int)));
-        SF_TRY(sf_gpu_memset(g, first, 0x7f, (size_t)nb * sizeof(int))); // 0x7f7f7f7f > npix
+        // the list kernels: a grid-stride loop over the listed blocks, a
+        // grid the device holds at once
+        const unsigned lb = (unsigned)(g->sm_count > 0 ? 8 * g->sm_count : 1024);
         SF_TRY(sf_gpu_memset(g, F, 0, (size_t)(nw + 1) * sizeof(unsigned)));
-        bke_init<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
+        SF_TRY(sf_gpu_memset(g, na, 0, sizeof(int)));
+        SF_TRY(sf_gpu_memset(g, labels->data, 0, (size_t)npix * sizeof(int)));
+        bke_init<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, area, first, A, Am, na, nx, ny,
+                                                    nbx, nby, nseg);
         SF_LAUNCHED();
-        bke_merge<<<sb, SEG_THREADS, 0, g->stream>>>(mask->data, B, nx, ny, nbx, nby, nseg);
+        bke_merge<<<lb, SEG_THREADS, 0, g->stream>>>(mask->data, B, A, Am, na, nx, ny, nbx);
         SF_LAUNCHED();
-        bke_compress<<<bb, SEG_THREADS, 0, g->stream>>>(B, nb);
+        bke_roots<<<lb, SEG_THREADS, 0, g->stream>>>(B, area, first, A, Am, na, nx, nbx);
         SF_LAUNCHED();
-        bke_pixels<<<sf_blocks(((size_t)npix + BKE_RUN - 1) / BKE_RUN, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
-            mask->data, B, area, first, nx, nbx, npix);
-        SF_LAUNCHED();
-        bke_mark<<<bb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, nx, nbx, nb, nw,
+        bke_mark<<<lb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, A, na, nx, nbx, nw,
                                                     p->min_area);
         SF_LAUNCHED();
         bke_popc<<<sf_blocks((size_t)nw + 1, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
@@ -540,8 +527,8 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
         SF_LAUNCHED();
         SF_CUDA(cub::DeviceScan::ExclusiveSum(cub_tmp, cub_bytes, (const int *)wcount, number,
                                               nw + 1, g->stream));
-        bke_final<<<sf_blocks((npix + 3) / 4, SEG_THREADS), SEG_THREADS, 0, g->stream>>>(
-            mask->data, B, area, first, F, number, labels->data, nx, nbx, npix, p->min_area);
+        bke_final<<<lb, SEG_THREADS, 0, g->stream>>>(B, area, first, F, number, A, Am, na,
+                                                     labels->data, nx, nbx, p->min_area);
         SF_LAUNCHED();
         {
             int h[2]; // the islands, and the pixels they hold
