@@ -176,6 +176,9 @@ static __device__ __forceinline__ unsigned long long db_slots(int c, int lane,
                                                               unsigned *err, bool *none)
 {
     int incl = c; // the warp's inclusive scan of the counts
+    *none = !__ballot_sync(0xffffffffu, c != 0); // the sky: no scan
+    if (*none)
+        return 0;
     for (int o = 1; o < 32; o <<= 1) {
         const int t = __shfl_up_sync(0xffffffffu, incl, o);
         if (lane >= o)
@@ -183,9 +186,6 @@ static __device__ __forceinline__ unsigned long long db_slots(int c, int lane,
     }
     const int total = __shfl_sync(0xffffffffu, incl, 31);
     unsigned long long at = 0;
-    *none = total == 0;
-    if (!total)
-        return 0;
     if (lane == 31) {
         at = atomicAdd(fill, (unsigned long long)total);
         if (at + total > T)
