@@ -4,7 +4,9 @@
 # The CUDA toolkit (nvcc, cuFFT) is optional: without it the CPU-only tool is built.
 # Open MPI is for the optional MPI build and its test (tests/mpi/run-ci.sh);
 # source-extractor (SExtractor 2.25) is the reference of the deblending test.
-pkgs="cmake make gcc g++ pkg-config libcfitsio-dev wcslib-dev libfftw3-dev libpng-dev check python3 python3-numpy python3-scipy python3-astropy python3-sep source-extractor libopenmpi-dev openmpi-bin"
+# zlib1g-dev and libbz2-dev let the tool link CFITSIO's static library
+# (CMakeLists.txt, SKYFIND_STATIC_CFITSIO: no libcurl loaded at start).
+pkgs="cmake make gcc g++ pkg-config libcfitsio-dev zlib1g-dev libbz2-dev wcslib-dev libfftw3-dev libpng-dev check python3 python3-numpy python3-scipy python3-astropy python3-sep source-extractor libopenmpi-dev openmpi-bin"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
