@@ -11,7 +11,9 @@
 //     position in the sorted list. Their number T sizes the arrays: the
 //     segment stage's (sf_deblend_in.npix), else counted first (db_count and
 //     a read back); a count that the labels contradict pads or cuts the keys
-//     (db_collect, db_pad) and fails at the next read back;
+//     (db_collect, db_pad) and fails at the next read back. db_collect reads
+//     the mask 16 bytes a thread where mask and labels have no padding (a
+//     sky run ends there) and the labels where it is set;
 //  2. db_prepare, a block per island (islands sorted into three size
 //     classes, run on blocks of 64, 256 and 1024 threads): d and sigma of
 //     each pixel, the box, the peak in sigma, the levels, top[] (the highest
@@ -37,8 +39,8 @@
 //     the label map rewritten, and the parents and child counts copied back.
 //
 // In this file, in that order: the per-island records (db_isl, db_gnode,
-// db_objs) and the profiling marks; step 1's kernels (db_count, db_collect,
-// db_bounds, db_classify); the helpers of step 2 (neighbour search, a
+// db_objs) and the profiling marks; step 1's kernels (db_count, db_slots and
+// db_collect, db_pad, db_bounds, db_classify); the helpers of step 2 (neighbour search, a
 // pixel's d and sigma, the levels), db_prepare_one and its kernel; the
 // union-find; db_split_one (the level loop, the cut, the objects) and its
 // kernel; step 5's kernels; and the host function sf_deblend_gpu, which
