@@ -351,13 +351,16 @@ static sf_status h2d(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size
     for (size_t k = 0, off = 0; off < bytes; k++, off += SF_STAGE_CHUNK) {
         const int slot = (int)(k % SF_STAGE_N);
         char *chunk = (char *)g->stage + (size_t)slot * SF_STAGE_CHUNK;
-        if (k >= SF_STAGE_N) /* the chunk's previous copy has left it */
-            SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
+        /* the chunk's previous copy (this upload's, or an earlier one's)
+         * has left it */
+        SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
         sf_copy_parallel(chunk, (const char *)src + off, stage_len(bytes, off));
         SF_CUDA(cudaMemcpyAsync((char *)dst + off, chunk, stage_len(bytes, off), cudaMemcpyHostToDevice, s));
         SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
     }
-    SF_CUDA(cudaStreamSynchronize(s));
+    /* no wait for the last chunks: src is read, the copies are on s ahead
+     * of whatever the caller queues there, and the next user of a chunk
+     * waits for its event (here, and in d2h) */
 fail:
     stage_give(g, s, st);
     return st;
@@ -383,6 +386,8 @@ static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size
         if (k < nk) { /* chunk k into the slot just emptied */
             const size_t off = k * SF_STAGE_CHUNK;
             const int slot = (int)(k % SF_STAGE_N);
+            if (k < SF_STAGE_N) /* an upload's last chunks may still be leaving it */
+                SF_CUDA(cudaEventSynchronize(g->stage_ev[slot]));
             SF_CUDA(cudaMemcpyAsync((char *)g->stage + (size_t)slot * SF_STAGE_CHUNK, (const char *)src + off,
                                     stage_len(bytes, off), cudaMemcpyDeviceToHost, s));
             SF_CUDA(cudaEventRecord(g->stage_ev[slot], s));
@@ -789,6 +794,16 @@ fail:
     return st;
 }
 
+extern "C" sf_status sf_gpu_timer_marks(sf_gpu_timer *t, int n)
+{
+    sf_status st = SF_OK;
+    for (int k = 0; k < n && k < SF_GPU_TIMER_MARKS; k++)
+        if (!t->mk[k])
+            SF_CUDA(cudaEventCreate(&t->mk[k]));
+fail:
+    return st;
+}
+
 extern "C" sf_status sf_gpu_timer_between(sf_gpu_timer *t, int k0, int k1, double *ms)
 {
     sf_status st = SF_OK;
@@ -811,16 +826,29 @@ fail:
     return st;
 }
 
-extern "C" sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms)
+extern "C" sf_status sf_gpu_timer_lap(sf_gpu_timer *t)
+{
+    sf_status st = SF_OK;
+    SF_CUDA(cudaEventRecord(t->b, t->g->stream));
+fail:
+    return st;
+}
+
+extern "C" sf_status sf_gpu_timer_read(sf_gpu_timer *t, double *ms)
 {
     sf_status st = SF_OK;
     float f = 0;
-    SF_CUDA(cudaEventRecord(t->b, t->g->stream));
     SF_CUDA(cudaEventSynchronize(t->b));
     SF_CUDA(cudaEventElapsedTime(&f, t->a, t->b));
     *ms = f;
 fail:
     return st;
+}
+
+extern "C" sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms)
+{
+    sf_status st = sf_gpu_timer_lap(t);
+    return st ? st : sf_gpu_timer_read(t, ms);
 }
 
 extern "C" sf_status sf_gpu_copy_bandwidth(sf_gpu *g, size_t bytes, double *gbps)

@@ -88,6 +88,8 @@ sf_status sf_gpu_malloc(sf_gpu *g, void **ptr, size_t bytes);
 void sf_gpu_free(sf_gpu *g, void *ptr);
 sf_status sf_gpu_host_malloc(sf_gpu *g, void **ptr, size_t bytes); /* pinned */
 void sf_gpu_host_free(sf_gpu *g, void *ptr);
+/* sf_gpu_to_device returns once src is read (the caller may reuse it); the
+ * copy may still be on the stream, ahead of the work queued there after it. */
 sf_status sf_gpu_to_device(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_to_host(sf_gpu *g, void *dst, const void *src, size_t bytes);
 sf_status sf_gpu_memset(sf_gpu *g, void *dst, int value, size_t bytes);
@@ -118,12 +120,19 @@ sf_status sf_gpu_timer_create(sf_gpu *g, sf_gpu_timer **t);
 void sf_gpu_timer_destroy(sf_gpu_timer *t);
 sf_status sf_gpu_timer_start(sf_gpu_timer *t);
 sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms); /* waits for the stream */
+/* sf_gpu_timer_stop in two halves: the stop recorded now, without waiting;
+ * the time from start to that stop, waiting for it. */
+sf_status sf_gpu_timer_lap(sf_gpu_timer *t);
+sf_status sf_gpu_timer_read(sf_gpu_timer *t, double *ms);
 /* Marks without waiting: event k (0 <= k < SF_GPU_TIMER_MARKS) recorded on
  * the stream now; the device time from mark k0 to mark k1, waiting for k1.
  * The pipeline runner marks each stage's end and reads the times after the
  * last, so the host queues a stage's work while the one before still runs. */
 #define SF_GPU_TIMER_MARKS 40
 sf_status sf_gpu_timer_mark(sf_gpu_timer *t, int k);
+/* Marks 0 .. n-1 made now (sf_gpu_timer_mark makes a mark's event on its
+ * first use, which would put cudaEventCreate between two stages). */
+sf_status sf_gpu_timer_marks(sf_gpu_timer *t, int n);
 sf_status sf_gpu_timer_between(sf_gpu_timer *t, int k0, int k1, double *ms);
 
 /* The device's copy bandwidth: times cudaMemcpyAsync device-to-device of

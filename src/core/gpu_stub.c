@@ -64,7 +64,10 @@ sf_status sf_gpu_timer_create(sf_gpu *g, sf_gpu_timer **t) { *t = NULL; return N
 void sf_gpu_timer_destroy(sf_gpu_timer *t) { }
 sf_status sf_gpu_timer_start(sf_gpu_timer *t) { return NO_GPU; }
 sf_status sf_gpu_timer_stop(sf_gpu_timer *t, double *ms) { *ms = 0; return NO_GPU; }
+sf_status sf_gpu_timer_lap(sf_gpu_timer *t) { return NO_GPU; }
+sf_status sf_gpu_timer_read(sf_gpu_timer *t, double *ms) { *ms = 0; return NO_GPU; }
 sf_status sf_gpu_timer_mark(sf_gpu_timer *t, int k) { return NO_GPU; }
+sf_status sf_gpu_timer_marks(sf_gpu_timer *t, int n) { return NO_GPU; }
 sf_status sf_gpu_timer_between(sf_gpu_timer *t, int k0, int k1, double *ms) { *ms = 0; return NO_GPU; }
 sf_status sf_gpu_copy_bandwidth(sf_gpu *g, size_t bytes, double *gbps) { *gbps = 0; return NO_GPU; }
 

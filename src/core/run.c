@@ -490,7 +490,7 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     int gpu = o->backend == SF_BACKEND_GPU;
     uint64_t h0 = 0, d0 = 0, h1, d1;
     double t0 = now_ms();
-    int ithr, sign;
+    int ithr, sign, uploaded = 0;
     sf_image own; /* the CPU's negated copy of the image (negative pass) */
 
     memset(&own, 0, sizeof own);
@@ -512,7 +512,8 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         if (!o->gpu)
             return sf_fail(SF_ERR_NO_GPU, "GPU backend without a GPU context");
         sf_gpu_bytes(o->gpu, &h0, &d0);
-        if ((st = sf_gpu_timer_create(o->gpu, &timer)))
+        if ((st = sf_gpu_timer_create(o->gpu, &timer)) ||
+            (st = sf_gpu_timer_marks(timer, pl->nsteps + 1)))
             goto fail;
     }
     if ((st = alloc_state(&s, pl, img, o)))
@@ -520,13 +521,14 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
     if (gpu && img->loc == SF_DEVICE) {
         s.img = *img; /* already on the device (the batch engine decoded it there) */
     } else if (gpu) {
-        double ms;
         if ((st = devbuf_image(o->gpu, SF_GBUF_IMAGE, img->nx, img->ny, &s.img)))
             goto fail;
+        /* the upload's time is read after the stages: a wait for it here
+         * left the GPU idle while the host woke and queued the first stage */
         if ((st = sf_gpu_timer_start(timer)) || (st = sf_image_upload(o->gpu, img, &s.img)) ||
-            (st = sf_gpu_timer_stop(timer, &ms)))
+            (st = sf_gpu_timer_lap(timer)))
             goto fail;
-        r->upload_ms = ms;
+        uploaded = 1;
     } else {
         s.img = *img;
     }
@@ -570,6 +572,8 @@ sf_status sf_pipeline_run(const sf_pipeline *pl, const sf_image *img, const sf_r
         if (gpu && (o->keep & SF_KEEP_DEVICE) && (st = maps_to_device(r, o->gpu)))
             goto fail;
     }
+    if (uploaded && (st = sf_gpu_timer_read(timer, &r->upload_ms)))
+        goto fail;
     r->sign = ithr < 0 ? SF_SIGN_POSITIVE : sign;
     r->total_ms = now_ms() - t0;
     if (gpu) {
