@@ -117,7 +117,11 @@ if want bench; then
     done
 fi
 
-if want trace; then
+if want trace && [ ! -f "${SFTRACE_LIB:-$B/extra/libsftrace.so}" ]; then
+    # tools/gpu-bundle does not carry it: copy the CUDA build's
+    # tests/libsftrace.so and the toolkit's libcupti.so.13 into extra/
+    say "trace: ${SFTRACE_LIB:-$B/extra/libsftrace.so} missing (put build/tests/libsftrace.so and libcupti.so.13 in the bundle's extra/); skipped"
+elif want trace; then
     n=${TRACE_SIZE:-8192}
     for pipe in ${TRACE_PIPES:-radio}; do
         say "GPU timeline of $pipe.pipe at ${n}^2 (sftrace, bench_pipeline's last of 3 runs)"
