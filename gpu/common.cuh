@@ -151,4 +151,30 @@ static inline unsigned sf_blocks(size_t n, unsigned threads)
 // Round a scratch offset up so sub-buffers stay 256-byte aligned.
 static inline size_t sf_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+// A scratch layout, walked twice: with p NULL to measure it (off ends as
+// the bytes it needs), then with p the scratch to carve the same pieces, so
+// the size and the pointers come from one list of sf_take calls.
+struct sf_carve {
+    char *p;
+    size_t off;
+};
+template <typename T> static inline T *sf_take(sf_carve *c, size_t n)
+{
+    T *r = (T *)(c->p ? c->p + c->off : NULL);
+    c->off += sf_align256(n * sizeof(T));
+    return r;
+}
+
+// The warp's inclusive scan of x (every lane of the warp takes part).
+template <typename T> static __device__ __forceinline__ T sf_warp_scan_incl(T x, int lane)
+{
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const T y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
+    }
+    return x;
+}
+
 #endif

@@ -44,8 +44,8 @@
 // pixel's d and sigma, the levels), db_prepare_one and its kernel; the
 // union-find; db_split_one (the level loop, the cut, the objects) and its
 // kernel; step 5's kernels; and the host function sf_deblend_gpu, which
-// lays out the scratch (db_carve) and launches everything. Developer knobs:
-// SKYFIND_DEBLEND_PROFILE (clock cycles of db_split's phases),
+// lays out the scratch (sf_carve, common.cuh) and launches everything.
+// Developer knobs: SKYFIND_DEBLEND_PROFILE (clock cycles of db_split's phases),
 // SKYFIND_DEBLEND_GLOBAL (small islands in global memory),
 // SKYFIND_DEBLEND_SERIAL (the three size classes one after the other on the
 // stage's stream instead of side by side).
@@ -146,6 +146,17 @@ static __device__ __forceinline__ int32_t db_label(const int32_t *__restrict__ l
     return lab[(size_t)y * lstride + x];
 }
 
+// A label read from the map: itself, or 0 (and DB_ERR_LABEL flagged) when
+// outside 0..nisl.
+static __device__ __forceinline__ int32_t db_checked(int32_t l, int nisl, unsigned *err)
+{
+    if (l < 0 || l > nisl) {
+        atomicOr(err, DB_ERR_LABEL);
+        return 0;
+    }
+    return l;
+}
+
 // 1. Count the labelled pixels (a block per row at a time); flag labels
 // outside 0..nisl.
 static __global__ void db_count(const int32_t *__restrict__ lab, size_t lstride,
@@ -158,11 +169,7 @@ static __global__ void db_count(const int32_t *__restrict__ lab, size_t lstride,
     unsigned long long c = 0;
     for (int y = blockIdx.x; y < ny; y += gridDim.x) {
         for (int x = threadIdx.x; x < nx; x += DB_THREADS) {
-            const int32_t l = db_label(lab, lstride, mask, mstride, x, y);
-            if (l < 0 || l > nisl)
-                atomicOr(err, DB_ERR_LABEL);
-            else
-                c += l != 0;
+            c += db_checked(db_label(lab, lstride, mask, mstride, x, y), nisl, err) != 0;
         }
     }
     c = R(tmp).Sum(c);
@@ -177,15 +184,10 @@ static __device__ __forceinline__ unsigned long long db_slots(int c, int lane,
                                                               unsigned long long *fill,
                                                               unsigned *err, bool *none)
 {
-    int incl = c; // the warp's inclusive scan of the counts
     *none = !__ballot_sync(0xffffffffu, c != 0); // the sky: no scan
     if (*none)
         return 0;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int t = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o)
-            incl += t;
-    }
+    const int incl = sf_warp_scan_incl(c, lane);
     const int total = __shfl_sync(0xffffffffu, incl, 31);
     unsigned long long at = 0;
     if (lane == 31) {
@@ -236,10 +238,7 @@ static __global__ void db_collect(const int32_t *__restrict__ lab, size_t lstrid
                 for (int k = 0; any && k < DB_RUN; k++) {
                     if (!mb[k])
                         continue;
-                    const int32_t l = lab[i0 + k];
-                    if (l < 0 || l > nisl)
-                        atomicOr(err, DB_ERR_LABEL);
-                    else if (l)
+                    if (db_checked(lab[i0 + k], nisl, err))
                         bits |= 1u << k;
                 }
             }
@@ -257,11 +256,8 @@ static __global__ void db_collect(const int32_t *__restrict__ lab, size_t lstrid
     for (int y = blockIdx.x; y < ny; y += gridDim.x) {
         for (int xb = 0; xb < nx; xb += DB_THREADS) { // uniform over the block
             const int x = xb + (int)threadIdx.x;
-            int32_t l = x < nx ? db_label(lab, lstride, mask, mstride, x, y) : 0;
-            if (l < 0 || l > nisl) {
-                atomicOr(err, DB_ERR_LABEL);
-                l = 0;
-            }
+            const int32_t l =
+                x < nx ? db_checked(db_label(lab, lstride, mask, mstride, x, y), nisl, err) : 0;
             const unsigned long long at = db_slots(l != 0, lane, T, fill, err, &none);
             if (l && at < T)
                 keys[at] = ((unsigned long long)(unsigned)l << 32) |
@@ -1032,17 +1028,6 @@ static int db_bits(unsigned v)
 }
 
 // A bump allocator over one device block.
-struct db_carve {
-    char *p;
-    size_t off;
-};
-template <typename T> static T *db_take(db_carve *c, size_t n)
-{
-    T *r = (T *)(c->p ? c->p + c->off : NULL);
-    c->off += sf_align256(n * sizeof(T));
-    return r;
-}
-
 extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deblend_in *in,
                                     const sf_deblend_params *p, const sf_mask *mask,
                                     sf_labels *labels,
@@ -1159,7 +1144,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
         db_isl *isl;
         db_gnode *nodes;
         db_objs o;
-        db_carve cv = {NULL, 0};
+        sf_carve cv = {NULL, 0};
         size_t c1 = 0;
         SF_CUDA(cub::DeviceRadixSort::SortKeys(NULL, cub1, (unsigned long long *)NULL,
                                                (unsigned long long *)NULL, (int)T, 0, kbits,
@@ -1170,27 +1155,27 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
         // the phase-1 layout, first measured (p == NULL), then carved
         for (int pass = 0; pass < 2; pass++) {
             cv.off = 0;
-            hdr = db_take<unsigned long long>(&cv, 32);
-            keys = db_take<unsigned long long>(&cv, T);
-            keys2 = db_take<unsigned long long>(&cv, T);
-            dd = db_take<float>(&cv, T);
-            ss = db_take<float>(&cv, T);
-            top = db_take<int>(&cv, T);
-            nb = db_take<int4>(&cv, T);
-            deep = db_take<int>(&cv, T);
-            uf = db_take<int>(&cv, T);
-            rt = db_take<int>(&cv, T);
-            cnt = db_take<int>(&cv, T);
-            objl = db_take<int>(&cv, T);
-            start = db_take<long long>(&cv, L);
-            end = db_take<long long>(&cv, L);
-            isl = db_take<db_isl>(&cv, L);
-            lists = db_take<int>(&cv, 3 * (size_t)L);
-            ncap = db_take<long long>(&cv, L + 1);
-            ocap = db_take<long long>(&cv, L + 1);
-            nbase = db_take<long long>(&cv, L + 1);
-            obase = db_take<long long>(&cv, L + 1);
-            void *ct = db_take<char>(&cv, cub1);
+            hdr = sf_take<unsigned long long>(&cv, 32);
+            keys = sf_take<unsigned long long>(&cv, T);
+            keys2 = sf_take<unsigned long long>(&cv, T);
+            dd = sf_take<float>(&cv, T);
+            ss = sf_take<float>(&cv, T);
+            top = sf_take<int>(&cv, T);
+            nb = sf_take<int4>(&cv, T);
+            deep = sf_take<int>(&cv, T);
+            uf = sf_take<int>(&cv, T);
+            rt = sf_take<int>(&cv, T);
+            cnt = sf_take<int>(&cv, T);
+            objl = sf_take<int>(&cv, T);
+            start = sf_take<long long>(&cv, L);
+            end = sf_take<long long>(&cv, L);
+            isl = sf_take<db_isl>(&cv, L);
+            lists = sf_take<int>(&cv, 3 * (size_t)L);
+            ncap = sf_take<long long>(&cv, L + 1);
+            ocap = sf_take<long long>(&cv, L + 1);
+            nbase = sf_take<long long>(&cv, L + 1);
+            obase = sf_take<long long>(&cv, L + 1);
+            void *ct = sf_take<char>(&cv, cub1);
             if (pass == 0) {
                 SF_TRY(sf_gpu_scratch(g, cv.off, &scratch));
                 cv.p = (char *)scratch;
@@ -1272,7 +1257,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
         // phase 2: the trees, the objects and the final numbering
         {
             const size_t NO = (size_t)ntot[1];
-            db_carve c2 = {NULL, 0};
+            sf_carve c2 = {NULL, 0};
             SF_CUDA(cub::DeviceRadixSort::SortPairs(NULL, cub2, (unsigned *)NULL, (unsigned *)NULL,
                                                     (int *)NULL, (int *)NULL, (int)NO, 0, 32,
                                                     g->stream));
@@ -1281,25 +1266,25 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
             cub2 = cub2 > c1 ? cub2 : c1;
             for (int pass = 0; pass < 2; pass++) {
                 c2.off = 0;
-                nodes = db_take<db_gnode>(&c2, (size_t)ntot[0] > 0 ? (size_t)ntot[0] : 1);
-                o.onode = db_take<int>(&c2, NO);
-                o.mom = db_take<unsigned long long>(&c2, NO * 12);
-                o.opeak = db_take<unsigned>(&c2, NO);
-                o.onpix = db_take<unsigned long long>(&c2, NO);
-                o.g = db_take<sf_db_gauss>(&c2, NO);
-                o.ofirst = db_take<int>(&c2, NO);
-                o.orank = db_take<int>(&c2, NO);
-                o.firstpix = db_take<unsigned>(&c2, NO);
-                count = db_take<int>(&c2, L + 1);
-                base = db_take<int>(&c2, L + 1);
-                okey = db_take<unsigned>(&c2, NO);
-                okey2 = db_take<unsigned>(&c2, NO);
-                oval = db_take<int>(&c2, NO);
-                oval2 = db_take<int>(&c2, NO);
-                newl = db_take<int>(&c2, NO);
-                islof = db_take<int>(&c2, NO);
-                pard = db_take<int>(&c2, NO + 1);
-                void *ct2 = db_take<char>(&c2, cub2);
+                nodes = sf_take<db_gnode>(&c2, (size_t)ntot[0] > 0 ? (size_t)ntot[0] : 1);
+                o.onode = sf_take<int>(&c2, NO);
+                o.mom = sf_take<unsigned long long>(&c2, NO * 12);
+                o.opeak = sf_take<unsigned>(&c2, NO);
+                o.onpix = sf_take<unsigned long long>(&c2, NO);
+                o.g = sf_take<sf_db_gauss>(&c2, NO);
+                o.ofirst = sf_take<int>(&c2, NO);
+                o.orank = sf_take<int>(&c2, NO);
+                o.firstpix = sf_take<unsigned>(&c2, NO);
+                count = sf_take<int>(&c2, L + 1);
+                base = sf_take<int>(&c2, L + 1);
+                okey = sf_take<unsigned>(&c2, NO);
+                okey2 = sf_take<unsigned>(&c2, NO);
+                oval = sf_take<int>(&c2, NO);
+                oval2 = sf_take<int>(&c2, NO);
+                newl = sf_take<int>(&c2, NO);
+                islof = sf_take<int>(&c2, NO);
+                pard = sf_take<int>(&c2, NO + 1);
+                void *ct2 = sf_take<char>(&c2, cub2);
                 if (pass == 0) {
                     SF_TRY(sf_gpu_buffer(g, SF_GBUF_DEBLEND, c2.off, &blk));
                     c2.p = (char *)blk;

@@ -355,12 +355,7 @@ static __global__ void bke_init(const uint8_t *mask, int *B, unsigned *area, int
     const int src = below ? 31 - __clz(below) : lane;
     const int pstart = BKE_SEG * (int)(w % nseg) + BKE_W * src + __shfl_sync(SEG_FULL, lastbrk, src);
     // the list's slots: the warp's scan of the lanes' counts, one atomicAdd
-    int incl = c;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(SEG_FULL, incl, o);
-        if (lane >= o)
-            incl += v;
-    }
+    const int incl = sf_warp_scan_incl(c, lane);
     int base = 0;
     if (lane == 31)
         base = atomicAdd(na, incl);
@@ -520,13 +515,35 @@ static size_t seg_scratch_bytes(size_t npix, size_t cub_bytes)
 // entries are written or read), the list A (nb ints) and its mask bits Am
 // (nb bytes), the bitmap F, the words' counts and their numbers (nw + 2 ints
 // each, nw = ceil(nf / 32), nf = ny * nbx cells: F[nw] sums the kept
-// islands' areas, number[nw + 1] gets it), the list's length, CUB storage.
+// islands' areas, number[nw + 1] gets it), the list's length, CUB storage;
+// measured (c->p NULL) or carved by the same calls.
 static size_t bke_words(size_t nf) { return (nf + 31) / 32; }
+struct bke_bufs {
+    int *B, *first, *A, *wcount, *number, *na;
+    unsigned *area, *F;
+    uint8_t *Am;
+    void *cub_tmp;
+};
+static void bke_layout(sf_carve *c, size_t nb, size_t nf, size_t cub_bytes, bke_bufs *b)
+{
+    const size_t nw2 = bke_words(nf) + 2;
+    b->B = sf_take<int>(c, nb);
+    b->area = sf_take<unsigned>(c, nb);
+    b->first = sf_take<int>(c, nb);
+    b->A = sf_take<int>(c, nb);
+    b->Am = sf_take<uint8_t>(c, nb);
+    b->F = sf_take<unsigned>(c, nw2);
+    b->wcount = sf_take<int>(c, nw2);
+    b->number = sf_take<int>(c, nw2);
+    b->na = sf_take<int>(c, 1);
+    b->cub_tmp = sf_take<char>(c, cub_bytes);
+}
 static size_t bke_scratch_bytes(size_t nb, size_t nf, size_t cub_bytes)
 {
-    return 4 * sf_align256(nb * sizeof(int)) + sf_align256(nb) +
-           3 * sf_align256((bke_words(nf) + 2) * sizeof(int)) + sf_align256(sizeof(int)) +
-           sf_align256(cub_bytes);
+    sf_carve c = {NULL, 0};
+    bke_bufs b;
+    bke_layout(&c, nb, nf, cub_bytes, &b);
+    return c.off;
 }
 
 static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params *p,
@@ -535,22 +552,20 @@ static sf_status segment_bke(sf_gpu *g, const sf_mask *mask, const sf_seg_params
     sf_status st = SF_OK;
     const int nx = mask->nx, ny = mask->ny, nbx = (nx + 1) / 2, nby = (ny + 1) / 2;
     const int nb = nbx * nby, nf = ny * nbx, npix = nx * ny, nw = (int)bke_words((size_t)nf);
-    size_t cub_bytes = 0, o1, o2, o3;
-    unsigned char *s = NULL;
+    size_t cub_bytes = 0;
+    void *s = NULL;
     int count = 0;
     SF_CUDA(seg_cub_bytes(nw + 1, g->stream, &cub_bytes));
-    SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), (void **)&s));
-    o1 = sf_align256((size_t)nb * sizeof(int));
-    o2 = sf_align256((size_t)(nw + 2) * sizeof(int));
-    o3 = 4 * o1 + sf_align256((size_t)nb);
+    SF_TRY(sf_gpu_scratch(g, bke_scratch_bytes(nb, nf, cub_bytes), &s));
     {
-        int *B = (int *)s, *first = (int *)(s + 2 * o1), *A = (int *)(s + 3 * o1);
-        unsigned *area = (unsigned *)(s + o1);
-        uint8_t *Am = (uint8_t *)(s + 4 * o1);
-        unsigned *F = (unsigned *)(s + o3);
-        int *wcount = (int *)(s + o3 + o2), *number = (int *)(s + o3 + 2 * o2);
-        int *na = (int *)(s + o3 + 3 * o2);
-        void *cub_tmp = s + o3 + 3 * o2 + sf_align256(sizeof(int));
+        sf_carve cv = {(char *)s, 0};
+        bke_bufs bb;
+        bke_layout(&cv, nb, nf, cub_bytes, &bb);
+        int *B = bb.B, *first = bb.first, *A = bb.A, *wcount = bb.wcount, *number = bb.number,
+            *na = bb.na;
+        unsigned *area = bb.area, *F = bb.F;
+        uint8_t *Am = bb.Am;
+        void *cub_tmp = bb.cub_tmp;
         const int nseg = (nbx + BKE_SEG - 1) / BKE_SEG;
         const unsigned sb = sf_blocks((size_t)nseg * nby * 32, SEG_THREADS);
         // the list kernels: a grid-stride loop over the listed blocks, a
