@@ -130,7 +130,7 @@ elif want trace; then
             "$BIN/tests/bench/bench_pipeline" -p $pipe --sizes $n --repeat 3 --backend gpu \
             --workdir "$W" >"$W/trace-$pipe-$n.bench" 2>&1
         grep -E " gpu +[a-z]" "$W/trace-$pipe-$n.bench" | tee -a "$LOG"
-        python3 tests/gpu/trace/timeline.py "$W/trace-$pipe-$n.csv" 2>&1 | tee -a "$LOG"
+        python3 tests/gpu/trace/timeline.py "$W/trace-$pipe-$n.csv" --detail "${TRACE_DETAIL:-8}" 2>&1 | tee -a "$LOG"
     done
 fi
 

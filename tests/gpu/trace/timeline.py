@@ -5,7 +5,10 @@ copies (one a pipeline run: the image's upload), and for one window (default:
 the last) it prints the GPU's busy and idle time, the kernels'
 totals, and the idle gaps with the activities on either side and the host
 calls that ran during them. Times in microseconds.
-    timeline.py TRACE.csv [--window K] [--min-gap US] [--split-mb MB]"""
+With --detail N, the N longest gaps are shown call by call: every runtime
+call in them (its start from the gap's start, and its length), and the
+host's time outside any call (the library's own code between calls).
+    timeline.py TRACE.csv [--window K] [--min-gap US] [--split-mb MB] [--detail N]"""
 import argparse, collections, csv, sys
 
 ap = argparse.ArgumentParser()
@@ -14,6 +17,7 @@ ap.add_argument("--window", type=int, default=-1, help="which window (default -1
 ap.add_argument("--min-gap", type=float, default=4.0, help="list idle gaps from this length (us)")
 ap.add_argument("--split-mb", type=float, default=0, help="upload size that starts a window (default: half the largest)")
 ap.add_argument("--top", type=int, default=30)
+ap.add_argument("--detail", type=int, default=0, help="the N longest gaps call by call")
 a = ap.parse_args()
 
 rows = []
@@ -109,3 +113,26 @@ for d, gs, ge, before, after in gaps:
 print(f"\nidle time by neighbours (us, count):")
 for (b, af), (d, n) in sorted(pairs.items(), key=lambda kv: -kv[1][0])[:a.top]:
     print(f"  {d/1e3:8.1f} {n:4d}  {b} -> {af}")
+
+if a.detail > 0:
+    print(f"\nthe {a.detail} longest gaps call by call (us from the gap's start, length; "
+          f"'host' is time in no runtime call):")
+    for d, gs, ge, before, after in sorted(gaps, key=lambda g: -g[0])[:a.detail]:
+        calls = sorted([c for c in api if c[0] == "A" and c[1] < ge and c[2] > gs], key=lambda c: c[1])
+        # the top-level calls only (a call inside another's span is its part)
+        top, end = [], -1
+        for c in calls:
+            if c[1] >= end:
+                top.append(c)
+                end = c[2]
+        inside = sum(min(c[2], ge) - max(c[1], gs) for c in top)
+        print(f"  gap at {(gs-t0)/1e3:.1f}: {d/1e3:.1f} us, {name(before)} -> {name(after)}; "
+              f"calls {inside/1e3:.1f} us, host {(d-inside)/1e3:.1f} us")
+        prev = gs
+        for c in top:
+            if c[1] - prev > 1000:
+                print(f"      {(prev-gs)/1e3:7.1f} {(c[1]-prev)/1e3:6.1f}  (host)")
+            print(f"      {(c[1]-gs)/1e3:7.1f} {(c[2]-c[1])/1e3:6.1f}  {c[5]}")
+            prev = max(prev, c[2])
+        if ge - prev > 1000:
+            print(f"      {(prev-gs)/1e3:7.1f} {(ge-prev)/1e3:6.1f}  (host)")
