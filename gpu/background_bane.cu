@@ -48,9 +48,9 @@
 //    reads them first.
 // 8. The run summary (sf_bane_grid_stats' values) on the device, one launch
 //    of bane_summary: the mean in sf_bane_grid_mean's association, the most
-//    passes and the finite pixels' count (block 0), the medians of both grids
-//    by radix selection (blocks 1 and 2, bane_grid_median); 40 bytes come
-//    back. With SKYFIND_BANE_BLOCK=1 the grids come back instead.
+//    passes and the finite pixels' count (group 0), the medians of both grids
+//    by radix selection (groups 1 and 2, bane_grid_median; on Hopper a group
+//    is a cluster of 8 blocks sharing their histograms); 40 bytes come back. With SKYFIND_BANE_BLOCK=1 the grids come back instead.
 // SKYFIND_BANE_BLOCK=1 runs the block kernels everywhere (the warp kernels'
 // reference in benchmarks; the same maps).
 // After the kernels, the host side: bane_maps_launch (both maps, with or
@@ -62,12 +62,15 @@
 #include <string.h>
 #include <cub/device/device_scan.cuh>
 #include <cub/warp/warp_merge_sort.cuh>
+#include <cooperative_groups.h>
 #include "common.cuh"
 #include "skyfind/background.h"
 #include "skyfind/threshold.h"
 #include "background_bane.h"
 #include "threshold_pixel.h" // sf_thresh_pixel: the fused threshold (sf_threshold_bane_gpu)
 #include "fixsum.h" // sf_fkey: order-preserving float keys
+
+namespace cg = cooperative_groups;
 
 #define BN_TX 32
 #define BN_TY 8
@@ -1258,13 +1261,21 @@ __global__ void bane_fill(const float *rawb, const float *raws, float *fb, float
 }
 
 // The run summary on the device (sf_bane_grid_stats' values), one launch of
-// three blocks of SF_BANE_GRID_CHUNKS threads: block 0 the mean of the levels
-// in sf_bane_grid_mean's association (a chunk a thread, the chunks' sums added
-// by thread 0 in order), the most passes, the first level and the count of
-// finite pixels (from the cell offsets, when given); blocks 1 and 2 the
-// medians of the level and sigma grids by radix selection (bane_grid_median),
-// where two cub sorts of each grid, their dozen launches and the gaps between
-// them took 0.25 ms at 8192^2 (tests/gpu/trace).
+// three groups of nr blocks of SF_BANE_GRID_CHUNKS threads: group 0 the
+// most passes and the count of finite pixels (from the cell offsets, when
+// given; each block of the group its share), then in its first block the
+// mean of the levels in sf_bane_grid_mean's association (a chunk a thread,
+// the chunks' sums added by thread 0 in order) and the first level; groups
+// 1 and 2 the medians of the level and sigma grids by radix selection
+// (bane_grid_median), where two cub sorts of each grid, their dozen
+// launches and the gaps between them took 0.25 ms at 8192^2
+// (tests/gpu/trace). On Hopper (compute capability 9) a group is a cluster
+// of nr = 8 blocks (BANE_SUM_CLUSTER): each block counts an eighth of the
+// grid and reads the others' histograms from their shared memory. One
+// block a group (nr = 1: before Hopper, or SKYFIND_BANE_CLUSTER=1), with
+// the mean's chunks of consecutive values, took 84 us of radio.pipe's
+// 8192^2 run on an H200 (tests/bench/RESULTS.md, "BANE's run summary by
+// clusters").
 struct bane_summary_out {
     double mean;
     long long nfinite;
@@ -1292,8 +1303,11 @@ __device__ __forceinline__ float bane_funkey(unsigned k)
 // far, then the bin that holds rank k (a scan over the threads). A thread
 // reads four values at once and counts a run of equal digits before it adds
 // (a grid's values share their top bits: one shared-memory counter would
-// otherwise take every add). Returns the key, the keys below it and the keys
-// equal to it; hist keeps the last digit's histogram.
+// otherwise take every add). With nr > 1 the block is rank `rank` of a
+// cluster of nr: it counts its share of the grid into hist, and tot adds up
+// the cluster's histograms; every block then picks the same bin. Returns the
+// key, the keys below it and the keys equal to it; tot keeps the last
+// digit's histogram.
 #define BANE_SEL_BINS 2048
 struct bane_sel {
     unsigned key, below, equal;
@@ -1316,11 +1330,41 @@ __device__ __forceinline__ void bane_sel_add(float v, unsigned fixed, unsigned p
     cc++;
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BANE_CLUSTERS 1 // thread block clusters (sm_90 and later)
+#endif
+
+// The blocks of a cluster of nr wait for each other (nr == 1: the block's
+// own barrier).
+__device__ __forceinline__ void bane_cl_sync(int nr)
+{
+#ifdef BANE_CLUSTERS
+    if (nr > 1) {
+        cg::this_cluster().sync();
+        return;
+    }
+#endif
+    __syncthreads();
+}
+
+// Rank r's copy of this block's shared array p in its cluster of nr (nr ==
+// 1: p).
+template <typename T> __device__ __forceinline__ T *bane_cl_at(T *p, int r, int nr)
+{
+#ifdef BANE_CLUSTERS
+    if (nr > 1)
+        return cg::this_cluster().map_shared_rank(p, (unsigned)r);
+#endif
+    return p;
+}
+
 __device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigned k,
-                                     unsigned *hist, unsigned *sh)
+                                     unsigned *hist, unsigned *tot, unsigned *sh, int rank, int nr)
 {
     const int t = threadIdx.x, nt = SF_BANE_GRID_CHUNKS, lane = t & 31, n4 = n / 4;
     const float4 *s4 = reinterpret_cast<const float4 *>(s); // the grids are 256-byte aligned
+    // this block's share of the grid's float4s (the last block: the tail too)
+    const int q0 = (int)((long long)n4 * rank / nr), q1 = (int)((long long)n4 * (rank + 1) / nr);
     unsigned prefix = 0, fixed = 0, below = 0, equal = 0;
     for (int pass = 0; pass < 3; pass++) {
         const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
@@ -1329,23 +1373,30 @@ __device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigne
         for (int i = t; i < (int)nbin; i += nt)
             hist[i] = 0;
         __syncthreads();
-        for (int i = t; i < n4; i += nt) {
+        for (int i = q0 + t; i < q1; i += nt) {
             const float4 v = s4[i];
             bane_sel_add(v.x, fixed, prefix, shift, nbin, hist, cd, cc);
             bane_sel_add(v.y, fixed, prefix, shift, nbin, hist, cd, cc);
             bane_sel_add(v.z, fixed, prefix, shift, nbin, hist, cd, cc);
             bane_sel_add(v.w, fixed, prefix, shift, nbin, hist, cd, cc);
         }
-        for (int i = 4 * n4 + t; i < n; i += nt)
+        for (int i = 4 * n4 + t; rank == nr - 1 && i < n; i += nt)
             bane_sel_add(s[i], fixed, prefix, shift, nbin, hist, cd, cc);
         if (cc)
             atomicAdd(&hist[cd], cc);
-        __syncthreads();
+        bane_cl_sync(nr); // every block's histogram is whole
+        for (int i = t; i < (int)nbin; i += nt) {
+            unsigned c = 0;
+            for (int r = 0; r < nr; r++)
+                c += bane_cl_at(hist, r, nr)[i];
+            tot[i] = c;
+        }
+        bane_cl_sync(nr); // the histograms read (the next pass clears them), tot whole
         // this thread's bins (per of them, contiguous), their count, and the
         // count of all the bins before them (a warp scan, then the warps')
         unsigned c = 0, x;
         for (unsigned j = 0; j < per; j++)
-            c += hist[t * per + j];
+            c += tot[t * per + j];
         x = c;
         for (int o = 1; o < 32; o <<= 1) {
             const unsigned y = __shfl_up_sync(0xffffffffu, x, o);
@@ -1369,7 +1420,7 @@ __device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigne
             unsigned cum = (t >= 32 ? sh[(t >> 5) - 1] : 0u) + x - c;
             if (k >= cum && k < cum + c) // one thread: the bins before it hold <= k keys
                 for (unsigned j = 0; j < per; j++) {
-                    const unsigned h = hist[t * per + j];
+                    const unsigned h = tot[t * per + j];
                     if (k < cum + h) {
                         sh[32] = t * per + j;
                         sh[33] = k - cum;
@@ -1385,8 +1436,8 @@ __device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigne
         k = sh[33];
         below += sh[34];
         if (pass == 2)
-            equal = hist[sh[32]];
-        __syncthreads(); // sh and hist are the next pass's
+            equal = tot[sh[32]];
+        __syncthreads(); // sh and tot are the next pass's
     }
     return bane_sel{prefix, below, equal};
 }
@@ -1394,32 +1445,35 @@ __device__ bane_sel bane_grid_select(const float *__restrict__ s, int n, unsigne
 // The median of a grid as sf_bane_grid_stats' grid_median (cub's sorted
 // grid at n/2, or the mean of n/2 - 1 and n/2 added in float): one selection,
 // and for an even count the key after rank n/2 - 1 when it is another: the
-// next bin of the last histogram, else the least key above it (one pass).
-__device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *hist, unsigned *sh)
+// next bin of the last histogram, else the least key above it (one pass,
+// each block of the cluster over its share, then the least of theirs).
+__device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *hist, unsigned *tot,
+                                  unsigned *sh, int rank, int nr)
 {
     const int t = threadIdx.x, nt = SF_BANE_GRID_CHUNKS;
     const unsigned k = (unsigned)n / 2;
     if (n & 1)
-        return bane_funkey(bane_grid_select(s, n, k, hist, sh).key);
-    const bane_sel a = bane_grid_select(s, n, k - 1, hist, sh);
+        return bane_funkey(bane_grid_select(s, n, k, hist, tot, sh, rank, nr).key);
+    const bane_sel a = bane_grid_select(s, n, k - 1, hist, tot, sh, rank, nr);
     unsigned hi = a.key;
-    if (k >= a.below + a.equal) { // rank k is the next key
+    if (k >= a.below + a.equal) { // rank k is the next key (every block takes the same branches)
         if (t == 0)
             sh[35] = 0xffffffffu;
         __syncthreads();
         for (unsigned i = t; i < 1024u; i += nt)
-            if (i > (a.key & 1023u) && hist[i])
+            if (i > (a.key & 1023u) && tot[i])
                 atomicMin(&sh[35], i);
         __syncthreads();
         if (sh[35] != 0xffffffffu) {
             hi = (a.key & ~1023u) | sh[35];
         } else {
+            const int i0 = (int)((long long)n * rank / nr), i1 = (int)((long long)n * (rank + 1) / nr);
             unsigned m = 0xffffffffu;
             __syncthreads();
             if (t == 0)
                 sh[35] = 0xffffffffu;
             __syncthreads();
-            for (int i = t; i < n; i += nt) {
+            for (int i = i0 + t; i < i1; i += nt) {
                 const unsigned key = bane_fkey(s[i]);
                 if (key > a.key && key < m)
                     m = key;
@@ -1427,8 +1481,12 @@ __device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *
             m = __reduce_min_sync(0xffffffffu, m);
             if ((t & 31) == 0)
                 atomicMin(&sh[35], m);
-            __syncthreads();
-            hi = sh[35];
+            bane_cl_sync(nr); // every block's least
+            m = 0xffffffffu;
+            for (int r = 0; r < nr; r++)
+                m = min(m, bane_cl_at(sh, r, nr)[35]);
+            bane_cl_sync(nr); // read before any block leaves
+            hi = m;
         }
     }
     return (float)((double)__fadd_rn(bane_funkey(a.key), bane_funkey(hi)) / 2.0);
@@ -1436,33 +1494,41 @@ __device__ float bane_grid_median(const float *__restrict__ s, int n, unsigned *
 
 __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
     bane_summary(const float *fb, const float *fs, const int *iters, int nb,
-                 const long long *nfinite, const int *ccnt, int nc, bane_summary_out *out)
+                 const long long *nfinite, const int *ccnt, int nc, bane_summary_out *out, int nr)
 {
     __shared__ double part[SF_BANE_GRID_CHUNKS];
     __shared__ int most[SF_BANE_GRID_CHUNKS / 32];
     __shared__ unsigned long long fin[SF_BANE_GRID_CHUNKS / 32];
-    __shared__ unsigned hist[BANE_SEL_BINS], sh[36];
-    const int t = threadIdx.x, cl = (nb + SF_BANE_GRID_CHUNKS - 1) / SF_BANE_GRID_CHUNKS;
+    __shared__ unsigned hist[BANE_SEL_BINS], tot[BANE_SEL_BINS], sh[36];
+    const int t = threadIdx.x;
+    const int group = blockIdx.x / nr, rank = blockIdx.x % nr; // rank: the block's in its cluster
     double u = 0.0;
     int mx = 0;
-    if (blockIdx.x > 0) { // a grid's median, as sf_bane_grid_stats' grid_median
-        const float v = bane_grid_median(blockIdx.x == 1 ? fb : fs, nb, hist, sh);
-        if (t == 0) {
-            if (blockIdx.x == 1)
+    if (group > 0) { // a grid's median, as sf_bane_grid_stats' grid_median
+        const float v = bane_grid_median(group == 1 ? fb : fs, nb, hist, tot, sh, rank, nr);
+        if (t == 0 && rank == 0) {
+            if (group == 1)
                 out->median = v;
             else
                 out->sigma = v;
         }
         return;
     }
-    for (int i = t * cl; i < (t + 1) * cl && i < nb; i++)
-        u = u + (double)fb[i];
+    // group 0: the most passes and the finite count over the cluster (each
+    // block its share of the grids, rank 0 adds up the blocks'), then the
+    // mean's chunks in rank 0 (a thread's values 1024 apart: each load of
+    // the block's 32 lanes is one line; 16 loaded ahead of the ordered adds)
     unsigned long long f = 0; // the finite pixels: the cells' counts (slots of step^2)
-    for (int i = t; i < nb; i += SF_BANE_GRID_CHUNKS)
-        mx = max(mx, iters[i]);
-    for (int i = t; ccnt && i < nc; i += SF_BANE_GRID_CHUNKS)
-        f += (unsigned)ccnt[i];
-    part[t] = u;
+    {
+        const int i0 = (int)((long long)nb * rank / nr), i1 = (int)((long long)nb * (rank + 1) / nr);
+        const int c0 = (int)((long long)nc * rank / nr), c1 = (int)((long long)nc * (rank + 1) / nr);
+#pragma unroll 8
+        for (int i = i0 + t; i < i1; i += SF_BANE_GRID_CHUNKS)
+            mx = max(mx, iters[i]);
+#pragma unroll 8
+        for (int i = c0 + t; ccnt && i < c1; i += SF_BANE_GRID_CHUNKS)
+            f += (unsigned)ccnt[i];
+    }
     mx = __reduce_max_sync(0xffffffffu, mx);
     for (int o = 16; o; o >>= 1)
         f += __shfl_xor_sync(0xffffffffu, f, o);
@@ -1471,15 +1537,44 @@ __global__ void __launch_bounds__(SF_BANE_GRID_CHUNKS)
         fin[t >> 5] = f;
     }
     __syncthreads();
-    if (t == 0) {
-        double s = 0.0;
-        f = 0;
-        for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++)
-            s = s + part[q];
-        for (int w = 0; w < SF_BANE_GRID_CHUNKS / 32; w++) {
+    if (t == 0) { // the block's, in most[0] and fin[0]
+        for (int w = 1; w < SF_BANE_GRID_CHUNKS / 32; w++) {
             mx = max(mx, most[w]);
             f += fin[w];
         }
+        most[0] = mx;
+        fin[0] = f;
+    }
+    bane_cl_sync(nr); // every block's share added up
+    if (rank == 0 && t == 0)
+        for (int r = 1; r < nr; r++) {
+            mx = max(mx, *bane_cl_at(most, r, nr));
+            f += *bane_cl_at(fin, r, nr);
+        }
+    bane_cl_sync(nr); // read: the other blocks may leave
+    if (rank > 0)
+        return;
+    {
+        const int nt = SF_BANE_GRID_CHUNKS;
+        int i = t;
+        for (; i + 15 * nt < nb; i += 16 * nt) {
+            float v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                v[j] = fb[i + j * nt];
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                u = u + (double)v[j];
+        }
+        for (; i < nb; i += nt)
+            u = u + (double)fb[i];
+    }
+    part[t] = u;
+    __syncthreads();
+    if (t == 0) {
+        double s = 0.0;
+        for (int q = 0; q < SF_BANE_GRID_CHUNKS; q++)
+            s = s + part[q];
         out->mean = s / nb;
         out->first = fb[0];
         out->niter = mx;
@@ -1654,6 +1749,45 @@ static int bane_a16(const void *p, size_t stride)
 
 // One bane_maps launch: the maps of grid gr (img: the image, for its NaN;
 // NULL when it has none and THR), with t.mask the threshold's mask too.
+// bane_summary on g->stream: on compute capability 9 and later its groups
+// are clusters of BANE_SUM_CLUSTER blocks (SKYFIND_BANE_CLUSTER=N: N blocks,
+// 1 to 8; 1: a block a group, the reference of the benchmarks), else a
+// block a group.
+#define BANE_SUM_CLUSTER 8
+static sf_status bane_summary_launch(sf_gpu *g, const float *fb, const float *fs, const int *iters,
+                                     int nb, const long long *nfinite, const int *ccnt, int nc,
+                                     bane_summary_out *out)
+{
+    sf_status st = SF_OK;
+    int nr = BANE_SUM_CLUSTER, major = 0;
+    const char *e = getenv("SKYFIND_BANE_CLUSTER");
+    if (e && atoi(e) >= 1 && atoi(e) <= 8)
+        nr = atoi(e);
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, g->device) != cudaSuccess ||
+        major < 9)
+        nr = 1;
+    if (nr > 1) {
+        cudaLaunchConfig_t c = {};
+        cudaLaunchAttribute at[1] = {};
+        c.gridDim = dim3(3 * nr);
+        c.blockDim = dim3(SF_BANE_GRID_CHUNKS);
+        c.stream = g->stream;
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = nr;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        c.attrs = at;
+        c.numAttrs = 1;
+        SF_CUDA(cudaLaunchKernelEx(&c, bane_summary, fb, fs, iters, nb, nfinite, ccnt, nc, out, nr));
+    } else {
+        bane_summary<<<3, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(fb, fs, iters, nb, nfinite, ccnt, nc,
+                                                              out, 1);
+        SF_LAUNCHED();
+    }
+fail:
+    return st;
+}
+
 static sf_status bane_maps_launch(sf_gpu *g, const float *img, size_t istride,
                                   const sf_bane_grid *gr, sf_image *bkg, sf_image *rms,
                                   const bane_thr *t)
@@ -1922,10 +2056,9 @@ static sf_status bane_run(sf_gpu *g, const sf_image *img, const sf_bkg_params *p
     }
     if (!blockpath) { // the summary on the device, 40 bytes back
         bane_summary_out *hsum = (bane_summary_out *)g->pinned;
-        bane_summary<<<3, SF_BANE_GRID_CHUNKS, 0, g->stream>>>(
-            fb, fs, iters, nb, use_cells && !slots ? coff + (size_t)ccx * ccy : NULL,
-            slots ? fcnt : NULL, ccx * ccy, dsum);
-        SF_LAUNCHED();
+        SF_TRY(bane_summary_launch(g, fb, fs, iters, nb,
+                                   use_cells && !slots ? coff + (size_t)ccx * ccy : NULL,
+                                   slots ? fcnt : NULL, ccx * ccy, dsum));
         SF_TRY(sf_gpu_to_host(g, hsum, dsum, sizeof *hsum));
         if (use_cells)
             scan.nfinite = (unsigned long long)hsum->nfinite;
