@@ -979,14 +979,16 @@ static __global__ void db_totals2(const int *a, const unsigned *b, int *out)
     out[1] = (int)*b;
 }
 
+// db_fill runs before the host has checked the trees (the check's download
+// overlaps it): slots past the no objects' room are not written.
 static __global__ void db_fill(int nisl, const long long *__restrict__ obase,
                                const int *__restrict__ count, const int *__restrict__ base,
                                const unsigned *__restrict__ firstpix,
                                unsigned *__restrict__ okey, int *__restrict__ oval,
-                               int *__restrict__ islof)
+                               int *__restrict__ islof, long long no)
 {
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nisl; j += gridDim.x * blockDim.x)
-        for (int a = 0; a < count[j]; a++) {
+        for (int a = 0; a < count[j] && base[j] + a < no && obase[j] + a < no; a++) {
             const int sl = base[j] + a;
             okey[sl] = firstpix[obase[j] + a];
             oval[sl] = sl;
@@ -1155,7 +1157,13 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
         // the phase-1 layout, first measured (p == NULL), then carved
         for (int pass = 0; pass < 2; pass++) {
             cv.off = 0;
+            // first the arrays that start at zero, for one memset
             hdr = sf_take<unsigned long long>(&cv, 32);
+            start = sf_take<long long>(&cv, L);
+            end = sf_take<long long>(&cv, L);
+            ncap = sf_take<long long>(&cv, L + 1); // [L] 0 for the scan (db_prepare sets the rest)
+            ocap = sf_take<long long>(&cv, L + 1);
+            const size_t zeroed = cv.off;
             keys = sf_take<unsigned long long>(&cv, T);
             keys2 = sf_take<unsigned long long>(&cv, T);
             dd = sf_take<float>(&cv, T);
@@ -1167,12 +1175,8 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
             rt = sf_take<int>(&cv, T);
             cnt = sf_take<int>(&cv, T);
             objl = sf_take<int>(&cv, T);
-            start = sf_take<long long>(&cv, L);
-            end = sf_take<long long>(&cv, L);
             isl = sf_take<db_isl>(&cv, L);
             lists = sf_take<int>(&cv, 3 * (size_t)L);
-            ncap = sf_take<long long>(&cv, L + 1);
-            ocap = sf_take<long long>(&cv, L + 1);
             nbase = sf_take<long long>(&cv, L + 1);
             obase = sf_take<long long>(&cv, L + 1);
             void *ct = sf_take<char>(&cv, cub1);
@@ -1180,11 +1184,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 SF_TRY(sf_gpu_scratch(g, cv.off, &scratch));
                 cv.p = (char *)scratch;
             } else {
-                SF_CUDA(cudaMemsetAsync(hdr, 0, 256, g->stream));
-                SF_CUDA(cudaMemsetAsync(start, 0, (size_t)L * sizeof(long long), g->stream));
-                SF_CUDA(cudaMemsetAsync(end, 0, (size_t)L * sizeof(long long), g->stream));
-                SF_CUDA(cudaMemsetAsync(ncap + L, 0, sizeof(long long), g->stream));
-                SF_CUDA(cudaMemsetAsync(ocap + L, 0, sizeof(long long), g->stream));
+                SF_CUDA(cudaMemsetAsync(hdr, 0, zeroed, g->stream)); // hdr, start, end, ncap, ocap
                 errp = (unsigned *)(hdr + 1);
                 ncls = (int *)(hdr + 2);
                 db_collect<<<grid, DB_THREADS, 0, g->stream>>>(labels->data, labels->stride,
@@ -1348,11 +1348,19 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 c = cub2;
                 SF_CUDA(cub::DeviceScan::ExclusiveSum(ct2, c, count, base, L + 1, g->stream));
                 {
-                    int h[2];
+                    // the objects' count and the trees' errors come down
+                    // while db_fill (which needs neither) runs
+                    int *h = (int *)g->pinned;
                     unsigned e2;
                     db_totals2<<<1, 1, 0, g->stream>>>(base + L, errp, (int *)(hdr + 6));
                     SF_LAUNCHED();
-                    SF_TRY(sf_gpu_to_host(g, h, hdr + 6, sizeof h));
+                    SF_CUDA(cudaMemcpyAsync(h, hdr + 6, 2 * sizeof(int), cudaMemcpyDeviceToHost,
+                                            g->stream));
+                    db_fill<<<sf_blocks((size_t)L, DB_THREADS), DB_THREADS, 0, g->stream>>>(
+                        L, obase, count, base, o.firstpix, okey2, oval2, islof, (long long)NO);
+                    SF_LAUNCHED();
+                    SF_CUDA(cudaStreamSynchronize(g->stream));
+                    g->d2h += 2 * sizeof(int);
                     e2 = (unsigned)h[1];
                     if (e2) {
                         st = sf_fail(SF_ERR_INTERNAL, "deblend (GPU): a tree outgrew its bound "
@@ -1361,9 +1369,6 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     }
                     nall = h[0];
                 }
-                db_fill<<<sf_blocks((size_t)L, DB_THREADS), DB_THREADS, 0, g->stream>>>(
-                    L, obase, count, base, o.firstpix, okey2, oval2, islof);
-                SF_LAUNCHED();
                 c = cub2;
                 SF_CUDA(cub::DeviceRadixSort::SortPairs(ct2, c, okey2, okey, oval2, oval, nall, 0,
                                                         32, g->stream));
@@ -1381,8 +1386,25 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     st = sf_fail(SF_ERR_NOMEM, "deblend (GPU): %d objects", nall);
                     goto fail;
                 }
-                SF_TRY(sf_gpu_to_host(g, parent, pard, ((size_t)nall + 1) * sizeof *parent));
-                SF_TRY(sf_gpu_to_host(g, nchild + 1, count, (size_t)L * sizeof *nchild));
+                {
+                    // both arrays down after one wait, through the pinned
+                    // buffer when they fit in it
+                    const size_t pb = ((size_t)nall + 1) * sizeof *parent,
+                                 cb = (size_t)L * sizeof *nchild;
+                    if (pb + cb <= g->pinned_bytes) {
+                        char *h = (char *)g->pinned;
+                        SF_CUDA(cudaMemcpyAsync(h, pard, pb, cudaMemcpyDeviceToHost, g->stream));
+                        SF_CUDA(cudaMemcpyAsync(h + pb, count, cb, cudaMemcpyDeviceToHost,
+                                                g->stream));
+                        SF_CUDA(cudaStreamSynchronize(g->stream));
+                        memcpy(parent, h, pb);
+                        memcpy(nchild + 1, h + pb, cb);
+                        g->d2h += pb + cb;
+                    } else {
+                        SF_TRY(sf_gpu_to_host(g, parent, pard, pb));
+                        SF_TRY(sf_gpu_to_host(g, nchild + 1, count, cb));
+                    }
+                }
                 if (prof) {
                     unsigned long long h[3 * DB_NPROF];
                     SF_TRY(sf_gpu_to_host(g, h, prof, sizeof h));
