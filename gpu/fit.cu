@@ -25,10 +25,12 @@
 //                one download
 //   fit_finish   per component: the derived values (sizes, errors,
 //                deconvolution), as the CPU's sf_fit_finish
-// Then the host side, sf_fit_gpu: the island tables carved in the scratch,
-// the launches above, and two or three downloads (the rooms' total, which
-// sizes the pixel buffers, unless the segment stage's count of labelled
-// pixels bounds it: sf_fit_in.npix; the totals; the components).
+// Then the host side, sf_fit_gpu_device: the island tables carved in the
+// scratch, the launches above, and one or two downloads (the rooms' total,
+// which sizes the pixel buffers, unless the segment stage's count of
+// labelled pixels bounds it: sf_fit_in.npix; the totals). The components
+// stay on the device: sf_fit_gpu brings them down, the pipeline runner
+// with its catalogue after the last stage.
 #include <stdint.h>
 #include <string.h>
 #include <cub/cub.cuh>
@@ -512,13 +514,12 @@ static __global__ void fit_finish(sf_component *c, unsigned n, sf_fit_cov2 bc, i
 
 // launchers
 
-extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
-                                const sf_fit_in *in, const sf_fit_params *p,
-                                sf_component **comps, int *ncomps)
+extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                                       const sf_fit_in *in, const sf_fit_params *p,
+                                       const sf_component **dcomps, int *ncomps)
 {
     sf_status st = SF_OK;
     int *isl_of = NULL, *ooff = NULL, *olist = NULL;
-    sf_component *out = NULL;
     const int N = in ? in->nislands : 0, nx = img ? img->nx : 0, ny = img ? img->ny : 0;
     const int npmax = p ? SF_FIT_NP * p->max_components : 0;
     const size_t smem = (size_t)(4 * npmax + npmax * (npmax + 1)) * sizeof(double);
@@ -537,16 +538,14 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
     cudaStream_t s = g ? g->stream : 0;
     const uint8_t *mdata = in && in->mask ? in->mask->data : NULL;
     const size_t mstride = in && in->mask ? in->mask->stride : 0;
-    *comps = NULL;
+    *dcomps = NULL;
     *ncomps = 0;
     if ((st = sf_fit_check(img, labels, in, p)))
         return st;
     if ((size_t)nx * ny > 0xFFFFFFFFu)
         return sf_fail(SF_ERR_PARAM, "fit (gpu): images of more than 2^32 pixels");
-    if (N == 0) {
-        *comps = (sf_component *)calloc(1, sizeof(sf_component));
-        return *comps ? SF_OK : sf_fail(SF_ERR_NOMEM, "fit: components");
-    }
+    if (N == 0)
+        return SF_OK;
     if ((st = sf_fit_island_map(in, &isl_of)))
         return st;
     if (p->components == SF_FIT_OBJECTS && (st = sf_fit_objects(in, isl_of, &ooff, &olist)))
@@ -710,21 +709,36 @@ extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels 
                                                       beam && p->noise != SF_FIT_NOISE_WHITE);
         SF_LAUNCHED();
     }
-    out = (sf_component *)malloc(((size_t)ntot + 1) * sizeof *out);
-    if (!out) {
-        st = sf_fail(SF_ERR_NOMEM, "fit: %u components", ntot);
-        goto fail;
-    }
-    if (ntot > 0)
-        SF_TRY(sf_gpu_to_host(g, out, a.out, (size_t)ntot * sizeof *out));
-    *comps = out;
+    *dcomps = a.out;
     *ncomps = (int)ntot;
-    out = NULL;
 fail:
 #undef CARVE
-    free(out);
     free(isl_of);
     free(ooff);
     free(olist);
     return st;
+}
+
+extern "C" sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                                const sf_fit_in *in, const sf_fit_params *p,
+                                sf_component **comps, int *ncomps)
+{
+    sf_status st;
+    const sf_component *d = NULL;
+    sf_component *out;
+    int n = 0;
+    *comps = NULL;
+    *ncomps = 0;
+    if ((st = sf_fit_gpu_device(g, img, labels, in, p, &d, &n)))
+        return st;
+    out = (sf_component *)malloc(((size_t)n + 1) * sizeof *out);
+    if (!out)
+        return sf_fail(SF_ERR_NOMEM, "fit: %d components", n);
+    if (n > 0 && (st = sf_gpu_to_host(g, out, d, (size_t)n * sizeof *out))) {
+        free(out);
+        return st;
+    }
+    *comps = out;
+    *ncomps = n;
+    return SF_OK;
 }

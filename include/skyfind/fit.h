@@ -160,6 +160,13 @@ sf_status sf_fit_cpu(const sf_image *img, const sf_labels *labels, const sf_fit_
 sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
                      const sf_fit_in *in, const sf_fit_params *p, sf_component **comps,
                      int *ncomps);
+/* sf_fit_gpu without the download: *dcomps is the finished components on
+ * the device (*ncomps of them, queued on the context's stream; valid until
+ * the next fit on g), for a pipeline that brings them down with its
+ * catalogue after the last stage. */
+sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                            const sf_fit_in *in, const sf_fit_params *p,
+                            const sf_component **dcomps, int *ncomps);
 
 /* The derived values of n components from their fitted fields (both
  * stage functions return them done; call it again after changing a fitted

@@ -126,6 +126,14 @@ sf_status sf_fit_gpu(sf_gpu *g, const sf_image *img, const sf_labels *labels,
     *ncomps = 0;
     return NO_GPU;
 }
+sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_labels *labels,
+                            const sf_fit_in *in, const sf_fit_params *p,
+                            const sf_component **dcomps, int *ncomps)
+{
+    *dcomps = NULL;
+    *ncomps = 0;
+    return NO_GPU;
+}
 sf_status sf_convolve_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *k, int method,
                           int edge, int nan, sf_image *out) { return NO_GPU; }
 size_t sf_convolve_gpu_scratch(int nx, int ny, const sf_kernel *k, int method) { return 0; }

@@ -185,8 +185,18 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
     /* the fitted components (host memory on both backends), handed over */
     r->ncomps = (s->have & SF_DATA_COMPONENTS) ? s->ncomps : -1;
     if (r->ncomps >= 0) {
-        r->comps = s->comps;
-        s->comps = NULL;
+        if (!s->comps) { /* the GPU's, down now (not inside the fit stage); none: an empty table */
+            r->comps = malloc(((size_t)r->ncomps + 1) * sizeof *r->comps);
+            if (!r->comps)
+                return sf_fail(SF_ERR_NOMEM, "%d fitted components", r->ncomps);
+            if (r->ncomps > 0 &&
+                (st = sf_gpu_to_host(o->gpu, r->comps, s->comps_dev, (size_t)r->ncomps * sizeof *r->comps)))
+                return st;
+            s->comps_dev = NULL;
+        } else {
+            r->comps = s->comps;
+            s->comps = NULL;
+        }
         s->ncomps = 0;
         if (s->db_nchild)
             for (int i = 0; i < r->ncomps; i++) {

@@ -593,7 +593,7 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "fit needs a measure stage before it");
     if (!(s->have & SF_DATA_BKG))
         return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
-    if (s->comps)
+    if (s->comps || s->comps_dev)
         return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
     if ((st = sf_state_maps(s)))
         return st;
@@ -614,7 +614,9 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         in.beam_min = s->beam_min_pix > 0 ? s->beam_min_pix : s->beam_pix;
         in.beam_angle = 90.0 + s->beam_pa_deg;
     }
-    st = gpu ? sf_fit_gpu(s->g, &s->img, &s->labels, &in, p, &c, &n)
+    /* the GPU's components stay on the device until the runner's collect
+     * brings them down with the catalogue */
+    st = gpu ? sf_fit_gpu_device(s->g, &s->img, &s->labels, &in, p, &s->comps_dev, &n)
              : sf_fit_cpu(&s->img, &s->labels, &in, p, &c, &n);
     if (st)
         return st;

@@ -44,6 +44,8 @@ struct sf_state {
     int db_nislands;
     int db_host;            /* the GPU backend deblended on the host (no room on the GPU) */
     sf_component *comps;    /* host, after a fit stage (sf_fit_finish done) */
+    const sf_component *comps_dev; /* GPU: the fit's components on the device (the context's
+                                      buffer), brought down by the runner's collect */
     int ncomps;
     int negated;            /* the negative pass: image, filtered image, background map
                                and level are inverted (src/core/run.c flip_state) */
@@ -69,6 +71,7 @@ static inline void sf_state_drop_fit(sf_state *s)
 {
     free(s->comps);
     s->comps = NULL;
+    s->comps_dev = NULL;
     s->ncomps = 0;
 }
 
