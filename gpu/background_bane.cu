@@ -47,10 +47,10 @@
 //    (bane_maps with THR), or sf_bane_maps_gpu alone where another stage
 //    reads them first.
 // 8. The run summary (sf_bane_grid_stats' values) on the device, one launch
-//    of bane_summary: the mean in sf_bane_grid_mean's association, the most
-//    passes and the finite pixels' count (group 0), the medians of both grids
-//    by radix selection (groups 1 and 2, bane_grid_median; on Hopper a group
-//    is a cluster of 8 blocks sharing their histograms); 40 bytes come back. With SKYFIND_BANE_BLOCK=1 the grids come back instead.
+//    of bane_summary (bane_summary_launch): the mean, the most passes and the
+//    finite count (group 0), the medians of both grids by radix selection
+//    (groups 1 and 2; on Hopper a group is a cluster of 8 blocks sharing
+//    their histograms); 40 bytes come back (SKYFIND_BANE_BLOCK=1: the grids).
 // SKYFIND_BANE_BLOCK=1 runs the block kernels everywhere (the warp kernels'
 // reference in benchmarks; the same maps).
 // After the kernels, the host side: bane_maps_launch (both maps, with or

@@ -980,7 +980,7 @@ static __global__ void db_totals2(const int *a, const unsigned *b, int *out)
 }
 
 // db_fill runs before the host has checked the trees (the check's download
-// overlaps it): slots past the no objects' room are not written.
+// overlaps it): slots at or past no, the objects' room, are not written.
 static __global__ void db_fill(int nisl, const long long *__restrict__ obase,
                                const int *__restrict__ count, const int *__restrict__ base,
                                const unsigned *__restrict__ firstpix,
