@@ -318,8 +318,21 @@ static int rb_fits(const sf_gpu *g, const sf_kernel *k, int nans)
            env_int("SKYFIND_CONV_RB", 1);
 }
 
+// Whether the 2-D kernels add their rows' float partials in double: over
+// 225 taps (float over 63 x 63 taps would lose ~1e-6 of the result); up to
+// 225 in float (test_convolve holds both within 1e-6 relative L2 of the CPU's
+// double sums), which makes direct2d_rb at 15 x 15 10% faster: no
+// float-to-double conversion and double add per row per output (H200,
+// 8192^2: 0.88 -> 0.79 ms).
+// SKYFIND_CONV_ROWS_DOUBLE=1 (developer knob, for A/B runs): in double from
+// 10 rows, as before.
+static int rows_double(const sf_kernel *k)
+{
+    return k->nx * k->ny > 225 || (k->ny > 9 && env_int("SKYFIND_CONV_ROWS_DOUBLE", 0));
+}
+
 // Its sums in double (direct2d_run's choice: the same sums).
-static int rb_dbl(const sf_kernel *k) { return k->nx * k->ny > 225 || k->ny > 9; }
+static int rb_dbl(const sf_kernel *k) { return rows_double(k); }
 
 static int rb_exact(const sf_kernel *k)
 {
@@ -450,7 +463,7 @@ static sf_status direct2d_run(sf_gpu *g, const sf_image *in, const sf_kernel *k,
     while (rpt > 1 && direct2d_smem(k, nans, rpt, 0, tw) > g->smem_optin)
         rpt /= 2;
     const int sw = k->nx * k->ny > 225 && direct2d_smem(k, nans, rpt, 1, tw) <= g->smem_optin;
-    const int dbl = sw || k->ny > 9, th = 4 * NTHREADS / tw * rpt;
+    const int dbl = sw || rows_double(k), th = 4 * NTHREADS / tw * rpt;
     const size_t smem = direct2d_smem(k, nans, rpt, sw, tw);
     const float *wg = NULL;
     tile_map m = {0, 0, 0, 0, 0, 0};

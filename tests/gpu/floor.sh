@@ -12,7 +12,7 @@
 #           same process run, SKYFIND_BANE_BLOCK=1 (the block-per-cell and
 #           block-per-node bane kernels they replace) alternated twice
 #           (FLOOR_VARIANTS="new" skips the block kernels; a variant
-#           NAME=VALUE runs with that in the environment, e.g.
+#           NAME=VALUE[,NAME=VALUE...] runs with those in the environment, e.g.
 #           SKYFIND_CONV_RB=0 for the 2-D convolution's older kernel; the
 #           variant old runs FLOOR_OLD_BENCH, an earlier build's
 #           bench_pipeline, for before/after in one call, and a variant
@@ -109,7 +109,7 @@ if want bench; then
             old) envv=(); bench=${FLOOR_OLD_BENCH:?FLOOR_OLD_BENCH: an earlier build of bench_pipeline} ;;
             exe:*) envv=(); bench=${v#exe:} ;;
             block) envv=(SKYFIND_BANE_BLOCK=1) ;;
-            *=*) envv=($v) ;;
+            *=*) IFS=, read -ra envv <<< "$v" ;;
             esac
             env "${envv[@]}" "$bench" -p "${FLOOR_PIPES:-radio,lesson,sextractor}" \
                 --sizes "${sizes// /,}" --repeat 10 --backend gpu --workdir "$W" 2>&1 | tee -a "$LOG"
