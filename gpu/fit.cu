@@ -10,8 +10,9 @@
 //                finite and > 0), so the image is scanned once, not twice
 //   fit_scatter  the usable pixels' linear indices into each island's
 //                segment (atomics; labels read only under the threshold mask)
-//   fit_ends     each segment's end (a count over the room: an error);
-//                cub's segmented sort then puts each segment in raster order
+//   fit_ends     each segment's end (a count over the room: an error)
+//   fit_sort     each segment in raster order (a block radix sort of each
+//                tile of 2048 in shared memory, the tiles merged)
 //   fit_seeds    per island: the pixels' m and weights, the box, the largest
 //                m, the bounds, and the component seeds (objects, or local
 //                maxima: each thread's top-K in its slots of shared memory,
@@ -127,6 +128,87 @@ static __global__ void fit_ends(const unsigned *__restrict__ poff, const unsigne
             *over = 2;
         else if (cur[k] > cap[k])
             *over = 1;
+    }
+}
+
+// Each island's pixels in raster order: block k sorts in[poff[k], pend[k])
+// (unique linear indices below 2^bits) into out at the same place. Up to
+// FIT_SORT_TILE keys: one block radix sort in shared memory. More: each
+// tile of that many sorted so, then runs of 2, 4, ... tiles merged pairwise
+// (each thread its share of a pair's output: its start found by a binary
+// search along the merge path), between out and the segment's part of in,
+// which the tiles have been read from; copied into out if it ends in in.
+// No count comes back to the host (cub's segmented sort read its segments'
+// sizes back before launching its kernels).
+#define FIT_SORT_THREADS 256
+#define FIT_SORT_ITEMS 8
+#define FIT_SORT_TILE (FIT_SORT_THREADS * FIT_SORT_ITEMS)
+typedef cub::BlockRadixSort<unsigned, FIT_SORT_THREADS, FIT_SORT_ITEMS> fit_sort_block;
+
+static __device__ void fit_sort_tile(const unsigned *__restrict__ src, unsigned *__restrict__ dst,
+                                     unsigned n, int bits, fit_sort_block::TempStorage &tmp)
+{
+    unsigned k[FIT_SORT_ITEMS];
+#pragma unroll
+    for (int q = 0; q < FIT_SORT_ITEMS; q++) {
+        const unsigned i = threadIdx.x * FIT_SORT_ITEMS + q;
+        k[q] = i < n ? src[i] : 0xFFFFFFFFu; // past n: after every key (a stable sort keeps ties in order)
+    }
+    fit_sort_block(tmp).Sort(k, 0, bits);
+#pragma unroll
+    for (int q = 0; q < FIT_SORT_ITEMS; q++) {
+        const unsigned i = threadIdx.x * FIT_SORT_ITEMS + q;
+        if (i < n)
+            dst[i] = k[q];
+    }
+    __syncthreads(); // tmp is reused by the next tile
+}
+
+// Outputs [d0, d1) of the merge of the sorted a (na) and b (nb) into o.
+static __device__ void fit_merge_part(const unsigned *__restrict__ a, unsigned na,
+                                      const unsigned *__restrict__ b, unsigned nb,
+                                      unsigned *__restrict__ o, unsigned d0, unsigned d1)
+{
+    // i: how many of a come before output d0 (the keys are unique)
+    unsigned lo = d0 > nb ? d0 - nb : 0, hi = d0 < na ? d0 : na;
+    while (lo < hi) {
+        const unsigned mid = (lo + hi) / 2;
+        if (a[mid] < b[d0 - 1 - mid])
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    unsigned i = lo, j = d0 - lo;
+    for (unsigned d = d0; d < d1; d++)
+        o[d] = j >= nb || (i < na && a[i] < b[j]) ? a[i++] : b[j++];
+}
+
+static __global__ void __launch_bounds__(FIT_SORT_THREADS)
+fit_sort(unsigned *in, unsigned *out, const unsigned *__restrict__ poff,
+         const unsigned *__restrict__ pend, int bits)
+{
+    __shared__ fit_sort_block::TempStorage tmp;
+    const unsigned a0 = poff[blockIdx.x], n = pend[blockIdx.x] - a0;
+    unsigned *src = out + a0, *dst = in + a0;
+    if (n == 0)
+        return;
+    for (unsigned t = 0; t < n; t += FIT_SORT_TILE)
+        fit_sort_tile(in + a0 + t, out + a0 + t, min(n - t, (unsigned)FIT_SORT_TILE), bits, tmp);
+    for (unsigned run = FIT_SORT_TILE; run < n; run *= 2) {
+        for (unsigned s = 0; s < n; s += 2 * run) {
+            const unsigned na = min(run, n - s), nb = n - s > run ? min(run, n - s - run) : 0;
+            const unsigned len = na + nb, per = (len + FIT_SORT_THREADS - 1) / FIT_SORT_THREADS;
+            const unsigned d0 = min(len, threadIdx.x * per), d1 = min(len, d0 + per);
+            fit_merge_part(src + s, na, src + s + na, nb, dst + s, d0, d1);
+        }
+        __syncthreads();
+        unsigned *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != out + a0) {
+        for (unsigned i = threadIdx.x; i < n; i += FIT_SORT_THREADS)
+            out[a0 + i] = src[i];
     }
 }
 
@@ -523,7 +605,7 @@ extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_
     const int N = in ? in->nislands : 0, nx = img ? img->nx : 0, ny = img ? img->ny : 0;
     const int npmax = p ? SF_FIT_NP * p->max_components : 0;
     const size_t smem = (size_t)(4 * npmax + npmax * (npmax + 1)) * sizeof(double);
-    size_t off = 0, tmp_bytes = 0, t1 = 0, t2 = 0, t3 = 0;
+    size_t off = 0, tmp_bytes = 0, t1 = 0, t2 = 0;
     char *base = NULL, *fb = NULL;
     unsigned *cap, *poff, *pend, *cur, *keys0, *keys, *coff, totals[1];
     unsigned long long *jsz, *joff, jtotal = 0;
@@ -633,17 +715,12 @@ extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_
         }
         // part 2 (kept buffers, grown when needed): the pixels and the sort
         {
-            size_t o2 = 0;
-            SF_CUDA(cub::DeviceSegmentedSort::SortKeys(NULL, t3, (unsigned *)NULL, (unsigned *)NULL,
-                                                       (int)total, N, poff, pend, s));
-            o2 += sf_align256((size_t)total * sizeof(unsigned)) * 2 +
-                  sf_align256((size_t)total * sizeof(sf_fit_px)) + sf_align256(t3);
+            const size_t o2 = sf_align256((size_t)total * sizeof(unsigned)) * 2 +
+                              sf_align256((size_t)total * sizeof(sf_fit_px));
             SF_TRY(sf_gpu_buffer(g, SF_GBUF_FIT, o2 + 256, (void **)&fb));
             keys0 = (unsigned *)(void *)fb;
             keys = (unsigned *)(void *)(fb + sf_align256((size_t)total * sizeof(unsigned)));
             px = (sf_fit_px *)(void *)(fb + 2 * sf_align256((size_t)total * sizeof(unsigned)));
-            tmp = fb + 2 * sf_align256((size_t)total * sizeof(unsigned)) +
-                  sf_align256((size_t)total * sizeof(sf_fit_px));
         }
         fit_scatter<<<blocks, 256, 0, s>>>(img->data, img->stride, labels->data, labels->stride,
                                            mdata, mstride, a.mi, d_isl, in->nobj, nx, ny, poff,
@@ -651,9 +728,13 @@ extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_
         SF_LAUNCHED();
         fit_ends<<<sf_blocks((size_t)N, 256), 256, 0, s>>>(poff, cap, cur, N, pend, pend + N, total);
         SF_LAUNCHED();
-        if (total > 0)
-            SF_CUDA(cub::DeviceSegmentedSort::SortKeys(tmp, t3, keys0, keys, (int)total, N, poff,
-                                                       pend, s));
+        if (total > 0) {
+            int bits = 1; // the linear indices' bits
+            while (bits < 32 && ((size_t)nx * ny - 1) >> bits)
+                bits++;
+            fit_sort<<<N, FIT_SORT_THREADS, 0, s>>>(keys0, keys, poff, pend, bits);
+            SF_LAUNCHED();
+        }
     }
     a.poff = poff;
     a.pend = pend;

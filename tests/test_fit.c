@@ -545,6 +545,38 @@ START_TEST(gpu_awkward)
 }
 END_TEST
 
+/* Islands of more pixels than the GPU sorts in one tile of shared memory
+ * (2048): one of about 2 tiles and one of about 5 (an odd number of runs to
+ * merge), beside small ones; the components must still be the CPU's bit for
+ * bit (the fit's sums run over each island's pixels in raster order). */
+START_TEST(gpu_big_islands)
+{
+    static const double g[][6] = {{60, 90, 100, 14, 11, 20},  {80, 300, 250, 24, 19, -35},
+                                  {30, 250, 60, 2, 2, 0},     {25, 60, 300, 2.5, 1.8, 40},
+                                  {20, 170, 210, 1.5, 1.5, 0}};
+    sf_image im;
+    sf_run_result c;
+    long long big[2] = {0, 0};
+    gauss_image(&im, 380, 360, 77, g, 5);
+    ck_assert_int_eq(run_text(PIPE_GLOBAL, &im, SF_BACKEND_CPU, 0, "fit.components=maxima", &c),
+                     SF_OK);
+    for (int i = 0; i < c.nsources; i++) {
+        const long long n = c.sources[i].npix;
+        if (n > 2048 && n <= 3 * 2048)
+            big[0] = n;
+        else if (n > 4 * 2048)
+            big[1] = n;
+    }
+    ck_assert_msg(big[0] && big[1], "islands of %lld and %lld pixels: want one of 2 to 3 tiles "
+                  "of 2048 and one of more than 4", big[0], big[1]);
+    sf_run_result_free(&c);
+    gpu_same(PIPE_GLOBAL, &im, 0, NULL, "big islands");
+    gpu_same(PIPE_GLOBAL, &im, 0, "fit.components=maxima", "big islands");
+    gpu_same(PIPE_RADIO, &im, 3, NULL, "big islands, bane");
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
 START_TEST(gpu_real)
 {
     static const char *files[] = {"radio_parkes_1904-66_SIN.fits",
@@ -593,6 +625,7 @@ int main(void)
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, gpu_sims);
     tcase_add_test(gpu, gpu_awkward);
+    tcase_add_test(gpu, gpu_big_islands);
     tcase_add_test(gpu, gpu_real);
     tcase_set_timeout(gpu, 900);
     return sftest_main(s, &gpu, 1);
