@@ -405,6 +405,37 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* A threshold stage after the segment stage makes a new mask that no
+ * longer holds every labelled pixel: the fit still fits each island's
+ * pixels (the labels'), so its components are those of the run without it
+ * (it reads labels only under a mask the labels were made from). */
+START_TEST(test_rethreshold)
+{
+    static const double g[][6] = {{40, 40, 40, 4, 3, 20}, {25, 90, 70, 3, 3, 0},
+                                  {30, 60, 100, 5, 2.5, -40}};
+    sf_image im;
+    sf_run_result a, b;
+    gauss_image(&im, 130, 130, 5, g, 3);
+    ck_assert_int_eq(run_text(PIPE_GLOBAL, &im, SF_BACKEND_CPU, 0, NULL, &a), SF_OK);
+    ck_assert_int_eq(run_text("background method=global\nthreshold nsigma=5 flood=3\n"
+                              "segment connectivity=8 min_area=3\nthreshold nsigma=15 flood=10\n"
+                              "measure\nfit\n",
+                              &im, SF_BACKEND_CPU, 0, NULL, &b),
+                     SF_OK);
+    ck_assert_int_eq(a.ncomps, 3);
+    ck_assert_int_eq(b.ncomps, a.ncomps);
+    for (int i = 0; i < a.ncomps; i++) {
+        ck_assert_msg(b.comps[i].npix == a.comps[i].npix, "component %d: %d pixels fitted, not %d",
+                      i + 1, b.comps[i].npix, a.comps[i].npix);
+        ck_assert(b.comps[i].amp == a.comps[i].amp && b.comps[i].x0 == a.comps[i].x0 &&
+                  b.comps[i].y0 == a.comps[i].y0);
+    }
+    sf_run_result_free(&a);
+    sf_run_result_free(&b);
+    sf_image_free(&im, NULL);
+}
+END_TEST
+
 START_TEST(test_render)
 {
     /* the model of the fitted components taken from the image leaves the
@@ -573,6 +604,11 @@ START_TEST(gpu_big_islands)
     gpu_same(PIPE_GLOBAL, &im, 0, NULL, "big islands");
     gpu_same(PIPE_GLOBAL, &im, 0, "fit.components=maxima", "big islands");
     gpu_same(PIPE_RADIO, &im, 3, NULL, "big islands, bane");
+    /* a second threshold after the segment stage: its mask no longer holds
+     * every labelled pixel, so the GPU's fit must read every label */
+    gpu_same("background method=global\nthreshold nsigma=5 flood=3\n"
+             "segment connectivity=8 min_area=3\nthreshold nsigma=30 flood=20\nmeasure\nfit\n",
+             &im, 0, NULL, "threshold again after segment");
     sf_image_free(&im, NULL);
 }
 END_TEST
@@ -621,6 +657,7 @@ int main(void)
     tcase_add_test(cpu, test_edges);
     tcase_add_test(cpu, test_threads);
     tcase_add_test(cpu, test_render);
+    tcase_add_test(cpu, test_rethreshold);
     tcase_set_timeout(cpu, 300);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, gpu_sims);

@@ -331,6 +331,7 @@ static void drop_detections(sf_state *s)
     sf_state_drop_deblend(s);
     sf_state_drop_fit(s);
     s->nlabels = s->nsources = 0;
+    s->labels_in_mask = 0;
 }
 
 /* The kept maps of r (host copies) moved to the device of g: after the

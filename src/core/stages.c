@@ -375,7 +375,8 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
     if (st == SF_OK) {
         s->have |= SF_DATA_MASK;
         s->thr = q;
-        s->seg_npix = 0; /* a new mask: the labels' count no longer holds */
+        s->seg_npix = 0;       /* a new mask: the labels' count no longer holds */
+        s->labels_in_mask = 0; /* nor does their place inside it */
     }
     return st;
 }
@@ -408,6 +409,7 @@ static sf_status seg_run(sf_state *s, const void *pp, int gpu)
              : sf_segment_cpu(&s->mask, &q, &s->labels, &s->nlabels);
     if (st == SF_OK) {
         s->have |= SF_DATA_LABELS;
+        s->labels_in_mask = 1;
         s->seg_min_area = q.min_area;
         s->seg_conn = q.connectivity;
         sf_state_drop_deblend(s); /* labels of islands again */
@@ -600,7 +602,7 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
     memset(&in, 0, sizeof in);
     in.bkg = s->have_maps ? &s->bkgmap : NULL;
     in.rms = s->have_maps ? &s->rmsmap : NULL;
-    in.mask = (s->have & SF_DATA_MASK) ? &s->mask : NULL;
+    in.mask = (s->have & SF_DATA_MASK) && s->labels_in_mask ? &s->mask : NULL;
     in.level = (float)s->bkg.median;
     in.sigma = (float)s->bkg.sigma;
     in.subtract = 1;

@@ -39,6 +39,10 @@ struct sf_state {
     int seg_min_area, seg_conn; /* the segment stage's resolved min_area and connectivity */
     long long seg_npix;     /* GPU: the pixels the segment stage labelled, 0 unknown (for
                                the deblend stage: sf_deblend_in.npix) */
+    int labels_in_mask;     /* the labels were made from the current mask (a segment stage
+                               since the last threshold; the deblend stage splits islands
+                               in place): every labelled pixel is set in it (the fit
+                               stage's GPU reads labels only there: sf_fit_in.mask) */
     int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
