@@ -275,26 +275,32 @@ static void gpu_vs_cpu(const char *what, const sf_image *im, const sf_labels *la
     di.data = upload(g, im->data, nx, ny, sizeof(float), istride);  /* NaN padding */
     dl.data = upload(g, lab->data, nx, ny, sizeof(int32_t), lstride); /* label -1 padding */
     ck_assert_int_eq(sf_gpu_malloc(g, (void **)&d, (n ? n : 1) * sizeof *d), SF_OK);
-    sftest_poison(g, d, (n ? n : 1) * sizeof *d);
-    ck_assert_msg(sf_measure_gpu(g, &di, &dl, n, a ? &da : NULL, &p, d) == SF_OK, "%s: %s", what,
-                  sf_errdetail());
-    ck_assert_int_eq(sf_gpu_to_host(g, h, d, n * sizeof *h), SF_OK);
-    for (int i = 0; i < n; i++)
-        if (memcmp(&c[i], &h[i], sizeof *h)) {
-            size_t off = 0;
-            while (((unsigned char *)&c[i])[off] == ((unsigned char *)&h[i])[off])
-                off++;
-            ck_abort_msg("%s: source %d differs first in %s: cpu npix %lld flux %.17g x %.17g "
-                         "y %.17g peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d "
-                         "npeaks %d x_err %.17g; gpu npix %lld flux %.17g x %.17g y %.17g "
-                         "peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d npeaks %d "
-                         "x_err %.17g",
-                         what, i + 1, field_at(off), c[i].npix, c[i].flux_sum, c[i].x, c[i].y,
-                         c[i].peak, c[i].peak_x, c[i].peak_y, c[i].x2, c[i].a, c[i].theta,
-                         c[i].flags, c[i].npeaks, c[i].x_err, h[i].npix, h[i].flux_sum, h[i].x,
-                         h[i].y, h[i].peak, h[i].peak_x, h[i].peak_y, h[i].x2, h[i].a,
-                         h[i].theta, h[i].flags, h[i].npeaks, h[i].x_err);
-        }
+    /* with the mask, twice: labels looked for everywhere, then (make_aux's
+     * mask is set where the labels are) only under the mask */
+    for (int lim = 0; lim <= (a != NULL); lim++) {
+        da.labels_in_mask = lim;
+        sftest_poison(g, d, (n ? n : 1) * sizeof *d);
+        ck_assert_msg(sf_measure_gpu(g, &di, &dl, n, a ? &da : NULL, &p, d) == SF_OK, "%s: %s",
+                      what, sf_errdetail());
+        ck_assert_int_eq(sf_gpu_to_host(g, h, d, n * sizeof *h), SF_OK);
+        for (int i = 0; i < n; i++)
+            if (memcmp(&c[i], &h[i], sizeof *h)) {
+                size_t off = 0;
+                while (((unsigned char *)&c[i])[off] == ((unsigned char *)&h[i])[off])
+                    off++;
+                ck_abort_msg("%s%s: source %d differs first in %s: cpu npix %lld flux %.17g "
+                             "x %.17g y %.17g peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g "
+                             "flags %d npeaks %d x_err %.17g; gpu npix %lld flux %.17g x %.17g y %.17g "
+                             "peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d npeaks %d "
+                             "x_err %.17g",
+                             what, lim ? " (labels under the mask)" : "", i + 1, field_at(off),
+                             c[i].npix, c[i].flux_sum, c[i].x, c[i].y,
+                             c[i].peak, c[i].peak_x, c[i].peak_y, c[i].x2, c[i].a, c[i].theta,
+                             c[i].flags, c[i].npeaks, c[i].x_err, h[i].npix, h[i].flux_sum,
+                             h[i].x, h[i].y, h[i].peak, h[i].peak_x, h[i].peak_y, h[i].x2, h[i].a,
+                             h[i].theta, h[i].flags, h[i].npeaks, h[i].x_err);
+            }
+    }
     sf_gpu_free(g, di.data);
     sf_gpu_free(g, dl.data);
     sf_gpu_free(g, db.data);

@@ -73,6 +73,9 @@ typedef struct {
     const sf_mask *mask;       /* detection mask: a pixel is a seed when bit 0 is set
                                   (threshold.h: 1 = seed, 2 = flood only; a one-level
                                   mask is all 1); NULL: npeaks = -1 */
+    int labels_in_mask;        /* 1: the labels were made from mask (every labelled pixel
+                                  is set in it): the GPU looks for labels only where it
+                                  is set; 0: in every pixel */
 } sf_measure_aux;
 
 /* Bits of sf_source.flags. */

@@ -537,7 +537,8 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
     /* the background (when a stage made it), its maps, the mask's seeds */
     sf_measure_aux aux = {(s->have & SF_DATA_BKG) ? &s->bkg : NULL,
                           s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
-                          (s->have & SF_DATA_MASK) ? &s->mask : NULL};
+                          (s->have & SF_DATA_MASK) ? &s->mask : NULL,
+                          (s->have & SF_DATA_MASK) && s->labels_in_mask};
     if ((st = sf_state_maps(s)))
         return st;
     /* the catalogue's buffer: its size is known only now */

@@ -42,7 +42,8 @@ struct sf_state {
     int labels_in_mask;     /* the labels were made from the current mask (a segment stage
                                since the last threshold; the deblend stage splits islands
                                in place): every labelled pixel is set in it (the fit
-                               stage's GPU reads labels only there: sf_fit_in.mask) */
+                               and measure stages' GPU read labels only there:
+                               sf_fit_in.mask, sf_measure_aux.labels_in_mask) */
     int *db_parent;         /* host, after a deblend stage: island of each object (nlabels + 1) */
     int *db_nchild;         /* host: objects of each island (db_nislands + 1) */
     int db_nislands;
