@@ -56,6 +56,7 @@
 #include <string.h>
 #include "common.cuh"
 #include "fix_atomic.cuh"
+#include "scan_small.cuh"
 #include "skyfind/deblend.h"
 #include "deblend_calc.h"
 
@@ -1225,10 +1226,8 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                 if (side)
                     SF_TRY(sf_gpu_join(g, 2));
                 // 3. the offsets of the trees and objects
-                c = cub1;
-                SF_CUDA(cub::DeviceScan::ExclusiveSum(ct, c, ncap, nbase, L + 1, g->stream));
-                c = cub1;
-                SF_CUDA(cub::DeviceScan::ExclusiveSum(ct, c, ocap, obase, L + 1, g->stream));
+                SF_TRY(sf_scan_excl(g->stream, ncap, nbase, L + 1, ct, cub1));
+                SF_TRY(sf_scan_excl(g->stream, ocap, obase, L + 1, ct, cub1));
                 db_totals<<<1, 1, 0, g->stream>>>(nbase + L, obase + L, (long long *)(hdr + 4));
                 SF_LAUNCHED();
                 {
@@ -1345,8 +1344,7 @@ extern "C" sf_status sf_deblend_gpu(sf_gpu *g, const sf_image *det, const sf_deb
                     if (side)
                         SF_TRY(sf_gpu_join(g, 2));
                 }
-                c = cub2;
-                SF_CUDA(cub::DeviceScan::ExclusiveSum(ct2, c, count, base, L + 1, g->stream));
+                SF_TRY(sf_scan_excl(g->stream, count, base, L + 1, ct2, cub2));
                 {
                     // the objects' count and the trees' errors come down
                     // while db_fill (which needs neither) runs

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <cub/cub.cuh>
 #include "common.cuh"
+#include "scan_small.cuh"
 #include "skyfind/fit.h"
 #include "fit_calc.h"
 #include "fit_host.h"
@@ -704,7 +705,7 @@ extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_
                                                                     cap);
             SF_LAUNCHED();
         }
-        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, t1, cap, poff, N + 1, s));
+        SF_TRY(sf_scan_excl(s, cap, poff, N + 1, tmp, tmp_bytes));
         if (in->npix > 0 && in->npix <= (long long)UINT_MAX) {
             // the segment stage's count bounds the rooms' total: no download
             // (and no wait for it) before the pixels' buffers are sized
@@ -750,13 +751,9 @@ extern "C" sf_status sf_fit_gpu_device(sf_gpu *g, const sf_image *img, const sf_
     // where each island's components and Jacobian rows go
     SF_CUDA(cudaMemsetAsync(nc + N, 0, sizeof(int), s));
     SF_CUDA(cudaMemsetAsync(jsz + N, 0, sizeof(unsigned long long), s));
-    {
-        size_t tb = tmp_bytes;
-        // nc is int: scan it as unsigned (counts are >= 0)
-        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, tb, (unsigned *)nc, coff, N + 1, s));
-        tb = tmp_bytes;
-        SF_CUDA(cub::DeviceScan::ExclusiveSum(tmp, tb, jsz, joff, N + 1, s));
-    }
+    // nc is int: scan it as unsigned (counts are >= 0)
+    SF_TRY(sf_scan_excl(s, (const unsigned *)nc, coff, N + 1, tmp, tmp_bytes));
+    SF_TRY(sf_scan_excl(s, jsz, joff, N + 1, tmp, tmp_bytes));
     fit_totals<<<1, 1, 0, s>>>(coff + N, joff + N, pend + N, d_tot);
     SF_LAUNCHED();
     SF_TRY(sf_gpu_to_host(g, &tot, d_tot, sizeof tot));
