@@ -369,10 +369,39 @@ fail:
 // The download's mirror of h2d: the copy engine fills the pinned chunks
 // (up to SF_STAGE_N ahead) while host threads empty each one into dst
 // (stage maps and check images of 268 MB at 8192^2).
+// A small download on the context's stream (the stages' counts and totals)
+// lands in the last SF_BOUNCE bytes of the pinned buffer, then is copied
+// out: a pageable destination made the driver stage the copy itself, a few
+// microseconds more a call, while the device waited. Other threads' copies
+// (the batch engine's lanes) use their own streams and do not come here;
+// the stages that use the pinned buffer themselves read it back before
+// their next download. SKYFIND_D2H_BOUNCE=0 (a developer knob, for A/B
+// runs): the plain copy, as before.
+#define SF_BOUNCE 4096
+static int bounce_on(void)
+{
+    const char *v = getenv("SKYFIND_D2H_BOUNCE");
+    return !(v && !strcmp(v, "0"));
+}
+
+static sf_status d2h_bounce(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
+{
+    sf_status st = SF_OK;
+    char *b = (char *)g->pinned + g->pinned_bytes - SF_BOUNCE;
+    SF_CUDA(cudaMemcpyAsync(b, src, bytes, cudaMemcpyDeviceToHost, s));
+    SF_CUDA(cudaStreamSynchronize(s));
+    memcpy(dst, b, bytes);
+fail:
+    return st;
+}
+
 static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;
     const size_t nk = (bytes + SF_STAGE_CHUNK - 1) / SF_STAGE_CHUNK;
+    if (bytes <= SF_BOUNCE && s == g->stream && g->pinned && g->pinned_bytes >= 2 * SF_BOUNCE &&
+        bounce_on())
+        return d2h_bounce(g, s, dst, src, bytes);
     if (!stage_take(g, dst, bytes))
         return plain_copy(s, dst, src, bytes, cudaMemcpyDeviceToHost);
     for (size_t k = 0; k < nk + SF_STAGE_N; k++) {
