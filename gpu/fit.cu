@@ -153,7 +153,8 @@ static __device__ void fit_sort_tile(const unsigned *__restrict__ src, unsigned 
 #pragma unroll
     for (int q = 0; q < FIT_SORT_ITEMS; q++) {
         const unsigned i = threadIdx.x * FIT_SORT_ITEMS + q;
-        k[q] = i < n ? src[i] : 0xFFFFFFFFu; // past n: after every key (a stable sort keeps ties in order)
+        // past n: after every key (a stable sort keeps ties in order)
+        k[q] = i < n ? src[i] : 0xFFFFFFFFu;
     }
     fit_sort_block(tmp).Sort(k, 0, bits);
 #pragma unroll

@@ -290,8 +290,8 @@ static void gpu_vs_cpu(const char *what, const sf_image *im, const sf_labels *la
                     off++;
                 ck_abort_msg("%s%s: source %d differs first in %s: cpu npix %lld flux %.17g "
                              "x %.17g y %.17g peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g "
-                             "flags %d npeaks %d x_err %.17g; gpu npix %lld flux %.17g x %.17g y %.17g "
-                             "peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d npeaks %d "
+                             "flags %d npeaks %d x_err %.17g; gpu npix %lld flux %.17g x %.17g "
+                             "y %.17g peak %.9g (%d,%d) x2 %.17g a %.17g theta %.17g flags %d npeaks %d "
                              "x_err %.17g",
                              what, lim ? " (labels under the mask)" : "", i + 1, field_at(off),
                              c[i].npix, c[i].flux_sum, c[i].x, c[i].y,
