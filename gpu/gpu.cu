@@ -366,9 +366,6 @@ fail:
     return st;
 }
 
-// The download's mirror of h2d: the copy engine fills the pinned chunks
-// (up to SF_STAGE_N ahead) while host threads empty each one into dst
-// (stage maps and check images of 268 MB at 8192^2).
 // A small download on the context's stream (the stages' counts and totals)
 // lands in the last SF_BOUNCE bytes of the pinned buffer, then is copied
 // out: a pageable destination made the driver stage the copy itself, a few
@@ -395,6 +392,10 @@ fail:
     return st;
 }
 
+// The download's mirror of h2d: the copy engine fills the pinned chunks
+// (up to SF_STAGE_N ahead) while host threads empty each one into dst
+// (stage maps and check images of 268 MB at 8192^2); small ones bounce
+// (above).
 static sf_status d2h(sf_gpu *g, cudaStream_t s, void *dst, const void *src, size_t bytes)
 {
     sf_status st = SF_OK;

@@ -96,6 +96,15 @@ static __device__ __forceinline__ void ms_scan_flush(int l, const ms_scan_state 
         atomicAdd(&fl[(size_t)(l - 1) * 2 + 1], a->npeaks);
 }
 
+// Run r's row y and its pixels [x0, x1) (rpr runs a row).
+static __device__ __forceinline__ void ms_run_span(long long r, int rpr, int nx, int *y, int *x0,
+                                                   int *x1)
+{
+    *y = (int)(r / rpr);
+    *x0 = (int)(r - (long long)*y * rpr) * MS_RUN;
+    *x1 = min(*x0 + MS_RUN, nx);
+}
+
 // (a0) The runs (MS_RUN consecutive pixels of a row) that hold a label, on
 // a list (mbits[MS_NACTIVE] of them) that (a) and (b) walk: most runs hold
 // none, and four 16-byte loads of the labels tell; with lm, the mask the
@@ -119,9 +128,8 @@ static __global__ void ms_list_kernel(const int32_t *__restrict__ lab, size_t ls
         const long long r = base + lane;
         int any = 0;
         if (r < nruns) {
-            const int y = (int)(r / rpr);
-            const int x0 = (int)(r - (long long)y * rpr) * MS_RUN;
-            const int x1 = min(x0 + MS_RUN, nx);
+            int y, x0, x1;
+            ms_run_span(r, rpr, nx, &y, &x0, &x1);
             const int32_t *lrow = lab + (size_t)y * lstride;
             const uint8_t *mrow = lm ? lm + (size_t)y * lmstride : NULL;
             int look = 1; // the labels to be read
@@ -182,9 +190,8 @@ static __global__ void ms_scan_kernel(const float *__restrict__ img, size_t istr
         ms_scan_state a;
         ms_scan_reset(&a);
         if (r >= 0) {
-            const int y = (int)(r / rpr);
-            const int x0 = (int)(r - (long long)y * rpr) * MS_RUN;
-            const int x1 = min(x0 + MS_RUN, nx);
+            int y, x0, x1;
+            ms_run_span(r, rpr, nx, &y, &x0, &x1);
             const float *row = img + (size_t)y * istride;
             const int32_t *lrow = lab + (size_t)y * lstride;
             for (int x = x0; x < x1; x++) {
@@ -284,9 +291,8 @@ static __global__ void ms_accum_kernel(const float *__restrict__ img, size_t ist
         for (int k = 0; k < MS_NSUM; k++)
             s[k] = sf_fix_zero();
         if (r >= 0) {
-            const int y = (int)(r / rpr);
-            const int x0 = (int)(r - (long long)y * rpr) * MS_RUN;
-            const int x1 = min(x0 + MS_RUN, nx);
+            int y, x0, x1;
+            ms_run_span(r, rpr, nx, &y, &x0, &x1);
             const float *row = img + (size_t)y * istride;
             const int32_t *lrow = lab + (size_t)y * lstride;
             for (int x = x0; x < x1; x++) {

@@ -189,8 +189,8 @@ static sf_status collect(sf_state *s, const sf_run_opts *o, sf_run_result *r)
             r->comps = malloc(((size_t)r->ncomps + 1) * sizeof *r->comps);
             if (!r->comps)
                 return sf_fail(SF_ERR_NOMEM, "%d fitted components", r->ncomps);
-            if (r->ncomps > 0 &&
-                (st = sf_gpu_to_host(o->gpu, r->comps, s->comps_dev, (size_t)r->ncomps * sizeof *r->comps)))
+            if (r->ncomps > 0 && (st = sf_gpu_to_host(o->gpu, r->comps, s->comps_dev,
+                                                      (size_t)r->ncomps * sizeof *r->comps)))
                 return st;
             s->comps_dev = NULL;
         } else {
