@@ -6,8 +6,10 @@
  *   only the middle bins ordered);
  * - bane_node: a node that reads its box (exact integer sums in doubles);
  * - the cell path (bane_cellset, key_sort, bucket_sort, bane_ring_alloc,
- *   bane_cell_fill, lower_near, bane_node_cells): cell-aligned nodes from
- *   sorted cells and their running sums' records;
+ *   bane_cell_fill, lower_near, near_lower, middle_small, median_near,
+ *   bane_node_cells): cell-aligned nodes from sorted cells and their
+ *   running sums' records, each node's median from a window placed by its
+ *   left neighbour's;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
  *   stage (cells, nodes in parallel, fill, maps a node span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
@@ -220,6 +222,8 @@ typedef struct {
     float *v;          /* each cell's finite values, sorted */
     sf_bane_pair *rec; /* their running sums' records (sf_bane_entry) */
     int *cnt;          /* each cell's count */
+    int *rrow;         /* cell row cy's first cell in the ring, (cy % w) ccx: a
+                        * load instead of a division in the nodes' loops */
     int ccx, ccy, w, step, slot, rslot;
 } bane_cellset;
 
@@ -279,57 +283,80 @@ static sf_status bane_ring_alloc(int ccx, int ccy, int step, int span, bane_cell
     c->rslot = sf_bane_rec_slot(step);
     {
         const size_t nc = (size_t)c->w * ccx, n = nc * c->slot;
-        c->v = malloc(n * sizeof *c->v);
+        c->v = malloc((n + 8) * sizeof *c->v); /* 8 past the last slot: median_near's copies */
         c->rec = malloc(nc * c->rslot * sizeof *c->rec);
         c->cnt = malloc(nc * sizeof *c->cnt);
-        if (!c->v || !c->rec || !c->cnt)
+        c->rrow = malloc((size_t)ccy * sizeof *c->rrow);
+        if (!c->v || !c->rec || !c->cnt || !c->rrow)
             return sf_fail(SF_ERR_NOMEM, "background bane: %d rows of sorted cells (%.1f MB)",
                            c->w, (n * 4.0 + nc * c->rslot * 16.0) / 1e6);
+        for (int cy = 0; cy < ccy; cy++)
+            c->rrow[cy] = (cy % c->w) * ccx;
     }
     return SF_OK;
 }
 
 /* Sort a cell's n finite values v (extremes vmin < vmax) as keys k (sf_fkey
  * order) when they spread evenly enough: each value's bucket, one of nb of
- * equal width between the extremes (a monotone map, so the buckets are in
- * value order), the keys placed bucket by bucket, then an insertion sort
- * that only moves a key within its bucket. Noise fills a cell's buckets
- * evenly (a few values each); a bright source's cell piles most values into
- * a few buckets, where the insertion sort would cost up to n^2/4 moves: then
- * (more than 16 moves a value) it returns 0 with k untouched, for key_sort.
- * The sorted keys are the same either way (one order of the keys); at 17 x
- * 17 cells this is about 1.5x faster than key_sort's four passes, whose
- * counters chain through memory when neighbours share a digit.
- * bk: n bucket numbers of scratch. */
+ * equal width between the extremes (in float: (v - vmin) * scale rounds
+ * monotonically, so the buckets are in value order), the keys placed bucket
+ * by bucket, one branch-free bubble pass (a bucket of two is then in
+ * order), then an insertion sort that only moves a key within its bucket.
+ * Noise fills a cell's buckets evenly (a few values each); a bright
+ * source's cell piles most values into a few buckets, where the insertion
+ * sort would cost up to n^2/4 moves: then (more than 16 moves a value) it
+ * returns 0 with k untouched, for key_sort, as it does when the extremes
+ * are too far apart for float arithmetic. The sorted keys are the same
+ * either way (one order of the keys); at 17 x 17 cells this is about 2x
+ * faster than key_sort's four passes, whose counters chain through memory
+ * when neighbours share a digit. bk: n bucket numbers of scratch. */
 #define BUCKETS_MAX 4096
 static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *k,
                        unsigned short *bk)
 {
     unsigned short start[BUCKETS_MAX + 1];
     int nb = 16;
-    long cost = 0;
+    long pairs = 0; /* pairs of values sharing a bucket */
     while (nb < n && nb < BUCKETS_MAX)
         nb <<= 1;
     {
-        const double lo = vmin, scale = (nb - 1) / ((double)vmax - lo);
-        memset(start, 0, (size_t)(nb + 1) * sizeof *start);
-        for (int i = 0; i < n; i++) {
-            const int b = (int)(((double)v[i] - lo) * scale);
-            bk[i] = (unsigned short)b;
-            start[b + 1]++;
+        const double span = (double)vmax - (double)vmin;
+        const float scale = (float)((nb - 1) / span);
+        if (!(span < 1e38) || !(scale > 0.0f) || !(scale < 1e38f))
+            return 0;
+        for (int i = 0; i < n; i++) { /* vectorises */
+            const int b = (int)((v[i] - vmin) * scale);
+            bk[i] = (unsigned short)(b < nb - 1 ? b : nb - 1);
         }
     }
-    for (int b = 1; b <= nb; b++) {
-        cost += (long)start[b] * start[b];
-        start[b] = (unsigned short)(start[b] + start[b - 1]);
-    }
-    if (cost > 16L * n)
+    memset(start, 0, (size_t)(nb + 1) * sizeof *start);
+    for (int i = 0; i < n; i++)
+        pairs += start[bk[i] + 1]++;
+    if (2 * pairs + n > 16L * n) /* the sum of the buckets' squared counts */
         return 0;
+    {
+        unsigned acc = 0;
+        for (int b = 1; b <= nb; b++) {
+            acc += start[b];
+            start[b] = (unsigned short)acc;
+        }
+    }
     for (int i = 0; i < n; i++)
         k[start[bk[i]]++] = sf_fkey(v[i]);
+    {
+        uint32_t carry = k[0];
+        for (int i = 1; i < n; i++) {
+            const uint32_t t = k[i];
+            k[i - 1] = carry < t ? carry : t;
+            carry = carry < t ? t : carry;
+        }
+        k[n - 1] = carry;
+    }
     for (int i = 1; i < n; i++) {
         const uint32_t t = k[i];
         int j = i - 1;
+        if (k[j] <= t)
+            continue;
         while (j >= 0 && k[j] > t) {
             k[j + 1] = k[j];
             j--;
@@ -344,7 +371,7 @@ static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *
 static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 {
     const int step = c->step, nx = img->nx, ny = img->ny;
-    const size_t ci = (size_t)(cy % c->w) * c->ccx + cx, o = ci * c->slot;
+    const size_t ci = (size_t)c->rrow[cy] + cx, o = ci * c->slot;
     uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
     unsigned short bk[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
     float *v = c->v + o, vmin = INFINITY, vmax = -INFINITY;
@@ -389,7 +416,7 @@ static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v,
                           const sf_bane_pair **r)
 {
-    const size_t ci = (size_t)(cy % c->w) * c->ccx + cx;
+    const size_t ci = (size_t)c->rrow[cy] + cx;
     *v = c->v + ci * c->slot;
     *r = c->rec + ci * c->rslot;
     return c->cnt[ci];
@@ -400,6 +427,7 @@ static void bane_cells_free(bane_cellset *c)
     free(c->v);
     free(c->rec);
     free(c->cnt);
+    free(c->rrow);
 }
 
 /* a + sf_bane_lower_f(s + a, b - a, h), the first index of the sorted
@@ -433,11 +461,129 @@ static inline int lower_near(const float *s, int a, int b, float h, int g)
     return lo + sf_bane_lower_f(s + lo, hi - lo, h);
 }
 
+/* The first index of the sorted s[a..b) with s >= h (b if none), near a
+ * guess g (a neighbour's index, a value or two off): the values s[g-2],
+ * ..., s[g+1] below h are counted without a branch (out of the range:
+ * below at its start, above at its end), which is the index when s[g-3] <
+ * h <= s[g+2]; else the search (lower_near) finds it. The branches of a
+ * search or a walk, one misprediction a value, were most of the median's
+ * time. The index does not depend on g. */
+static inline int near_lower(const float *s, int a, int b, float h, int g)
+{
+    int cnt = 0;
+    if (a >= b)
+        return a;
+    g = g < a ? a : (g > b ? b : g);
+    for (int d = -3; d <= 2; d++) {
+        const int j = g + d, jj = j < a ? a : (j >= b ? b - 1 : j);
+        const float x = j < a ? -INFINITY : (j >= b ? INFINITY : s[jj]);
+        if (d == -3 || d == 2) { /* the guards */
+            if (d == -3 ? !(x < h) : !(x >= h))
+                return lower_near(s, a, b, h, g);
+        } else {
+            cnt += x < h;
+        }
+    }
+    return g - 2 + cnt;
+}
+
+/* The k-th smallest (0-based) of the m values v (m <= 64) by their keys
+ * (sf_fkey: -0 before +0, as the GPU's selections), and with two the
+ * float32 mean of ranks k-1 and k (middle's rule): the keys sorted by
+ * insertion, for the few candidates of median_near. */
+static float middle_small(const float *v, int m, int k, int two)
+{
+    uint32_t key[64];
+    for (int i = 0; i < m; i++) {
+        const uint32_t t = sf_fkey(v[i]);
+        int j = i - 1;
+        while (j >= 0 && key[j] > t) {
+            key[j + 1] = key[j];
+            j--;
+        }
+        key[j + 1] = t;
+    }
+    return two ? sf_mean2_f32(sf_fkey_value(key[k - 1]), sf_fkey_value(key[k]))
+               : sf_fkey_value(key[k]);
+}
+
+/* The median of a node's kept values (cells cx0..cx1 x cy0..cy1, kept
+ * ranges ab, nk values, ranks km and k) from a window placed by a guess,
+ * the way a neighbour's median would place it: the kept values below the
+ * guess p are counted (C, each cell's index found by galloping from where
+ * this thread last searched that cell, hint), and the window holds the
+ * ranks km - 16 .. k + 16 if the values near p have the density rho (values
+ * a unit of value; a Gaussian's at its peak). When the window holds ranks
+ * km and k, its values are the candidates: about 34 instead of the 260 of
+ * the general window (bane_node_cells), found in three short searches a
+ * cell instead of four longer ones. Returns 0 when it does not hold them,
+ * and the general window runs. The median is an exact order statistic, so
+ * the guess and the hints change the time, not the value. wk: 3 ints a
+ * cell of scratch. */
+static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1, const int *ab,
+                       int *hint, float p, double rho, size_t km, size_t k, int *wk, float *buf,
+                       float *level)
+{
+    const int ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
+    size_t C = 0, B = 0, M = 0, m = 0;
+    int i = 0;
+    if (!isfinite(p) || !(rho > 0.0) || !isfinite(rho))
+        return 0;
+    for (int cy = cy0; cy <= cy1; cy++)
+        for (int cx = cx0; cx <= cx1; cx++, i++) {
+            const size_t ci = (size_t)c->rrow[cy] + cx;
+            const float *v = c->v + ci * c->slot;
+            const int a = ab[2 * i], b = ab[2 * i + 1];
+            const int l = near_lower(v, a, b, p, hint[ci]);
+            hint[ci] = l;
+            wk[i] = l;
+            C += (size_t)(l - a);
+        }
+    {
+        const double vlo = (double)p + ((double)km - (double)C - 16.0) / rho,
+                     vhi = (double)p + ((double)k - (double)C + 17.0) / rho;
+        const float flo = (float)vlo, fhi = (float)vhi;
+        if (!(flo <= fhi))
+            return 0;
+        i = 0;
+        for (int cy = cy0; cy <= cy1; cy++)
+            for (int cx = cx0; cx <= cx1; cx++, i++) {
+                const float *v = c->v + ((size_t)c->rrow[cy] + cx) * c->slot;
+                const int a = ab[2 * i], b = ab[2 * i + 1], l = wk[i];
+                /* below l every value is < p, from l on >= p */
+                const int la = near_lower(v, a, b, flo, l), ub = near_lower(v, la, b, fhi, la > l ? la : l);
+                wk[ncl + 2 * i] = la;
+                wk[ncl + 2 * i + 1] = ub;
+                B += (size_t)(la - a);
+                M += (size_t)(ub - la);
+            }
+    }
+    if (!(B <= km && k < B + M))
+        return 0;
+    i = 0;
+    for (int cy = cy0; cy <= cy1; cy++)
+        for (int cx = cx0; cx <= cx1; cx++, i++) {
+            const float *v = c->v + ((size_t)c->rrow[cy] + cx) * c->slot;
+            const int la = wk[ncl + 2 * i], nv = wk[ncl + 2 * i + 1] - la;
+            /* a cell holds a value or two of the window: four copied at
+             * once (buf and the ring have room), the count decides */
+            memcpy(buf + m, v + la, 4 * sizeof *buf);
+            for (int j = 4; j < nv; j++)
+                buf[m + j] = v[la + j];
+            m += (size_t)nv;
+        }
+    *level = m <= 64 ? middle_small(buf, (int)m, (int)(k - B), km != k)
+                     : middle(buf, m, k - B, km != k);
+    return 1;
+}
+
 /* One cell-aligned node (see bane_node for the rule); ab: 8 ints a cell and
  * 4 more of scratch (two ranges a cell, then each cell's range sums), buf:
- * candidates for the median. */
+ * candidates for the median; guess: a neighbour's level (NaN: none), hint:
+ * the thread's last index searched in each ring cell (median_near). */
 static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0, int x1, int y0,
-                           int y1, int *ab, float *buf, float *level, float *rms)
+                           int y1, int *ab, float *buf, float guess, int *hint, float *level,
+                           float *rms)
 {
     const int step = p->step, cx0 = x0 / step, cx1 = (x1 - 1) / step, cy0 = y0 / step,
               cy1 = (y1 - 1) / step, ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
@@ -509,6 +655,11 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     nk = (size_t)n;
     k = nk / 2;
     km = nk & 1 ? k : k - 1;
+    if (median_near(c, cx0, cx1, cy0, cy1, ab, hint, isnan(guess) ? (float)mean : guess,
+                    0.3989422804014327 * (double)nk / sigma, km, k, (int *)xs, buf, level)) {
+        *rms = (float)sigma;
+        return it;
+    }
     for (int tries = 0;; tries++) {
         double w = tries < 5 ? sigma / 32.0 * (double)(1 << (3 * tries)) : INFINITY;
         double vlo = tries < 5 ? mean - w : -INFINITY, vhi = tries < 5 ? mean + w : INFINITY;
@@ -656,7 +807,8 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     fb = malloc((size_t)nb * sizeof(float));
     fs = malloc((size_t)nb * sizeof(float));
     iters = malloc((size_t)nb * sizeof *iters);
-    buf = malloc((size_t)nt * bane_per(p, nx, ny) * sizeof(float));
+    /* a thread's candidates, 4 more for median_near's copies */
+    buf = malloc((size_t)nt * (bane_per(p, nx, ny) + 4) * sizeof(float));
     ccx = (nx + step - 1) / step;
     ccy = (ny + step - 1) / step;
     cm = malloc((size_t)ccx * ccy * sizeof(float));
@@ -665,7 +817,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         goto fail;
     }
     {
-        size_t per = bane_per(p, nx, ny);
+        size_t per = bane_per(p, nx, ny) + 4;
         unsigned *hist = malloc((size_t)nt * BANE_BINS * sizeof *hist);
         if (!hist) {
             s = sf_fail(SF_ERR_NOMEM, "background bane: histograms");
@@ -673,7 +825,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         }
         const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 8 * (p->box / step) * (p->box / step) + 4;
-        bane_cellset cl = {NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
+        bane_cellset cl = {NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
         /* node rows a group (below): one at a time on one thread (the
          * ring stays smallest), else 8; SKYFIND_BANE_ROWS=K (a developer
          * knob, for A/B timings) sets it */
@@ -684,6 +836,16 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         if (!abuf || (use_cells && (s = bane_ring_alloc(ccx, ccy, step, p->box / step + group - 1, &cl)) != SF_OK)) {
             if (!abuf)
                 s = sf_fail(SF_ERR_NOMEM, "background bane: cell ranges");
+            free(abuf);
+            free(hist);
+            bane_cells_free(&cl);
+            goto fail;
+        }
+        /* each thread's search hints in the ring's cells (median_near) */
+        const size_t nhint = use_cells ? (size_t)cl.w * ccx : 0;
+        int *hints = calloc(nt * nhint + 1, sizeof *hints);
+        if (!hints) {
+            s = sf_fail(SF_ERR_NOMEM, "background bane: search hints");
             free(abuf);
             free(hist);
             bane_cells_free(&cl);
@@ -701,6 +863,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
 #pragma omp parallel
         {
             int tid = 0, built = -1; /* the last cell row in the ring (the same in every thread) */
+            int last = -1; /* the node this thread did last */
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
@@ -736,17 +899,22 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                         int x0, x1, y0, y1;
                         sf_bane_box(px, p->box, nx, &x0, &x1);
                         sf_bane_box(py, p->box, ny, &y0, &y1);
+                        /* the left neighbour's level, when this thread did it */
+                        const float guess = ix > 0 && last == i - 1 ? nb_b[i - 1] : NAN;
                         iters[i] = bane_node_cells(&cl, p, x0, x1, y0, y1,
                                                    abuf + (size_t)tid * per_ab,
-                                                   buf + (size_t)tid * per, &nb_b[i], &nb_s[i]);
+                                                   buf + (size_t)tid * per, guess,
+                                                   hints + (size_t)tid * nhint, &nb_b[i], &nb_s[i]);
                     } else {
                         iters[i] = bane_node(img, p, cm, ccx, px, py, buf + (size_t)tid * per,
                                              hist + (size_t)tid * BANE_BINS, &nb_b[i], &nb_s[i]);
                     }
+                    last = i;
                 }
             }
         }
         free(abuf);
+        free(hints);
         bane_cells_free(&cl);
         for (int i = 0; i < nb; i++) {
             if (iters[i] > niter)

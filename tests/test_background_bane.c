@@ -6,6 +6,7 @@
  * on real images. The agreement with BANE's own maps and Aegean's local_rms
  * is tests/py/test_background_ref.py's. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include "skyfind/threshold.h"
 #include "skyfind/fits.h"
 #include "background_bane.h"
+#include "fixsum.h" /* sf_fkey */
+#include "select.h"  /* sf_mean2_f32 */
 
 static sf_bkg_params bane_params(int step, int box)
 {
@@ -69,6 +72,12 @@ static void running_ref(const float *s, int c, double *a1, double *a2)
             }
         }
     }
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -334,25 +343,99 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* The nodes whose box is whole, checked against BANE's rule recomputed
+ * here pixel by pixel in double: each level is the exact median of the
+ * box's kept pixels (bit for bit, so a zero keeps its sign: the kept
+ * pixels' middle value by sf_fkey order, -0 before +0) and each rms their
+ * standard deviation. Returns the nodes checked. */
+static int check_cell_medians(const sf_image *im, const sf_image *b, const sf_image *r,
+                              const sf_bkg_params *p)
+{
+    const int n = im->nx, step = p->step, h = p->box / 2;
+    float *kept = malloc((size_t)p->box * p->box * sizeof *kept);
+    int checked = 0;
+    ck_assert_ptr_nonnull(kept);
+    for (int py = h; py + h <= n; py += step)
+        for (int px = h; px + h <= n; px += step) {
+            double lo = -INFINITY, hi = INFINITY, mean, sigma, s1 = 0, s2 = 0;
+            int m = 0;
+            for (int y = py - h; y < py + h; y++)
+                for (int x = px - h; x < px + h; x++) {
+                    const double v = im->data[(size_t)y * n + x];
+                    s1 += v;
+                    s2 += v * v;
+                    m++;
+                }
+            mean = s1 / m;
+            sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
+            for (int it = 0; it < SF_BANE_PASSES; it++) {
+                double l = lo, hh = hi, s0 = sigma;
+                int c = 0;
+                sf_bane_bounds(mean, sigma, p->kappa, &l, &hh);
+                s1 = s2 = 0;
+                for (int y = py - h; y < py + h; y++)
+                    for (int x = px - h; x < px + h; x++) {
+                        const double v = im->data[(size_t)y * n + x];
+                        if (v > l && v < hh) {
+                            s1 += v;
+                            s2 += v * v;
+                            c++;
+                        }
+                    }
+                if (!c)
+                    break;
+                lo = l;
+                hi = hh;
+                m = c;
+                mean = s1 / m;
+                sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
+                if (sf_bane_settled(s0, sigma))
+                    break;
+            }
+            m = 0;
+            for (int y = py - h; y < py + h; y++)
+                for (int x = px - h; x < px + h; x++)
+                    if (sf_bane_kept(im->data[(size_t)y * n + x], lo, hi))
+                        kept[m++] = im->data[(size_t)y * n + x];
+            {
+                /* the middle value(s) by key order, as the sorted cells hold them */
+                uint32_t *key = (uint32_t *)kept;
+                float want, klo, khi;
+                for (int i = 0; i < m; i++)
+                    key[i] = sf_fkey(kept[i]);
+                qsort(key, (size_t)m, sizeof *key, cmp_key);
+                khi = sf_fkey_value(key[m / 2]);
+                klo = sf_fkey_value(key[m % 2 ? m / 2 : m / 2 - 1]);
+                want = m % 2 ? khi : sf_mean2_f32(klo, khi);
+                const float got = b->data[(size_t)py * n + px], rms = r->data[(size_t)py * n + px];
+                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0,
+                              "node (%d,%d): level %.9g, the kept pixels' median %.9g", px, py,
+                              got, want);
+                ck_assert_msg(fabs(rms - sigma) <= 1e-6 * sigma, "node (%d,%d): rms %.9g, want %.9g",
+                              px, py, rms, sigma);
+                checked++;
+            }
+        }
+    free(kept);
+    return checked;
+}
+
 /* The cell path's node level is the exact median of the box's kept pixels
- * (BANE's rule, recomputed here pixel by pixel in double) and its rms their
- * standard deviation, at every node whose box is whole. Three bands of
- * rows: noise quantised to 1/64 (many equal values, and zeros of both
- * signs); values in [0, 1/16) with one 1.0 a cell (about ten values in each
- * of the cell sort's buckets that hold any, which its insertion sort
- * orders); noise in [-1, 1). With a bright compact source (its cells crowd
- * a few buckets, so the sort falls back to its radix passes) and a single
- * 1e6 pixel. A cell sorted wrongly would give a wrong median. */
+ * and its rms their standard deviation (check_cell_medians), at every node
+ * whose box is whole. Three bands of rows: noise quantised to 1/64 (many
+ * equal values, and zeros of both signs); values in [0, 1/16) with one 1.0
+ * a cell (about ten values in each of the cell sort's buckets that hold
+ * any, which its insertion sort orders); noise in [-1, 1). With a bright
+ * compact source (its cells crowd a few buckets, so the sort falls back to
+ * its radix passes) and a single 1e6 pixel. A cell sorted wrongly would
+ * give a wrong median. */
 START_TEST(test_cell_medians)
 {
-    const int step = 17, box = 102, n = 12 * step, h = box / 2;
+    const int step = 17, box = 102, n = 12 * step;
     sf_image im, b, r;
     sf_bkg_stats st;
     sf_bkg_params p = bane_params(step, box);
     unsigned long long u = 12345;
-    float *kept = malloc((size_t)box * box * sizeof *kept);
-    int checked = 0;
-    ck_assert_ptr_nonnull(kept);
     ck_assert(sf_bane_use_cells(step, box));
     sf_image_alloc(&im, n, n, SF_HOST, NULL);
     for (int i = 0; i < n * n; i++) {
@@ -375,60 +458,55 @@ START_TEST(test_cell_medians)
     im.data[(size_t)(3 * step + 4) * n + 8 * step + 9] = 1e6f;
     sftest_maps_alloc(&b, &r, n, n);
     ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
-    for (int py = h; py + h <= n; py += step)
-        for (int px = h; px + h <= n; px += step) {
-            double lo = -INFINITY, hi = INFINITY, mean, sigma, s1 = 0, s2 = 0;
-            int m = 0;
-            for (int y = py - h; y < py + h; y++)
-                for (int x = px - h; x < px + h; x++) {
-                    const double v = im.data[(size_t)y * n + x];
-                    s1 += v;
-                    s2 += v * v;
-                    m++;
-                }
-            mean = s1 / m;
-            sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
-            for (int it = 0; it < SF_BANE_PASSES; it++) {
-                double l = lo, hh = hi, s0 = sigma;
-                int c = 0;
-                sf_bane_bounds(mean, sigma, p.kappa, &l, &hh);
-                s1 = s2 = 0;
-                for (int y = py - h; y < py + h; y++)
-                    for (int x = px - h; x < px + h; x++) {
-                        const double v = im.data[(size_t)y * n + x];
-                        if (v > l && v < hh) {
-                            s1 += v;
-                            s2 += v * v;
-                            c++;
-                        }
-                    }
-                if (!c)
-                    break;
-                lo = l;
-                hi = hh;
-                m = c;
-                mean = s1 / m;
-                sigma = sqrt(fmax(s2 / m - mean * mean, 0.0));
-                if (sf_bane_settled(s0, sigma))
-                    break;
-            }
-            m = 0;
-            for (int y = py - h; y < py + h; y++)
-                for (int x = px - h; x < px + h; x++)
-                    if (sf_bane_kept(im.data[(size_t)y * n + x], lo, hi))
-                        kept[m++] = im.data[(size_t)y * n + x];
-            {
-                const float want = sf_median_f32(kept, (size_t)m);
-                const float got = b.data[(size_t)py * n + px], rms = r.data[(size_t)py * n + px];
-                ck_assert_msg(got == want, "node (%d,%d): level %.9g, the kept pixels' median %.9g",
-                              px, py, got, want);
-                ck_assert_msg(fabs(rms - sigma) <= 1e-6 * sigma, "node (%d,%d): rms %.9g, want %.9g",
-                              px, py, rms, sigma);
-                checked++;
-            }
+    ck_assert_int_eq(check_cell_medians(&im, &b, &r, &p), 49);
+    free3(&im, &b, &r);
+}
+END_TEST
+
+/* The same on what radio images hold: Gaussian noise with point sources
+ * (a few hundred a node's box, where each node's median is found from a
+ * window around its left neighbour's, the candidates a few dozen) and a
+ * band of noise ten times stronger whose medians jump between node rows;
+ * a stretch of exact zeros of both signs (the zero median's sign); on one
+ * thread and on several (a thread's first node has no neighbour's guess). */
+START_TEST(test_cell_medians_noise)
+{
+    const int step = 17, box = 102, n = 16 * step;
+    sf_image im, b, r;
+    sf_bkg_stats st;
+    sf_bkg_params p = bane_params(step, box);
+    unsigned long long u = 777;
+    sf_image_alloc(&im, n, n, SF_HOST, NULL);
+    for (int i = 0; i < n * n; i++) {
+        double g = 0.0;
+        for (int k = 0; k < 4; k++) { /* about Gaussian: four uniforms */
+            u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+            g += (double)(u >> 11) / 9007199254740992.0 - 0.5;
         }
-    ck_assert_int_eq(checked, 49);
-    free(kept);
+        const int y = i / n, x = i % n;
+        im.data[i] = (float)(1e-4 * g * (y >= 10 * step && y < 12 * step ? 10.0 : 1.0) + 2e-6);
+        if (y < step && x < 7 * step) /* zeros of both signs, more than half of a box */
+            im.data[i] = (i & 1) ? -0.0f : 0.0f;
+    }
+    for (int s = 0; s < 40; s++) { /* point sources, 5-50 sigma */
+        const int sx = 10 + (s * 97) % (n - 20), sy = 10 + (s * 61) % (n - 20);
+        for (int y = sy - 4; y <= sy + 4; y++)
+            for (int x = sx - 4; x <= sx + 4; x++)
+                im.data[(size_t)y * n + x] += (float)(1e-4 * (5 + s) *
+                                                      exp(-((x - sx) * (x - sx) + (y - sy) * (y - sy)) / 4.0));
+    }
+    sftest_maps_alloc(&b, &r, n, n);
+#ifdef _OPENMP
+    const int nt0 = omp_get_max_threads();
+    for (int t = 1; t <= 3; t += 2) {
+        omp_set_num_threads(t);
+#endif
+        ck_assert_int_eq(sf_background_cpu(&im, &p, &st, &b, &r), SF_OK);
+        ck_assert_int_eq(check_cell_medians(&im, &b, &r, &p), 121);
+#ifdef _OPENMP
+    }
+    omp_set_num_threads(nt0);
+#endif
     free3(&im, &b, &r);
 }
 END_TEST
@@ -693,6 +771,7 @@ int main(void)
     tcase_add_test(cpu, test_params);
     tcase_add_test(cpu, test_threads);
     tcase_add_test(cpu, test_cell_medians);
+    tcase_add_test(cpu, test_cell_medians_noise);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);
