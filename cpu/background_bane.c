@@ -108,10 +108,10 @@ static float bane_median(float *v, size_t n, unsigned *hist)
             c += hist[b++];
         bhi = b;
     }
-    for (size_t i = 0; i < n; i++) {
-        unsigned b = (unsigned)(((double)v[i] - (double)vmin) * scale);
-        if (b >= blo && b <= bhi)
-            v[m++] = v[i];
+    for (size_t i = 0; i < n; i++) { /* compacted without a branch (half of them are taken) */
+        const unsigned b = (unsigned)(((double)v[i] - (double)vmin) * scale);
+        v[m] = v[i];
+        m += b >= blo && b <= bhi;
     }
     /* v[0..m) holds ranks below .. below+m-1, km and k among them */
     return middle(v, m, k - below, km != k);
@@ -137,18 +137,20 @@ static int bane_node(const sf_image *img, const sf_bkg_params *p, const float *c
     }
     area = (long long)(x1 - x0) * (y1 - y0);
     k = sf_bane_scale_for(sf_bane_cells_max(cm, ccx, p->step, x0, x1, y0, y1), area);
-    for (int y = y0; y < y1; y++) {
+    for (int y = y0; y < y1; y++) { /* the finite pixels, compacted without a branch */
         const float *row = img->data + (size_t)y * img->stride;
-        for (int x = x0; x < x1; x++)
-            if (isfinite(row[x])) {
-                buf[n++] = row[x];
-                sf_bane_add(&t, row[x], &k);
-            }
+        for (int x = x0; x < x1; x++) {
+            buf[n] = row[x];
+            n += isfinite(row[x]) != 0;
+        }
     }
     if (!n) {
         *level = *rms = NAN;
         return 0;
     }
+    /* their sums are exact (background_bane.h), so bane_sums' lanes give
+     * the bits sf_bane_add gives pixel by pixel */
+    t = bane_sums(buf, n, -INFINITY, INFINITY, &k);
     sf_bane_mean_sigma(t, &k, &mean, &sigma);
     while (it < SF_BANE_PASSES) {
         double l = lo, h = hi, s0 = sigma;
@@ -168,9 +170,11 @@ static int bane_node(const sf_image *img, const sf_bkg_params *p, const float *c
     }
     /* the kept pixels, compacted, for their exact median */
     nk = 0;
-    for (size_t i = 0; i < n; i++)
-        if (sf_bane_kept(buf[i], lo, hi))
-            buf[nk++] = buf[i];
+    for (size_t i = 0; i < n; i++) { /* buf holds finite pixels only */
+        const float f = buf[i];
+        buf[nk] = f;
+        nk += (double)f > lo && (double)f < hi;
+    }
     *level = bane_median(buf, nk, hist);
     *rms = (float)sigma;
     return it;
