@@ -493,22 +493,32 @@ static inline int near_lower(const float *s, int a, int b, float h, int g)
 
 /* The k-th smallest (0-based) of the m values v (m <= 64) by their keys
  * (sf_fkey: -0 before +0, as the GPU's selections), and with two the
- * float32 mean of ranks k-1 and k (middle's rule): the keys sorted by
- * insertion, for the few candidates of median_near. */
+ * float32 mean of ranks k-1 and k (middle's rule), for the few candidates
+ * of median_near: the value at rank k is the key x with fewer than k + 1
+ * keys below it and more than k at or below it, each count taken against
+ * every key (a loop of compares that vectorises, where an insertion sort
+ * mispredicted a branch a value). */
 static float middle_small(const float *v, int m, int k, int two)
 {
-    uint32_t key[64];
+    int32_t key[64]; /* sf_fkey with its top bit flipped: signed order */
+    int32_t hi = 0, lo = 0;
+    for (int i = 0; i < m; i++)
+        key[i] = (int32_t)(sf_fkey(v[i]) ^ 0x80000000u);
     for (int i = 0; i < m; i++) {
-        const uint32_t t = sf_fkey(v[i]);
-        int j = i - 1;
-        while (j >= 0 && key[j] > t) {
-            key[j + 1] = key[j];
-            j--;
+        const int32_t x = key[i];
+        int lt = 0, le = 0;
+        for (int j = 0; j < m; j++) {
+            lt += key[j] < x;
+            le += key[j] <= x;
         }
-        key[j + 1] = t;
+        hi = lt <= k && k < le ? x : hi;
+        lo = lt <= k - 1 && k - 1 < le ? x : lo;
     }
-    return two ? sf_mean2_f32(sf_fkey_value(key[k - 1]), sf_fkey_value(key[k]))
-               : sf_fkey_value(key[k]);
+    {
+        const float fh = sf_fkey_value((uint32_t)hi ^ 0x80000000u),
+                    fl = sf_fkey_value((uint32_t)lo ^ 0x80000000u);
+        return two ? sf_mean2_f32(fl, fh) : fh;
+    }
 }
 
 /* The median of a node's kept values (cells cx0..cx1 x cy0..cy1, kept
