@@ -491,6 +491,35 @@ static inline int near_lower(const float *s, int a, int b, float h, int g)
     return g - 2 + cnt;
 }
 
+/* A clipping pass's new kept range inside the last one [a, b): the first
+ * index with s > l (upper) and the first with s >= h (lower), as
+ * sf_bane_upper_from_f and sf_bane_lower_from_f find them. A pass clips a
+ * value or two at a cell's ends, so the four values at the end are counted
+ * without a branch, and the gallop runs only when all four are clipped. */
+static inline int pass_upper(const float *s, int a, int b, float l)
+{
+    int cnt = 0;
+    if (a >= b)
+        return a;
+    for (int d = 0; d < 4; d++) {
+        const int j = a + d, jj = j < b ? j : b - 1;
+        cnt += j < b && s[jj] <= l;
+    }
+    return cnt < 4 ? a + cnt : sf_bane_upper_from_f(s, a + 4, b, l);
+}
+
+static inline int pass_lower(const float *s, int a, int b, float h)
+{
+    int cnt = 0;
+    if (a >= b)
+        return a;
+    for (int d = 1; d <= 4; d++) {
+        const int j = b - d, jj = j >= a ? j : a;
+        cnt += j >= a && s[jj] >= h;
+    }
+    return cnt < 4 ? b - cnt : sf_bane_lower_from_f(s, a, b - 4, h);
+}
+
 /* The k-th smallest (0-based) of the m values v (m <= 64) by their keys
  * (sf_fkey: -0 before +0, as the GPU's selections), and with two the
  * float32 mean of ranks k-1 and k (middle's rule), for the few candidates
@@ -639,8 +668,8 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
                 const float *v;
                 const sf_bane_pair *r;
                 const int cnt = cell_at(c, cx, cy, &v, &r);
-                int a = sf_bane_upper_from_f(v, ab[2 * i], ab[2 * i + 1], fl),
-                    b = sf_bane_lower_from_f(v, ab[2 * i], ab[2 * i + 1], fh);
+                int a = pass_upper(v, ab[2 * i], ab[2 * i + 1], fl),
+                    b = pass_lower(v, ab[2 * i], ab[2 * i + 1], fh);
                 if (b < a)
                     b = a;
                 /* a range the pass left as it was keeps its sums */
