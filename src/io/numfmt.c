@@ -12,6 +12,7 @@
  * point removed. */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include "numfmt.h"
@@ -21,6 +22,21 @@ static const long double P10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e
                                     1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
                                     1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
                                     1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+
+/* Does long double arithmetic carry its 64 bits here? (valgrind, for one,
+ * computes x87 long doubles in double precision: the roundings above would
+ * then be wrong, so everything goes to snprintf.) Checked once. */
+static int ld_ok(void)
+{
+    static atomic_int ok = -1;
+    int v = atomic_load_explicit(&ok, memory_order_relaxed);
+    if (v < 0) {
+        volatile long double one = 1.0L, tiny = 0x1p-63L;
+        v = one + tiny != one;
+        atomic_store_explicit(&ok, v, memory_order_relaxed);
+    }
+    return v;
+}
 
 /* v 10^k: every power up to 10^27 is exact in long double, so each step
  * rounds once */
@@ -44,7 +60,7 @@ int sf_fmt_g(char *buf, size_t cap, double v, int prec)
     char d[16];
     char *o = buf;
     int e2, e10, X = 0, ok = 0;
-    if (prec < 1 || prec > 12 || !isfinite(v) || cap < 32)
+    if (prec < 1 || prec > 12 || !isfinite(v) || cap < 32 || !ld_ok())
         return -1;
     if (signbit(v)) {
         *o++ = '-';
