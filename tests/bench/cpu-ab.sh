@@ -5,8 +5,9 @@
 # catalogue out); the median and the lowest of the process's wall time and
 # of each stage's time and of the read, decode and write phases (the run
 # report), and whether the two builds' catalogues (CSV, and the component
-# table when there is one) are byte-identical. Optionally SExtractor on the same files, file to file, with
-# tests/bench/peers/pipeline_peers.py's configuration (SEXTRACTOR=path; its
+# table when there is one) are byte-identical. Optionally SExtractor on the
+# same files, file to file, with the harness's configuration (written by
+# tests/bench/peers/pipeline_peers.py --sex-config; SEXTRACTOR=path; its
 # BACK_SIZE SEXBOX, default 102: radio.pipe's box on these skies, which
 # harness.py gives it).
 #   [PIPES="radio"] [THREADS=1] [SEXTRACTOR=source-extractor] [SEXBOX=102]
@@ -26,38 +27,6 @@ PY=$(command -v python3)
 fail=0
 : >"$W/times.txt"
 : >"$W/same.txt"
-sex_conf() { # box: the harness's SExtractor configuration (pipeline_peers.py)
-    printf 'NUMBER\nX_IMAGE\nY_IMAGE\nFLUX_ISO\n' >"$W/sf.param"
-    cat >"$W/sf.sex" <<EOF
-CATALOG_NAME $W/sex.cat
-CATALOG_TYPE ASCII_HEAD
-PARAMETERS_NAME $W/sf.param
-DETECT_TYPE CCD
-DETECT_MINAREA 3
-DETECT_THRESH 5
-ANALYSIS_THRESH 5
-THRESH_TYPE RELATIVE
-FILTER N
-DEBLEND_NTHRESH 32
-DEBLEND_MINCONT 1
-CLEAN N
-MASK_TYPE NONE
-WEIGHT_TYPE NONE
-BACK_TYPE AUTO
-BACK_SIZE $1
-BACK_FILTERSIZE 3
-BACKPHOTO_TYPE GLOBAL
-CHECKIMAGE_TYPE NONE
-SATUR_LEVEL 1e20
-GAIN 0
-MEMORY_OBJSTACK 10000
-MEMORY_PIXSTACK 3000000
-MEMORY_BUFSIZE 1024
-NTHREADS $T
-VERBOSE_TYPE QUIET
-WRITE_XML N
-EOF
-}
 for n in $SIZES; do
     "$NEW" simulate -q -n "$n" --seed 11 -o "$W/sim$n.fits" || exit 2
     cat "$W/sim$n.fits" >/dev/null # in the page cache
@@ -92,14 +61,15 @@ EOF
     done
     if [ -n "${SEXTRACTOR:-}" ]; then
         box=${SEXBOX:-102} # radio.pipe's background box on these skies, as harness.py passes it
-        sex_conf "$box"
+        conf=$("$PY" "$(dirname "$0")/peers/pipeline_peers.py" --threads "$T" \
+            --sex-config "$W/sex" --box "$box" --npix $((n * n))) || exit 2
         for r in $(seq "$ROUNDS"); do
             t0=$(date +%s%N)
-            "$SEXTRACTOR" "$W/sim$n.fits" -c "$W/sf.sex" 2>/dev/null || fail=1
+            "$SEXTRACTOR" "$W/sim$n.fits" -c "$conf" 2>/dev/null || fail=1
             t1=$(date +%s%N)
             echo "$n SExtractor - wall $(((t1 - t0) / 1000))" | awk '{print $1, $2, $3, $4, $5 / 1e3}' >>"$W/times.txt"
         done
-        echo "$n SExtractor box $box: $(grep -vc '^#' "$W/sex.cat") sources" >>"$W/same.txt"
+        echo "$n SExtractor box $box: $(grep -vc '^#' "$W/sex/cat.txt") sources" >>"$W/same.txt"
     fi
 done
 "$PY" - "$W/times.txt" "$OUT" <<'EOF'

@@ -29,19 +29,81 @@ Usage: python3 pipeline_peers.py BENCH_JSON --json FILE [--repeat N]
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
 ap = argparse.ArgumentParser()
-ap.add_argument("bench_json", help="bench_pipeline --json output (its images and raw files)")
-ap.add_argument("--json", required=True, help="append one JSON object per row here")
+ap.add_argument("bench_json", nargs="?", help="bench_pipeline --json output (its images and raw files)")
+ap.add_argument("--json", help="append one JSON object per row here")
+ap.add_argument("--sex-config", metavar="DIR", help="only write SExtractor's configuration for "
+                "--box and --npix (DIR/skyfind.sex, reading DIR/skyfind.param, writing DIR/cat.txt): "
+                "what tests/bench/cpu-ab.sh runs it with")
+ap.add_argument("--box", type=int, default=64, help="with --sex-config: BACK_SIZE")
+ap.add_argument("--npix", type=int, default=0, help="with --sex-config: the image's pixels")
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--budget", type=float, default=30.0, help="seconds per tool and image")
 ap.add_argument("--threads", type=int, default=1, help="SExtractor's NTHREADS")
 ap.add_argument("--tools", default="sep,photutils,sextractor")
 ap.add_argument("--pipeline", default="radio", help="the skyfind pipeline the settings follow")
 a = ap.parse_args()
+if not a.sex_config and not (a.bench_json and a.json):
+    ap.error("BENCH_JSON and --json are needed (or --sex-config)")
 for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(v, str(a.threads))
-import numpy as np
 
 NSIGMA, MINAREA, FILTER = 5.0, 3, 3
+
+
+def pixstack(npix):
+    """Pixel stack for SEP and SExtractor: their default (300000), or 1% of
+    the image for large ones. Both allocate it whole on every call, so a
+    needlessly large one costs time (50 million: about a second)."""
+    return max(300_000, npix // 100)
+
+
+
+SEX_PARAMS = "NUMBER\nX_IMAGE\nY_IMAGE\nFLUX_ISO\nISOAREA_IMAGE\n"
+
+
+def sextractor_files(tmp, box, npixstack):
+    """SExtractor's parameter list and configuration in tmp, matched to
+    radio.pipe (the module's note); returns (configuration, catalogue) paths."""
+    conf, par, cat = (os.path.join(tmp, n) for n in ("skyfind.sex", "skyfind.param", "cat.txt"))
+    with open(par, "w") as f:
+        f.write(SEX_PARAMS)
+    with open(conf, "w") as f:
+        f.write(f"""CATALOG_NAME {cat}
+CATALOG_TYPE ASCII_HEAD
+PARAMETERS_NAME {par}
+DETECT_TYPE CCD
+DETECT_MINAREA {MINAREA}
+DETECT_THRESH {NSIGMA}
+ANALYSIS_THRESH {NSIGMA}
+THRESH_TYPE RELATIVE
+FILTER N
+DEBLEND_NTHRESH 32
+DEBLEND_MINCONT 1
+CLEAN N
+MASK_TYPE NONE
+WEIGHT_TYPE NONE
+BACK_TYPE AUTO
+BACK_SIZE {box}
+BACK_FILTERSIZE {FILTER}
+BACKPHOTO_TYPE GLOBAL
+CHECKIMAGE_TYPE NONE
+SATUR_LEVEL 1e20
+GAIN 0
+MEMORY_OBJSTACK 10000
+MEMORY_PIXSTACK {npixstack}
+MEMORY_BUFSIZE 1024
+NTHREADS {a.threads}
+VERBOSE_TYPE QUIET
+WRITE_XML N
+""")
+    return conf, cat
+
+
+if a.sex_config:
+    os.makedirs(a.sex_config, exist_ok=True)
+    print(sextractor_files(a.sex_config, a.box, pixstack(a.npix))[0])
+    sys.exit(0)
+import numpy as np
 
 
 def timed(fn, data):
@@ -61,13 +123,6 @@ def timed(fn, data):
         res = fn(data)
         times.append((time.perf_counter() - t) * 1e3)
     return float(np.median(times)), len(times), res, note
-
-
-def pixstack(npix):
-    """Pixel stack for SEP and SExtractor: their default (300000), or 1% of
-    the image for large ones. Both allocate it whole on every call, so a
-    needlessly large one costs time (50 million: about a second)."""
-    return max(300_000, npix // 100)
 
 
 def run_sep(box):
@@ -112,46 +167,12 @@ def run_photutils(box):
     return fn, f"photutils {photutils.__version__} (one thread)"
 
 
-SEX_PARAMS = "NUMBER\nX_IMAGE\nY_IMAGE\nFLUX_ISO\nISOAREA_IMAGE\n"
-
-
 def run_sextractor(box, tmp, npixstack):
     exe = shutil.which("source-extractor") or shutil.which("sex")
     if not exe:
         raise RuntimeError("no source-extractor (or sex) on PATH")
     ver = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
-    conf, par, cat = (os.path.join(tmp, n) for n in ("skyfind.sex", "skyfind.param", "cat.txt"))
-    with open(par, "w") as f:
-        f.write(SEX_PARAMS)
-    with open(conf, "w") as f:
-        f.write(f"""CATALOG_NAME {cat}
-CATALOG_TYPE ASCII_HEAD
-PARAMETERS_NAME {par}
-DETECT_TYPE CCD
-DETECT_MINAREA {MINAREA}
-DETECT_THRESH {NSIGMA}
-ANALYSIS_THRESH {NSIGMA}
-THRESH_TYPE RELATIVE
-FILTER N
-DEBLEND_NTHRESH 32
-DEBLEND_MINCONT 1
-CLEAN N
-MASK_TYPE NONE
-WEIGHT_TYPE NONE
-BACK_TYPE AUTO
-BACK_SIZE {box}
-BACK_FILTERSIZE {FILTER}
-BACKPHOTO_TYPE GLOBAL
-CHECKIMAGE_TYPE NONE
-SATUR_LEVEL 1e20
-GAIN 0
-MEMORY_OBJSTACK 10000
-MEMORY_PIXSTACK {npixstack}
-MEMORY_BUFSIZE 1024
-NTHREADS {a.threads}
-VERBOSE_TYPE QUIET
-WRITE_XML N
-""")
+    conf, cat = sextractor_files(tmp, box, npixstack)
 
     def fn(fits):
         if os.path.exists(cat):
