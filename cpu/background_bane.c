@@ -11,7 +11,9 @@
  *   running sums' records, each node's median from a window placed by its
  *   left neighbour's;
  * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
- *   stage (cells, nodes in parallel, fill, maps a node span at a time).
+ *   stage (cells, nodes in parallel, fill, maps a node span at a time; on
+ *   the cell path the cells' sorting sets the cell maxima and counts the
+ *   finite pixels, with no pass of bane_cells).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
  * depend on the thread count. */
 #include <math.h>
@@ -228,6 +230,8 @@ typedef struct {
     int *cnt;          /* each cell's count */
     int *rrow;         /* cell row cy's first cell in the ring, (cy % w) ccx: a
                         * load instead of a division in the nodes' loops */
+    float *cm;         /* the grid of cell maxima (bane_cells' rule), set as
+                        * each cell is sorted: its extremes' larger |v| */
     int ccx, ccy, w, step, slot, rslot;
 } bane_cellset;
 
@@ -371,8 +375,9 @@ static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *
 }
 
 /* Cell (cx, cy) into its ring row: its finite values sorted (by sf_fkey
- * order: bucket_sort, else key_sort), then their running sums. */
-static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
+ * order: bucket_sort, else key_sort), then their running sums, and its
+ * maximum |v| into the grid of cell maxima. Returns its finite pixels. */
+static int bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 {
     const int step = c->step, nx = img->nx, ny = img->ny;
     const size_t ci = (size_t)c->rrow[cy] + cx, o = ci * c->slot;
@@ -413,6 +418,8 @@ static void bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
     }
     sf_bane_records(v, n, c->rec + ci * c->rslot);
     c->cnt[ci] = n;
+    c->cm[(size_t)cy * c->ccx + cx] = n ? fmaxf(fabsf(v[0]), fabsf(v[n - 1])) : -1.0f;
+    return n;
 }
 
 /* Cell (cx, cy), in the ring: its sorted values at *v, their running sums'
@@ -868,7 +875,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         }
         const int use_cells = sf_bane_use_cells(step, p->box);
         const int per_ab = 8 * (p->box / step) * (p->box / step) + 4;
-        bane_cellset cl = {NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
+        bane_cellset cl = {NULL, NULL, NULL, NULL, NULL, 0, 0, 1, 1, 1, 0};
         /* node rows a group (below): one at a time on one thread (the
          * ring stays smallest), else 8; SKYFIND_BANE_ROWS=K (a developer
          * knob, for A/B timings) sets it */
@@ -894,7 +901,13 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             bane_cells_free(&cl);
             goto fail;
         }
-        nfinite = bane_cells(img, step, cm, ccx, ccy);
+        /* the cell path sets the cell maxima (which only the nodes that
+         * read pixels use) and counts the finite pixels as it sorts each
+         * cell once: a pass over the image less */
+        if (!use_cells)
+            nfinite = bane_cells(img, step, cm, ccx, ccy);
+        cl.cm = cm;
+        long long filled = 0, nfill = 0; /* cells sorted, their finite pixels */
         tp[1] = prof ? bane_ms() : 0;
         /* node rows a group at a time, every thread on the group: the ring
          * first takes the cell rows the group's boxes reach (it holds them
@@ -928,9 +941,11 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                 }
                 if (need > built) {
                     const int r0 = built + 1, nr = need - built;
-#pragma omp for schedule(static)
-                    for (int t = 0; t < nr * ccx; t++)
-                        bane_cell_fill(img, &cl, t % ccx, r0 + t / ccx);
+#pragma omp for schedule(static) reduction(+ : filled, nfill)
+                    for (int t = 0; t < nr * ccx; t++) {
+                        nfill += bane_cell_fill(img, &cl, t % ccx, r0 + t / ccx);
+                        filled++;
+                    }
                     built = need;
                 }
 #pragma omp for schedule(dynamic, 4)
@@ -959,6 +974,14 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         free(abuf);
         free(hints);
         bane_cells_free(&cl);
+        if (use_cells)
+            nfinite = nfill;
+        if (use_cells && filled != (long long)ccx * ccy) { /* every cell row is in a box */
+            s = sf_fail(SF_ERR_INTERNAL, "background bane: %lld of %lld cells sorted", filled,
+                        (long long)ccx * ccy);
+            free(hist);
+            goto fail;
+        }
         for (int i = 0; i < nb; i++) {
             if (iters[i] > niter)
                 niter = iters[i];
