@@ -83,21 +83,22 @@ static int sf_cat_put_s(char *buf, size_t cap, const sf_cat_col *c, const sf_cat
                         const char *nan_text)
 {
     double v = c->get(r);
-    int w, p;
+    int w;
     /* "%d", "%lld" and "%.Pg" by numfmt.c (the same bytes, several times
-     * faster); snprintf for any other format, or where numfmt declines */
+     * faster: the column says which, sf_cat_set); snprintf for any other
+     * format, or where numfmt declines */
     if (c->type == SF_COL_INT) {
-        if (!strcmp(c->fmt, "%d") && (w = sf_fmt_int(buf, cap, (int)v)) >= 0)
+        if (c->plain_int && (w = sf_fmt_int(buf, cap, (int)v)) >= 0)
             return w;
         return snprintf(buf, cap, c->fmt, (int)v);
     }
     if (c->type == SF_COL_LONG) {
-        if (!strcmp(c->fmt, "%lld") && (w = sf_fmt_int(buf, cap, (long long)v)) >= 0)
+        if (c->plain_int && (w = sf_fmt_int(buf, cap, (long long)v)) >= 0)
             return w;
         return snprintf(buf, cap, c->fmt, (long long)v);
     }
     if (isfinite(v)) {
-        if ((p = sf_fmt_g_prec(c->fmt)) && (w = sf_fmt_g(buf, cap, v, p)) >= 0)
+        if (c->gprec && (w = sf_fmt_g(buf, cap, v, c->gprec)) >= 0)
             return w;
         return snprintf(buf, cap, c->fmt, v);
     }

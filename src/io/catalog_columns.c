@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "catalog_columns.h"
+#include "numfmt.h"
 
 #define SF_BUNIT "\x01" /* unit placeholder: the image's BUNIT */
 
@@ -344,6 +345,9 @@ static void sf_cat_set(sf_cat_col *c, const char *name, const char *unit, const 
     c->get = get;
     c->bunit = 0;
     c->coord = 0;
+    /* numfmt.c's formats, decided once a column rather than once a value */
+    c->gprec = type == SF_COL_REAL ? sf_fmt_g_prec(fmt) : 0;
+    c->plain_int = !strcmp(fmt, type == SF_COL_INT ? "%d" : type == SF_COL_LONG ? "%lld" : "");
 }
 
 /* Append nd columns of a table to c (n so far); the new count. */

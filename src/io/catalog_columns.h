@@ -50,6 +50,8 @@ typedef struct {
     double (*get)(const void *row); /* row: the table's row (sf_cat_row or sf_cat_comp_row) */
     int bunit;           /* the unit is the image's BUNIT */
     int coord;           /* a world coordinate (longitude or latitude): the VOTable's COOSYS */
+    int gprec;           /* fmt is "%.Pg": P, which numfmt.c writes (0: snprintf) */
+    int plain_int;       /* fmt is "%d" (int) or "%lld" (long long): numfmt.c writes it */
 } sf_cat_col;
 
 #define SF_CAT_NBASE 31  /* island table: pixel columns, always present */
