@@ -172,10 +172,10 @@ static int bane_node(const sf_image *img, const sf_bkg_params *p, const float *c
     }
     /* the kept pixels, compacted, for their exact median */
     nk = 0;
-    for (size_t i = 0; i < n; i++) { /* buf holds finite pixels only */
+    for (size_t i = 0; i < n; i++) { /* compacted without a branch */
         const float f = buf[i];
         buf[nk] = f;
-        nk += (double)f > lo && (double)f < hi;
+        nk += sf_bane_kept(f, lo, hi);
     }
     *level = bane_median(buf, nk, hist);
     *rms = (float)sigma;
@@ -234,6 +234,19 @@ typedef struct {
                         * each cell is sorted: its extremes' larger |v| */
     int ccx, ccy, w, step, slot, rslot;
 } bane_cellset;
+
+/* Cell (cx, cy)'s place in the ring (its slot ci: values at ci slot,
+ * record at ci rslot, count at ci). */
+static inline size_t cell_index(const bane_cellset *c, int cx, int cy)
+{
+    return (size_t)c->rrow[cy] + cx;
+}
+
+/* Cell (cx, cy)'s sorted values in the ring. */
+static inline const float *cell_values(const bane_cellset *c, int cx, int cy)
+{
+    return c->v + cell_index(c, cx, cy) * c->slot;
+}
 
 /* Sort n keys (sf_fkey order): insertion below 48, else an LSD radix sort
  * of four 8-bit digits through tmp (n keys of scratch), skipping a digit
@@ -380,7 +393,7 @@ static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *
 static int bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 {
     const int step = c->step, nx = img->nx, ny = img->ny;
-    const size_t ci = (size_t)c->rrow[cy] + cx, o = ci * c->slot;
+    const size_t ci = cell_index(c, cx, cy), o = ci * c->slot;
     uint32_t tmp[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
     unsigned short bk[SF_BANE_CELL_STEP_MAX * SF_BANE_CELL_STEP_MAX];
     float *v = c->v + o, vmin = INFINITY, vmax = -INFINITY;
@@ -427,7 +440,7 @@ static int bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
 static inline int cell_at(const bane_cellset *c, int cx, int cy, const float **v,
                           const sf_bane_pair **r)
 {
-    const size_t ci = (size_t)c->rrow[cy] + cx;
+    const size_t ci = cell_index(c, cx, cy);
     *v = c->v + ci * c->slot;
     *r = c->rec + ci * c->rslot;
     return c->cnt[ci];
@@ -581,7 +594,7 @@ static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1
         return 0;
     for (int cy = cy0; cy <= cy1; cy++)
         for (int cx = cx0; cx <= cx1; cx++, i++) {
-            const size_t ci = (size_t)c->rrow[cy] + cx;
+            const size_t ci = cell_index(c, cx, cy);
             const float *v = c->v + ci * c->slot;
             const int a = ab[2 * i], b = ab[2 * i + 1];
             const int l = near_lower(v, a, b, p, hint[ci]);
@@ -598,7 +611,7 @@ static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1
         i = 0;
         for (int cy = cy0; cy <= cy1; cy++)
             for (int cx = cx0; cx <= cx1; cx++, i++) {
-                const float *v = c->v + ((size_t)c->rrow[cy] + cx) * c->slot;
+                const float *v = cell_values(c, cx, cy);
                 const int a = ab[2 * i], b = ab[2 * i + 1], l = wk[i];
                 /* below l every value is < p, from l on >= p */
                 const int la = near_lower(v, a, b, flo, l), ub = near_lower(v, la, b, fhi, la > l ? la : l);
@@ -613,7 +626,7 @@ static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1
     i = 0;
     for (int cy = cy0; cy <= cy1; cy++)
         for (int cx = cx0; cx <= cx1; cx++, i++) {
-            const float *v = c->v + ((size_t)c->rrow[cy] + cx) * c->slot;
+            const float *v = cell_values(c, cx, cy);
             const int la = wk[ncl + 2 * i], nv = wk[ncl + 2 * i + 1] - la;
             /* a cell holds a value or two of the window: four copied at
              * once (buf and the ring have room), the count decides */
@@ -857,8 +870,9 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     fb = malloc((size_t)nb * sizeof(float));
     fs = malloc((size_t)nb * sizeof(float));
     iters = malloc((size_t)nb * sizeof *iters);
-    /* a thread's candidates, 4 more for median_near's copies */
-    buf = malloc((size_t)nt * (bane_per(p, nx, ny) + 4) * sizeof(float));
+    /* a thread's candidates: a box's pixels and 4 more for median_near's copies */
+    const size_t per = bane_per(p, nx, ny) + 4;
+    buf = malloc((size_t)nt * per * sizeof(float));
     ccx = (nx + step - 1) / step;
     ccy = (ny + step - 1) / step;
     cm = malloc((size_t)ccx * ccy * sizeof(float));
@@ -867,7 +881,6 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         goto fail;
     }
     {
-        size_t per = bane_per(p, nx, ny) + 4;
         unsigned *hist = malloc((size_t)nt * BANE_BINS * sizeof *hist);
         if (!hist) {
             s = sf_fail(SF_ERR_NOMEM, "background bane: histograms");
