@@ -1,19 +1,27 @@
 /* Stage `background`, method=bane, CPU twin: BANE's sigma-clipped statistics
  * in a box around every node of a grid, filled, then bilinear maps. The
  * rules, and why the GPU version (gpu/background_bane.cu) gets the same
- * bits, are in src/calc/background_bane.h. Map of this file:
- * - bane_median: the exact median of a node's kept pixels (histogram, then
- *   only the middle bins ordered);
- * - bane_node: a node that reads its box (exact integer sums in doubles);
- * - the cell path (bane_cellset, key_sort, bucket_sort, bane_ring_alloc,
- *   bane_cell_fill, lower_near, near_lower, middle_small, median_near,
- *   bane_node_cells): cell-aligned nodes from sorted cells and their
- *   running sums' records, each node's median from a window placed by its
- *   left neighbour's;
- * - sf_bane_grid_stats, sf_background_bane_cpu: the run summary and the
- *   stage (cells, nodes in parallel, fill, maps a node span at a time; on
- *   the cell path the cells' sorting sets the cell maxima and counts the
- *   finite pixels, with no pass of bane_cells).
+ * bits, are in src/calc/background_bane.h. Map of this file, in order:
+ * - nodes that read their pixels (the far edge's; every node when the box
+ *   is not cell-aligned): bane_sums (a pass's exact sums), middle and
+ *   bane_median (the exact median: histogram, then only the middle bins
+ *   ordered), bane_node; bane_cells, the grid of cell maxima that sets
+ *   their sums' scale when there is no cell path;
+ * - the cell path, for cell-aligned nodes from sorted cells and their
+ *   running sums' records:
+ *   - the ring of cell rows: bane_cellset, cell_index, cell_values;
+ *   - a cell's sort and records: key_sort, bucket_sort, bane_ring_alloc,
+ *     bane_cell_fill (which also sets the cell's maximum and counts its
+ *     finite pixels), cell_at, bane_cells_free;
+ *   - a node's searches in its cells: lower_near (a gallop from a guess),
+ *     near_lower (a few values counted around a guess), pass_upper and
+ *     pass_lower (a clipping pass's new ends);
+ *   - its median from a window placed by its left neighbour's level:
+ *     middle_small, median_near; bane_node_cells, the node;
+ * - the stage: bane_per, sf_bane_no_node, grid_median and
+ *   sf_bane_grid_stats (the run summary), sf_background_bane_cpu (node rows
+ *   a group at a time, the group's cells first; the fill; the maps a node
+ *   span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
  * depend on the thread count. */
 #include <math.h>

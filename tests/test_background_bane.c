@@ -1,7 +1,8 @@
 /* Check suite for `background` method=bane: the cells' running-sum records
  * against the sums kept value by value, the CPU twin on images with a
  * known answer (white noise, a plane, NaN blocks, a box without finite
- * pixels, parameter errors, thread independence), and the GPU version
+ * pixels, parameter errors, thread independence; every whole node's level
+ * the exact median of its kept pixels, check_cell_medians), and the GPU version
  * against the CPU twin, bit for bit, on awkward sizes, steps and boxes and
  * on real images. The agreement with BANE's own maps and Aegean's local_rms
  * is tests/py/test_background_ref.py's. */

@@ -9,7 +9,8 @@
  * engine's state, the buffer pool and the readers; the CPU workers; the GPU
  * workers (uploader, compute thread, the retirement of a GPU after a sticky
  * error, the pinner); the writers and the statistics; the serial path
- * (--no-overlap); sf_batch_run, which sizes and starts all of it. */
+ * (--no-overlap, and one image on the CPU); sf_batch_run, which sizes and
+ * starts all of it. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <math.h>
