@@ -19,6 +19,7 @@
 #include "background_bane.h"
 #include "background_global.h"
 #include "select.h"
+#include "simd.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -146,121 +147,139 @@ static inline void keep(float *reg, size_t top, bkg_part *pt, float v, size_t cw
 /* FULL pass: the kept values lo < v < hi of every chunk (sums of v - shift
  * in four lanes, value x of a row run in lane x % 4), the count below the
  * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
- * values copied into the chunk's region. */
+ * values copied into the chunk's region. A chunk at a time (both builds,
+ * simd.h). */
+SF_SIMD_BODY int full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float wlo,
+                                 float whi, float elo, float ehi)
+{
+    const size_t top = c->cap - 1;
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    float *reg = c->reg + (size_t)k * c->cap;
+    size_t len, end = chunk_start(c, k + 1);
+    for (size_t i = chunk_start(c, k); i < end; i += len) {
+        const float *p = run_at(c->img, i, end, &len);
+        size_t x = 0;
+#ifdef __SSE2__
+        {
+            const __m128 LO = _mm_set1_ps(lo), HI = _mm_set1_ps(hi), WLO = _mm_set1_ps(wlo),
+                         WHI = _mm_set1_ps(whi), ELO = _mm_set1_ps(elo), EHI = _mm_set1_ps(ehi),
+                         PINF = _mm_set1_ps(INFINITY), NINF = _mm_set1_ps(-INFINITY);
+            const __m128d SH = _mm_set1_pd(sh);
+            __m128d a0 = _mm_setr_pd(q[0], q[1]), a1 = _mm_setr_pd(q[2], q[3]);
+            __m128d b0 = _mm_setr_pd(q2[0], q2[1]), b1 = _mm_setr_pd(q2[2], q2[3]);
+            __m128 mn = _mm_set1_ps(pt.mn), mx = _mm_set1_ps(pt.mx);
+            __m128i cnt = _mm_setzero_si128(), blw = _mm_setzero_si128();
+            for (; x + 4 <= len; x += 4) {
+                const __m128 v = _mm_loadu_ps(p + x);
+                const __m128 in = _mm_and_ps(_mm_cmpgt_ps(v, LO), _mm_cmplt_ps(v, HI));
+                const __m128d d0 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(v), SH),
+                                              _mm_castps_pd(_mm_unpacklo_ps(in, in)));
+                const __m128d d1 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(v, v)), SH),
+                                              _mm_castps_pd(_mm_unpackhi_ps(in, in)));
+                a0 = _mm_add_pd(a0, d0);
+                a1 = _mm_add_pd(a1, d1);
+                b0 = _mm_add_pd(b0, _mm_mul_pd(d0, d0));
+                b1 = _mm_add_pd(b1, _mm_mul_pd(d1, d1));
+                cnt = _mm_sub_epi32(cnt, _mm_castps_si128(in));
+                mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, PINF)));
+                mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, NINF)));
+                blw = _mm_sub_epi32(blw, _mm_castps_si128(_mm_and_ps(in, _mm_cmplt_ps(v, WLO))));
+                {
+                    const __m128 win = _mm_and_ps(_mm_cmpge_ps(v, WLO), _mm_cmple_ps(v, WHI));
+                    const __m128 col = _mm_and_ps(
+                        in, _mm_or_ps(win, _mm_or_ps(_mm_cmple_ps(v, ELO), _mm_cmpge_ps(v, EHI))));
+                    const int cm = _mm_movemask_ps(col), wm = _mm_movemask_ps(win);
+                    for (int j = 0; j < 4; j++)
+                        keep(reg, top, &pt, p[x + j], (size_t)(cm & wm) >> j & 1,
+                             (size_t)(cm & ~wm) >> j & 1);
+                }
+            }
+            {
+                float f[4];
+                int32_t u[4];
+                _mm_storeu_pd(q, a0);
+                _mm_storeu_pd(q + 2, a1);
+                _mm_storeu_pd(q2, b0);
+                _mm_storeu_pd(q2 + 2, b1);
+                _mm_storeu_si128((__m128i *)u, cnt);
+                pt.n += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
+                _mm_storeu_si128((__m128i *)u, blw);
+                pt.below += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
+                _mm_storeu_ps(f, mn);
+                for (int j = 0; j < 4; j++)
+                    pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
+                _mm_storeu_ps(f, mx);
+                for (int j = 0; j < 4; j++)
+                    pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
+            }
+        }
+#endif
+        for (; x < len; x++)
+            FULL_ONE(p[x], x & 3);
+    }
+    pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+    pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+    c->part[k] = pt;
+    c->efill[k] = pt.ecnt;
+    c->wwin[k] = pt.wwin;
+    return 0;
+}
+SF_SIMD_KERNEL(int, full_chunk,
+               (bkg_ctx *c, int k, float lo, float hi, double sh, float wlo, float whi, float elo,
+                float ehi),
+               (c, k, lo, hi, sh, wlo, whi, elo, ehi))
+
 static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, float whi, float elo,
                       float ehi)
 {
-    const double sh = (double)shift;
-    const size_t top = c->cap - 1;
 #pragma omp parallel for schedule(static) num_threads(c->nth)
-    for (int k = 0; k < BKG_CHUNKS; k++) {
-        bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
-        double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
-        float *reg = c->reg + (size_t)k * c->cap;
-        size_t len, end = chunk_start(c, k + 1);
-        for (size_t i = chunk_start(c, k); i < end; i += len) {
-            const float *p = run_at(c->img, i, end, &len);
-            size_t x = 0;
-#ifdef __SSE2__
-            {
-                const __m128 LO = _mm_set1_ps(lo), HI = _mm_set1_ps(hi), WLO = _mm_set1_ps(wlo),
-                             WHI = _mm_set1_ps(whi), ELO = _mm_set1_ps(elo), EHI = _mm_set1_ps(ehi),
-                             PINF = _mm_set1_ps(INFINITY), NINF = _mm_set1_ps(-INFINITY);
-                const __m128d SH = _mm_set1_pd(sh);
-                __m128d a0 = _mm_setr_pd(q[0], q[1]), a1 = _mm_setr_pd(q[2], q[3]);
-                __m128d b0 = _mm_setr_pd(q2[0], q2[1]), b1 = _mm_setr_pd(q2[2], q2[3]);
-                __m128 mn = _mm_set1_ps(pt.mn), mx = _mm_set1_ps(pt.mx);
-                __m128i cnt = _mm_setzero_si128(), blw = _mm_setzero_si128();
-                for (; x + 4 <= len; x += 4) {
-                    const __m128 v = _mm_loadu_ps(p + x);
-                    const __m128 in = _mm_and_ps(_mm_cmpgt_ps(v, LO), _mm_cmplt_ps(v, HI));
-                    const __m128d d0 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(v), SH),
-                                                  _mm_castps_pd(_mm_unpacklo_ps(in, in)));
-                    const __m128d d1 = _mm_and_pd(_mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(v, v)), SH),
-                                                  _mm_castps_pd(_mm_unpackhi_ps(in, in)));
-                    a0 = _mm_add_pd(a0, d0);
-                    a1 = _mm_add_pd(a1, d1);
-                    b0 = _mm_add_pd(b0, _mm_mul_pd(d0, d0));
-                    b1 = _mm_add_pd(b1, _mm_mul_pd(d1, d1));
-                    cnt = _mm_sub_epi32(cnt, _mm_castps_si128(in));
-                    mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, PINF)));
-                    mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(in, v), _mm_andnot_ps(in, NINF)));
-                    blw = _mm_sub_epi32(blw, _mm_castps_si128(_mm_and_ps(in, _mm_cmplt_ps(v, WLO))));
-                    {
-                        const __m128 win = _mm_and_ps(_mm_cmpge_ps(v, WLO), _mm_cmple_ps(v, WHI));
-                        const __m128 col = _mm_and_ps(
-                            in, _mm_or_ps(win, _mm_or_ps(_mm_cmple_ps(v, ELO), _mm_cmpge_ps(v, EHI))));
-                        const int cm = _mm_movemask_ps(col), wm = _mm_movemask_ps(win);
-                        for (int j = 0; j < 4; j++)
-                            keep(reg, top, &pt, p[x + j], (size_t)(cm & wm) >> j & 1,
-                                 (size_t)(cm & ~wm) >> j & 1);
-                    }
-                }
-                {
-                    float f[4];
-                    int32_t u[4];
-                    _mm_storeu_pd(q, a0);
-                    _mm_storeu_pd(q + 2, a1);
-                    _mm_storeu_pd(q2, b0);
-                    _mm_storeu_pd(q2 + 2, b1);
-                    _mm_storeu_si128((__m128i *)u, cnt);
-                    pt.n += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
-                    _mm_storeu_si128((__m128i *)u, blw);
-                    pt.below += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
-                    _mm_storeu_ps(f, mn);
-                    for (int j = 0; j < 4; j++)
-                        pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
-                    _mm_storeu_ps(f, mx);
-                    for (int j = 0; j < 4; j++)
-                        pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
-                }
-            }
-#endif
-            for (; x < len; x++)
-                FULL_ONE(p[x], x & 3);
-        }
-        pt.s = (q[0] + q[1]) + (q[2] + q[3]);
-        pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
-        c->part[k] = pt;
-        c->efill[k] = pt.ecnt;
-        c->wwin[k] = pt.wwin;
-    }
+    for (int k = 0; k < BKG_CHUNKS; k++)
+        (void)full_chunk(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
     c->wsorted = 0;
 }
 #undef FULL_ONE
 
 /* EDGE pass: in every region, the edge values now clipped (v <= lo below,
  * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
- * values left on either side. */
+ * values left on either side. A chunk at a time (both builds, simd.h). */
+SF_SIMD_BODY int edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
+                                 float ehi)
+{
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    size_t cl = 0, ch = 0, rl = 0, rh = 0;
+    for (size_t i = 0; i < c->efill[k]; i++) { /* branch-free, four lanes */
+        const float v = reg[i];
+        const int low = v <= elo, high = v >= ehi; /* bitwise: no branches */
+        const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
+        const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
+        q[i & 3] += d;
+        q2[i & 3] += d * d;
+        cl += (size_t)cl1;
+        ch += (size_t)ch1;
+        rl += (size_t)(low & !cl1);
+        rh += (size_t)(high & !ch1);
+    }
+    pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+    pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+    pt.n = cl;
+    pt.below = ch;
+    pt.rlo = rl;
+    pt.rhi = rh;
+    c->part[k] = pt;
+    return 0;
+}
+SF_SIMD_KERNEL(int, edge_chunk,
+               (bkg_ctx *c, int k, float lo, float hi, double sh, float elo, float ehi),
+               (c, k, lo, hi, sh, elo, ehi))
+
 static void edge_pass(bkg_ctx *c, float lo, float hi, float shift, float elo, float ehi)
 {
-    const double sh = (double)shift;
 #pragma omp parallel for schedule(static) num_threads(c->nth)
-    for (int k = 0; k < BKG_CHUNKS; k++) {
-        bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
-        const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
-        double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
-        size_t cl = 0, ch = 0, rl = 0, rh = 0;
-        for (size_t i = 0; i < c->efill[k]; i++) { /* branch-free, four lanes */
-            const float v = reg[i];
-            const int low = v <= elo, high = v >= ehi; /* bitwise: no branches */
-            const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
-            const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
-            q[i & 3] += d;
-            q2[i & 3] += d * d;
-            cl += (size_t)cl1;
-            ch += (size_t)ch1;
-            rl += (size_t)(low & !cl1);
-            rh += (size_t)(high & !ch1);
-        }
-        pt.s = (q[0] + q[1]) + (q[2] + q[3]);
-        pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
-        pt.n = cl;
-        pt.below = ch;
-        pt.rlo = rl;
-        pt.rhi = rh;
-        c->part[k] = pt;
-    }
+    for (int k = 0; k < BKG_CHUNKS; k++)
+        (void)edge_chunk(c, k, lo, hi, (double)shift, elo, ehi);
 }
 
 /* The chunks' partials added in chunk order. */

@@ -19,15 +19,18 @@
  *   - its median from a window placed by its left neighbour's level:
  *     middle_small, median_near; bane_node_cells, the node;
  * - the stage: bane_per, sf_bane_no_node, grid_median and
- *   sf_bane_grid_stats (the run summary), sf_background_bane_cpu (node rows
+ *   sf_bane_grid_stats (the run summary), map_row (a row of both maps),
+ *   sf_background_bane_cpu (node rows
  *   a group at a time, the group's cells first; the fill; the maps a node
  *   span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
- * depend on the thread count. */
+ * depend on the thread count. bane_cell_fill, bane_node_cells and map_row
+ * have an AVX2 and a baseline build (src/calc/simd.h: the same bits). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "skyfind/background.h"
+#include "simd.h"
 #include "background_bane.h"
 #include "select.h"
 #include "fixsum.h" /* sf_fkey: order-preserving float keys */
@@ -261,7 +264,7 @@ static inline const float *cell_values(const bane_cellset *c, int cx, int cy)
  * that every key shares. h: the four digits' histograms of the keys
  * (h[d][v]: keys whose digit d, from the lowest, is v), counted as the
  * keys were made; destroyed. The sorted keys are the same whichever way. */
-static void key_sort(uint32_t *k, uint32_t *tmp, int n, unsigned h[4][256])
+SF_SIMD_BODY void key_sort(uint32_t *k, uint32_t *tmp, int n, unsigned h[4][256])
 {
     if (n < 48) {
         for (int i = 1; i < n; i++) {
@@ -340,8 +343,8 @@ static sf_status bane_ring_alloc(int ccx, int ccy, int step, int span, bane_cell
  * faster than key_sort's four passes, whose counters chain through memory
  * when neighbours share a digit. bk: n bucket numbers of scratch. */
 #define BUCKETS_MAX 4096
-static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *k,
-                       unsigned short *bk)
+SF_SIMD_BODY int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *k,
+                             unsigned short *bk)
 {
     unsigned short start[BUCKETS_MAX + 1];
     int nb = 16;
@@ -397,8 +400,9 @@ static int bucket_sort(const float *v, int n, float vmin, float vmax, uint32_t *
 
 /* Cell (cx, cy) into its ring row: its finite values sorted (by sf_fkey
  * order: bucket_sort, else key_sort), then their running sums, and its
- * maximum |v| into the grid of cell maxima. Returns its finite pixels. */
-static int bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
+ * maximum |v| into the grid of cell maxima. Returns its finite pixels.
+ * Both builds (simd.h), the sorts inlined into each. */
+SF_SIMD_BODY int bane_cell_fill_body(const sf_image *img, bane_cellset *c, int cx, int cy)
 {
     const int step = c->step, nx = img->nx, ny = img->ny;
     const size_t ci = cell_index(c, cx, cy), o = ci * c->slot;
@@ -442,6 +446,8 @@ static int bane_cell_fill(const sf_image *img, bane_cellset *c, int cx, int cy)
     c->cm[(size_t)cy * c->ccx + cx] = n ? fmaxf(fabsf(v[0]), fabsf(v[n - 1])) : -1.0f;
     return n;
 }
+SF_SIMD_KERNEL(int, bane_cell_fill, (const sf_image *img, bane_cellset *c, int cx, int cy),
+               (img, c, cx, cy))
 
 /* Cell (cx, cy), in the ring: its sorted values at *v, their running sums'
  * record at *r; returns its count. */
@@ -555,7 +561,7 @@ static inline int pass_lower(const float *s, int a, int b, float h)
  * keys below it and more than k at or below it, each count taken against
  * every key (a loop of compares that vectorises, where an insertion sort
  * mispredicted a branch a value). */
-static float middle_small(const float *v, int m, int k, int two)
+SF_SIMD_BODY float middle_small(const float *v, int m, int k, int two)
 {
     int32_t key[64]; /* sf_fkey with its top bit flipped: signed order */
     int32_t hi = 0, lo = 0;
@@ -591,9 +597,9 @@ static float middle_small(const float *v, int m, int k, int two)
  * and the general window runs. The median is an exact order statistic, so
  * the guess and the hints change the time, not the value. wk: 3 ints a
  * cell of scratch. */
-static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1, const int *ab,
-                       int *hint, float p, double rho, size_t km, size_t k, int *wk, float *buf,
-                       float *level)
+SF_SIMD_BODY int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1,
+                             const int *ab, int *hint, float p, double rho, size_t km, size_t k,
+                             int *wk, float *buf, float *level)
 {
     const int ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
     size_t C = 0, B = 0, M = 0, m = 0;
@@ -652,9 +658,9 @@ static int median_near(const bane_cellset *c, int cx0, int cx1, int cy0, int cy1
  * 4 more of scratch (two ranges a cell, then each cell's range sums), buf:
  * candidates for the median; guess: a neighbour's level (NaN: none), hint:
  * the thread's last index searched in each ring cell (median_near). */
-static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0, int x1, int y0,
-                           int y1, int *ab, float *buf, float guess, int *hint, float *level,
-                           float *rms)
+SF_SIMD_BODY int bane_node_cells_body(const bane_cellset *c, const sf_bkg_params *p, int x0,
+                                     int x1, int y0, int y1, int *ab, float *buf, float guess,
+                                     int *hint, float *level, float *rms)
 {
     const int step = p->step, cx0 = x0 / step, cx1 = (x1 - 1) / step, cy0 = y0 / step,
               cy1 = (y1 - 1) / step, ncl = (cx1 - cx0 + 1) * (cy1 - cy0 + 1);
@@ -805,6 +811,10 @@ static int bane_node_cells(const bane_cellset *c, const sf_bkg_params *p, int x0
     *rms = (float)sigma;
     return it;
 }
+SF_SIMD_KERNEL(int, bane_node_cells,
+               (const bane_cellset *c, const sf_bkg_params *p, int x0, int x1, int y0, int y1,
+                int *ab, float *buf, float guess, int *hint, float *level, float *rms),
+               (c, p, x0, x1, y0, y1, ab, buf, guess, hint, level, rms))
 
 /* Pixels of the largest box. */
 static size_t bane_per(const sf_bkg_params *p, int nx, int ny)
@@ -843,6 +853,27 @@ void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfin
     st->niter = niter;
     st->converged = 1;
 }
+
+/* A row of both maps from its column lerps (tb, then bb, ts, bs, nx
+ * apart: along the row's two node rows, of each map) and its fraction ty
+ * between them (both builds, simd.h); NaN where the image is. */
+SF_SIMD_BODY int map_row_body(float *restrict ob, float *restrict os, const float *restrict in,
+                              const double *restrict tb, double ty, int nx)
+{
+    const double *restrict bb = tb + nx, *restrict ts = bb + nx, *restrict bs = ts + nx;
+    for (int x = 0; x < nx; x++) {
+        const float vb = (float)sf_bane_lerp(tb[x], bb[x], ty);
+        const float vs = (float)sf_bane_lerp(ts[x], bs[x], ty);
+        const int nan = isnan(in[x]);
+        ob[x] = nan ? NAN : vb;
+        os[x] = nan ? NAN : vs;
+    }
+    return 0;
+}
+SF_SIMD_KERNEL(int, map_row,
+               (float *restrict ob, float *restrict os, const float *restrict in,
+                const double *restrict tb, double ty, int nx),
+               (ob, os, in, tb, ty, nx))
 
 sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
                                  sf_image *bkg, sf_image *rms)
@@ -1073,13 +1104,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                     }
                 }
             }
-            for (int x = 0; x < nx; x++) {
-                const float vb = (float)sf_bane_lerp(tb[x], bb[x], ty);
-                const float vs = (float)sf_bane_lerp(ts[x], bs[x], ty);
-                const int nan = isnan(in[x]);
-                ob[x] = nan ? NAN : vb;
-                os[x] = nan ? NAN : vs;
-            }
+            (void)map_row(ob, os, in, tb, ty, nx);
         }
     }
     sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);

@@ -13,6 +13,7 @@
 #endif
 #include "skyfind/background.h"
 #include "background_mesh.h"
+#include "simd.h"
 
 /* Per-run results of the mesh pass that sf_background_mesh_cpu reports. */
 typedef struct {
@@ -77,8 +78,8 @@ typedef struct {
  * group g's lane adds its four pixels to ar[g] one after another, as the
  * scalar loop below, in double without fused multiply-adds, so the sums are
  * the same bits; two groups share a vector. Returns the pixels counted. */
-static long long moments_row_sse2(const float *row, int ng, double *ar, double *br, int cut,
-                                  float lcut, float hcut)
+SF_SIMD_BODY long long moments_row_sse2(const float *row, int ng, double *ar, double *br,
+                                        int cut, float lcut, float hcut)
 {
     const __m128 lo = _mm_set1_ps(lcut), hi = _mm_set1_ps(hcut), inf = _mm_set1_ps(INFINITY),
                  absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
@@ -120,8 +121,8 @@ static long long moments_row_sse2(const float *row, int ng, double *ar, double *
 /* The moments of a contiguous w x h mesh in the order of sf_bkg_moments
  * (tiles of tw; 128 thread sums; the tree); cut = 0: finite pixels,
  * cut = 1: lcut <= v <= hcut. */
-static sf_bkg_moments bkg_moments(const float *pix, int w, int h, int tw, int cut, float lcut,
-                                  float hcut)
+SF_SIMD_BODY sf_bkg_moments bkg_moments(const float *pix, int w, int h, int tw, int cut,
+                                        float lcut, float hcut)
 {
     const int ng = tw / 4, rs = SF_BKG_VT / ng;
     sf_bkg_moments m = {0.0, 0.0, 0};
@@ -163,10 +164,11 @@ static sf_bkg_moments bkg_moments(const float *pix, int w, int h, int tw, int cu
 
 /* One mesh, as a CUDA block would do it: finite moments (in the block's
  * order), pre-clip, clipped moments, histogram, backguess. Returns 0 for a
- * bad mesh. Every pass runs on a contiguous copy of the mesh in wk->pix. */
-static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, int by,
-                         bkg_work *wk, float *level, float *rms, int *niter, int *conv,
-                         long long *nfinite)
+ * bad mesh. Every pass runs on a contiguous copy of the mesh in wk->pix.
+ * Both builds (simd.h), with the moments inlined into each. */
+SF_SIMD_BODY int bkg_mesh_stat_body(const sf_image *img, const sf_bkg_params *p, int bx, int by,
+                                   bkg_work *wk, float *level, float *rms, int *niter, int *conv,
+                                   long long *nfinite)
 {
     int x0, y0, w, h, tw = sf_bkg_tile_w(p->box);
     sf_bkg_moments m1, m2;
@@ -209,6 +211,10 @@ static int bkg_mesh_stat(const sf_image *img, const sf_bkg_params *p, int bx, in
                               wk->pre);
     return 1;
 }
+SF_SIMD_KERNEL(int, bkg_mesh_stat,
+               (const sf_image *img, const sf_bkg_params *p, int bx, int by, bkg_work *wk,
+                float *level, float *rms, int *niter, int *conv, long long *nfinite),
+               (img, p, bx, by, wk, level, rms, niter, conv, nfinite))
 
 static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bkg_mesh *mesh,
                               bkg_mesh_info *info)
@@ -372,6 +378,38 @@ static void bkg_grids(const float *m, int nbx, int nby, int cubic, float *my, fl
         sf_bkg_spline_d2(g + x, (size_t)nbx, nby, gy + x, u);
 }
 
+/* One row of both maps from the row's nodes and their x-derivatives
+ * (both builds, simd.h): sf_bkg_cubic_k with each column's terms from the
+ * tables (dxt, then cxt, ccx, ttx, nx apart), segment by segment of
+ * columns between two nodes; NaN pixels of the image get NaN after. */
+SF_SIMD_BODY int interp_row_body(float *restrict ob, float *restrict os, const float *nodeb,
+                                 const float *nodes, const float *dnb, const float *dns,
+                                 const bkg_seg *seg, int nseg, const float *restrict dxt,
+                                 const float *restrict in, int nx)
+{
+    const float *restrict cxt = dxt + nx, *restrict ccx = dxt + 2 * (size_t)nx,
+                *restrict ttx = dxt + 3 * (size_t)nx;
+    for (int g = 0; g < nseg; g++) {
+        int k = seg[g].k;
+        float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
+        float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
+        for (int x = seg[g].start; x < seg[g].end; x++) {
+            ob[x] = sf_bkg_cubic_k(b0, b1, db0, db1, cxt[x], ccx[x], dxt[x], ttx[x]);
+            os[x] = sf_bkg_cubic_k(s0, s1, ds0, ds1, cxt[x], ccx[x], dxt[x], ttx[x]);
+        }
+    }
+    for (int x = 0; x < nx; x++)
+        ob[x] = isnan(in[x]) ? NAN : ob[x];
+    for (int x = 0; x < nx; x++)
+        os[x] = isnan(in[x]) ? NAN : os[x];
+    return 0;
+}
+SF_SIMD_KERNEL(int, interp_row,
+               (float *restrict ob, float *restrict os, const float *nodeb, const float *nodes,
+                const float *dnb, const float *dns, const bkg_seg *seg, int nseg,
+                const float *restrict dxt, const float *restrict in, int nx),
+               (ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx))
+
 sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
                             sf_image *bkg, sf_image *rms)
 {
@@ -452,28 +490,14 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
             memset(dnb, 0, (size_t)nbx * sizeof *dnb);
             memset(dns, 0, (size_t)nbx * sizeof *dns);
         }
-        if (nbx > 1) {
-            /* sf_bkg_cubic_k with each column's terms from the tables; NaN
-             * pixels of the image get NaN after */
-            for (int g = 0; g < nseg; g++) {
-                int k = seg[g].k;
-                float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
-                float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
-#pragma GCC ivdep
-                for (int x = seg[g].start; x < seg[g].end; x++) {
-                    ob[x] = sf_bkg_cubic_k(b0, b1, db0, db1, cxt[x], ccx[x], dxt[x], ttx[x]);
-                    os[x] = sf_bkg_cubic_k(s0, s1, ds0, ds1, cxt[x], ccx[x], dxt[x], ttx[x]);
-                }
-            }
-        } else {
-            for (int x = 0; x < nx; x++) {
-                ob[x] = nodeb[0];
-                os[x] = nodes[0];
-            }
+        if (nbx > 1)
+            (void)interp_row(ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx);
+        else {
+            for (int x = 0; x < nx; x++)
+                ob[x] = isnan(in[x]) ? NAN : nodeb[0];
+            for (int x = 0; x < nx; x++)
+                os[x] = isnan(in[x]) ? NAN : nodes[0];
         }
-        for (int x = 0; x < nx; x++)
-            if (isnan(in[x]))
-                ob[x] = os[x] = NAN;
     }
 fail:
     free(grid);

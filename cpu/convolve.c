@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fftw3.h>
+#include "simd.h"
 #include "skyfind/convolve.h"
 
 enum { EXT_VALUE, EXT_CLEAN, EXT_VALID }; /* v; v with NaN as 0; 1 valid, 0 NaN */
@@ -101,8 +102,8 @@ DEFINE_EXT_ROW(ext_row_f, float)
 /* acc[x] += sum_t w[t] * e[x + t], x in [0, nx): the interior loop, blocked so
  * that XB accumulators stay in registers across the taps. */
 #define XB 16
-static void row_taps(double *restrict acc, const double *restrict e, const double *restrict w,
-                     int nt, int nx)
+SF_SIMD_BODY int row_taps_body(double *restrict acc, const double *restrict e,
+                               const double *restrict w, int nt, int nx)
 {
     int x = 0;
     for (; x + XB <= nx; x += XB) {
@@ -126,12 +127,17 @@ static void row_taps(double *restrict acc, const double *restrict e, const doubl
                 a += w[i] * e[x + i];
         acc[x] = a;
     }
+    return 0;
 }
+SF_SIMD_KERNEL(int, row_taps,
+               (double *restrict acc, const double *restrict e, const double *restrict w, int nt, int nx),
+               (acc, e, w, nt, nx))
 
 /* acc[x] += sum_j c[j] * r[j][x] (rows of float): row by row over chunks
  * of XC pixels, so the accumulators stay in L1 and the loop vectorises. */
 #define XC 512
-static void col_taps(double *restrict acc, const float *const *r, const double *c, int nt, int nx)
+SF_SIMD_BODY int col_taps_body(double *restrict acc, const float *const *r, const double *c, int nt,
+                               int nx)
 {
     for (int x0 = 0; x0 < nx; x0 += XC) {
         int n = nx - x0 < XC ? nx - x0 : XC;
@@ -145,7 +151,10 @@ static void col_taps(double *restrict acc, const float *const *r, const double *
                 a[t] += cj * p[t];
         }
     }
+    return 0;
 }
+SF_SIMD_KERNEL(int, col_taps, (double *restrict acc, const float *const *r, const double *c, int nt, int nx),
+               (acc, r, c, nt, nx))
 
 /* flag[y*nx+x] = 1 when a NaN lies in the kernel footprint of (x, y) (the
  * extended image as the edge mode makes it): column counts slid down the
@@ -638,6 +647,16 @@ static inline void cmul(fftwf_complex s, const fftwf_complex k)
     s[1] = a * d + b * c;
 }
 
+/* s[i] *= k[i], i in [0, n) (both builds, simd.h) */
+SF_SIMD_BODY int spec_mul_body(fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cmul(s[i], k[i]);
+    return 0;
+}
+SF_SIMD_KERNEL(int, spec_mul, (fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n),
+               (s, k, n))
+
 /* res = the padded edge-extended image (what) convolved with the kernel,
  * circularly on px*py, which is linear for px >= nx+kx-1, py >= ny+ky-1:
  * out(x, y) = res[(y + ky-1) * rp + x + kx-1] (rp: the entry's row pitch); only those rows
@@ -657,8 +676,8 @@ static void fft_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
     (void)px;
     fft2_fwd(fe, res, spec, ny + ky - 1);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < nc; i++)
-        cmul(spec[i], fe->kspec[i]);
+    for (size_t i = 0; i < nc; i += 4096)
+        spec_mul(spec + i, fe->kspec + i, nc - i < 4096 ? nc - i : 4096);
     fft2_inv(fe, spec, res, ky - 1, ny + ky - 1); /* the rows the caller reads */
 }
 
@@ -729,8 +748,7 @@ static int tile_pass(const sf_image *in, const sf_kernel *k, int edge, int what,
                 }
             }
             fftwf_execute_dft_r2c(fe->tfwd, r, sp);
-            for (size_t i = 0; i < (size_t)F * cp; i++)
-                cmul(sp[i], fe->kspec[i]);
+            spec_mul(sp, fe->kspec, (size_t)F * cp);
             fftwf_execute_dft_c2r(fe->tinv, sp, r);
             for (int y = y0; y < y0 + ty && y < ny; y++)
                 memcpy(dst + (size_t)y * dstride + x0,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include "skyfind/threshold.h"
 #include "threshold_pixel.h"
+#include "simd.h"
 
 void sf_thresh_params_default(sf_thresh_params *p)
 {
@@ -53,6 +54,40 @@ void sf_thresh_levels(const sf_thresh_params *p, float *seed, float *flood, floa
     *ns = p->filtered ? (float)p->noise_scale : 1.0f;
 }
 
+/* One row of the mask (both builds, simd.h): the per-pixel rule against
+ * the maps' rows b and r (NULL without the map), restrict
+ * pointers and locals so the loops vectorise (the mask's bytes may alias
+ * anything: without them every store reloads the rows). */
+SF_SIMD_BODY int thresh_row_body(const float *restrict row, const float *restrict b,
+                                 const float *restrict r, uint8_t *restrict out, int nx, int sub,
+                                 float level, float sigma, float ls, float ns, float seed,
+                                 float flood)
+{
+    if (b && r) { /* per-pixel level and noise */
+        if (sub)
+            for (int x = 0; x < nx; x++)
+                out[x] = sf_thresh_pixel(row[x], b[x] * ls, r[x] * ns, seed, flood);
+        else
+            for (int x = 0; x < nx; x++)
+                out[x] = sf_thresh_pixel(row[x], 0.0f, r[x] * ns, seed, flood);
+    } else if (b && sub) { /* per-pixel level, one sigma */
+        for (int x = 0; x < nx; x++)
+            out[x] = sf_thresh_pixel(row[x], b[x] * ls, sigma, seed, flood);
+    } else if (b) {
+        for (int x = 0; x < nx; x++)
+            out[x] = sf_thresh_pixel(row[x], 0.0f, sigma, seed, flood);
+    } else {
+        for (int x = 0; x < nx; x++)
+            out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);
+    }
+    return 0;
+}
+SF_SIMD_KERNEL(int, thresh_row,
+               (const float *restrict row, const float *restrict b, const float *restrict r,
+                uint8_t *restrict out, int nx, int sub, float level, float sigma, float ls, float ns,
+                float seed, float flood),
+               (row, b, r, out, nx, sub, level, sigma, ls, ns, seed, flood))
+
 sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
                            const sf_bkg_stats *st, const sf_image *bkg, const sf_image *rms,
                            sf_mask *mask)
@@ -66,34 +101,13 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
     sf_thresh_levels(p, &seed, &flood, &ls, &ns);
     const float level = p->subtract ? (float)st->median * ls : 0.0f;
     const float sigma = (float)st->sigma * ns;
-    /* locals and restrict pointers: the mask's bytes may alias anything, so
-     * without them every store reloads p->subtract and the rows, and the
-     * loops do not vectorise */
     const int sub = p->subtract, nx = img->nx;
 #pragma omp parallel for schedule(static)
-    for (long y = 0; y < (long)img->ny; y++) {
-        const float *restrict row = img->data + (size_t)y * img->stride;
-        uint8_t *restrict out = mask->data + (size_t)y * mask->stride;
-        if (bkg && rms) { /* per-pixel level and noise */
-            const float *restrict b = bkg->data + (size_t)y * bkg->stride,
-                        *restrict r = rms->data + (size_t)y * rms->stride;
-            if (sub)
-                for (int x = 0; x < nx; x++)
-                    out[x] = sf_thresh_pixel(row[x], b[x] * ls, r[x] * ns, seed, flood);
-            else
-                for (int x = 0; x < nx; x++)
-                    out[x] = sf_thresh_pixel(row[x], 0.0f, r[x] * ns, seed, flood);
-        } else if (bkg && sub) { /* per-pixel level, one sigma */
-            const float *restrict b = bkg->data + (size_t)y * bkg->stride;
-            for (int x = 0; x < nx; x++)
-                out[x] = sf_thresh_pixel(row[x], b[x] * ls, sigma, seed, flood);
-        } else if (bkg) {
-            for (int x = 0; x < nx; x++)
-                out[x] = sf_thresh_pixel(row[x], 0.0f, sigma, seed, flood);
-        } else {
-            for (int x = 0; x < nx; x++)
-                out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);
-        }
-    }
+    for (long y = 0; y < (long)img->ny; y++)
+        (void)thresh_row(img->data + (size_t)y * img->stride,
+                         bkg ? bkg->data + (size_t)y * bkg->stride : NULL,
+                         bkg && rms ? rms->data + (size_t)y * rms->stride : NULL,
+                         mask->data + (size_t)y * mask->stride, nx, sub, level, sigma, ls, ns, seed,
+                         flood);
     return SF_OK;
 }

@@ -59,6 +59,11 @@ typedef struct {
 } sf_stage_def;
 
 int sf_stage_count(void);
+/* The build of the CPU stages' vectorised loops that runs in this process:
+ * "avx2" where the CPU has AVX2 (without FMA: the same bits as the
+ * baseline), else, or with SKYFIND_SIMD=0 in the environment, "baseline"
+ * (x86-64's SSE2). src/calc/simd.h. */
+const char *sf_simd_name(void);
 const sf_stage_def *sf_stage_at(int i);
 const sf_stage_def *sf_stage_find(const char *name);
 /* Parse value into the stage's parameter struct; detail says what is wrong. */

@@ -363,8 +363,10 @@ void report_text(const char *file, const sf_run_result *r, const char *backend,
                  const char *dev, const sf_pipeline *pl)
 {
     char h[32], d[32];
+    /* the GPU's name, or the build of the CPU twins' loops (simd.h) */
+    const char *what = dev ? dev : !strcmp(backend, "cpu") ? sf_simd_name() : NULL;
     fprintf(stderr, "skyfind: %s: %dx%d, pipeline %s, backend %s%s%s%s\n", file, r->nx, r->ny,
-            pl->name, backend, dev ? " (" : "", dev ? dev : "", dev ? ")" : "");
+            pl->name, backend, what ? " (" : "", what ? what : "", what ? ")" : "");
     for (int i = 0; i < r->nstages; i++) {
         fprintf(stderr, "  %-11s %9.3f ms  ", r->stage[i], r->stage_ms[i]);
         if (!strcmp(r->stage[i], "background") && r->box)
