@@ -436,11 +436,11 @@ START_TEST(test_cell_medians)
     sf_image im, b, r;
     sf_bkg_stats st;
     sf_bkg_params p = bane_params(step, box);
-    unsigned long long u = 12345;
+    sftest_rng rng = {12345};
     ck_assert(sf_bane_use_cells(step, box));
     sf_image_alloc(&im, n, n, SF_HOST, NULL);
     for (int i = 0; i < n * n; i++) {
-        u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+        const uint64_t u = sftest_next(&rng);
         const int q = (int)(u >> 33) % 129 - 64, x = i % n, y = i / n; /* q: -64..64 */
         const double c = (double)(u >> 11) / 9007199254740992.0;        /* [0, 1) */
         if (y < 4 * step) /* quantised */
@@ -476,14 +476,10 @@ START_TEST(test_cell_medians_noise)
     sf_image im, b, r;
     sf_bkg_stats st;
     sf_bkg_params p = bane_params(step, box);
-    unsigned long long u = 777;
+    sftest_rng rng = {777};
     sf_image_alloc(&im, n, n, SF_HOST, NULL);
     for (int i = 0; i < n * n; i++) {
-        double g = 0.0;
-        for (int k = 0; k < 4; k++) { /* about Gaussian: four uniforms */
-            u = u * 6364136223846793005ULL + 1442695040888963407ULL;
-            g += (double)(u >> 11) / 9007199254740992.0 - 0.5;
-        }
+        const double g = sftest_normal(&rng);
         const int y = i / n, x = i % n;
         im.data[i] = (float)(1e-4 * g * (y >= 10 * step && y < 12 * step ? 10.0 : 1.0) + 2e-6);
         if (y < step && x < 7 * step) /* zeros of both signs, more than half of a box */
