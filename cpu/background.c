@@ -149,7 +149,7 @@ static inline void keep(float *reg, size_t top, bkg_part *pt, float v, size_t cw
  * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
  * values copied into the chunk's region. A chunk at a time (both builds,
  * simd.h). */
-SF_SIMD_BODY int full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float wlo,
+SF_SIMD_BODY void full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float wlo,
                                  float whi, float elo, float ehi)
 {
     const size_t top = c->cap - 1;
@@ -223,9 +223,8 @@ SF_SIMD_BODY int full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double s
     c->part[k] = pt;
     c->efill[k] = pt.ecnt;
     c->wwin[k] = pt.wwin;
-    return 0;
 }
-SF_SIMD_KERNEL(int, full_chunk,
+SF_SIMD_KERNEL_VOID(full_chunk,
                (bkg_ctx *c, int k, float lo, float hi, double sh, float wlo, float whi, float elo,
                 float ehi),
                (c, k, lo, hi, sh, wlo, whi, elo, ehi))
@@ -235,7 +234,7 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
 {
 #pragma omp parallel for schedule(static) num_threads(c->nth)
     for (int k = 0; k < BKG_CHUNKS; k++)
-        (void)full_chunk(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
+        full_chunk(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
     c->wsorted = 0;
 }
 #undef FULL_ONE
@@ -243,7 +242,7 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
 /* EDGE pass: in every region, the edge values now clipped (v <= lo below,
  * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
  * values left on either side. A chunk at a time (both builds, simd.h). */
-SF_SIMD_BODY int edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
+SF_SIMD_BODY void edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
                                  float ehi)
 {
     bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
@@ -269,9 +268,8 @@ SF_SIMD_BODY int edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double s
     pt.rlo = rl;
     pt.rhi = rh;
     c->part[k] = pt;
-    return 0;
 }
-SF_SIMD_KERNEL(int, edge_chunk,
+SF_SIMD_KERNEL_VOID(edge_chunk,
                (bkg_ctx *c, int k, float lo, float hi, double sh, float elo, float ehi),
                (c, k, lo, hi, sh, elo, ehi))
 
@@ -279,7 +277,7 @@ static void edge_pass(bkg_ctx *c, float lo, float hi, float shift, float elo, fl
 {
 #pragma omp parallel for schedule(static) num_threads(c->nth)
     for (int k = 0; k < BKG_CHUNKS; k++)
-        (void)edge_chunk(c, k, lo, hi, (double)shift, elo, ehi);
+        edge_chunk(c, k, lo, hi, (double)shift, elo, ehi);
 }
 
 /* The chunks' partials added in chunk order. */

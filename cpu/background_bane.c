@@ -20,9 +20,8 @@
  *     middle_small, median_near; bane_node_cells, the node;
  * - the stage: bane_per, sf_bane_no_node, grid_median and
  *   sf_bane_grid_stats (the run summary), map_row (a row of both maps),
- *   sf_background_bane_cpu (node rows
- *   a group at a time, the group's cells first; the fill; the maps a node
- *   span at a time).
+ *   sf_background_bane_cpu (node rows a group at a time, the group's cells
+ *   first; the fill; the maps a node span at a time).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
  * depend on the thread count. bane_cell_fill, bane_node_cells and map_row
  * have an AVX2 and a baseline build (src/calc/simd.h: the same bits). */
@@ -857,7 +856,7 @@ void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfin
 /* A row of both maps from its column lerps (tb, then bb, ts, bs, nx
  * apart: along the row's two node rows, of each map) and its fraction ty
  * between them (both builds, simd.h); NaN where the image is. */
-SF_SIMD_BODY int map_row_body(float *restrict ob, float *restrict os, const float *restrict in,
+SF_SIMD_BODY void map_row_body(float *restrict ob, float *restrict os, const float *restrict in,
                               const double *restrict tb, double ty, int nx)
 {
     const double *restrict bb = tb + nx, *restrict ts = bb + nx, *restrict bs = ts + nx;
@@ -868,9 +867,8 @@ SF_SIMD_BODY int map_row_body(float *restrict ob, float *restrict os, const floa
         ob[x] = nan ? NAN : vb;
         os[x] = nan ? NAN : vs;
     }
-    return 0;
 }
-SF_SIMD_KERNEL(int, map_row,
+SF_SIMD_KERNEL_VOID(map_row,
                (float *restrict ob, float *restrict os, const float *restrict in,
                 const double *restrict tb, double ty, int nx),
                (ob, os, in, tb, ty, nx))
@@ -1104,7 +1102,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                     }
                 }
             }
-            (void)map_row(ob, os, in, tb, ty, nx);
+            map_row(ob, os, in, tb, ty, nx);
         }
     }
     sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);

@@ -382,7 +382,7 @@ static void bkg_grids(const float *m, int nbx, int nby, int cubic, float *my, fl
  * (both builds, simd.h): sf_bkg_cubic_k with each column's terms from the
  * tables (dxt, then cxt, ccx, ttx, nx apart), segment by segment of
  * columns between two nodes; NaN pixels of the image get NaN after. */
-SF_SIMD_BODY int interp_row_body(float *restrict ob, float *restrict os, const float *nodeb,
+SF_SIMD_BODY void interp_row_body(float *restrict ob, float *restrict os, const float *nodeb,
                                  const float *nodes, const float *dnb, const float *dns,
                                  const bkg_seg *seg, int nseg, const float *restrict dxt,
                                  const float *restrict in, int nx)
@@ -402,9 +402,8 @@ SF_SIMD_BODY int interp_row_body(float *restrict ob, float *restrict os, const f
         ob[x] = isnan(in[x]) ? NAN : ob[x];
     for (int x = 0; x < nx; x++)
         os[x] = isnan(in[x]) ? NAN : os[x];
-    return 0;
 }
-SF_SIMD_KERNEL(int, interp_row,
+SF_SIMD_KERNEL_VOID(interp_row,
                (float *restrict ob, float *restrict os, const float *nodeb, const float *nodes,
                 const float *dnb, const float *dns, const bkg_seg *seg, int nseg,
                 const float *restrict dxt, const float *restrict in, int nx),
@@ -491,7 +490,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
             memset(dns, 0, (size_t)nbx * sizeof *dns);
         }
         if (nbx > 1)
-            (void)interp_row(ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx);
+            interp_row(ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx);
         else {
             for (int x = 0; x < nx; x++)
                 ob[x] = isnan(in[x]) ? NAN : nodeb[0];

@@ -102,7 +102,7 @@ DEFINE_EXT_ROW(ext_row_f, float)
 /* acc[x] += sum_t w[t] * e[x + t], x in [0, nx): the interior loop, blocked so
  * that XB accumulators stay in registers across the taps. */
 #define XB 16
-SF_SIMD_BODY int row_taps_body(double *restrict acc, const double *restrict e,
+SF_SIMD_BODY void row_taps_body(double *restrict acc, const double *restrict e,
                                const double *restrict w, int nt, int nx)
 {
     int x = 0;
@@ -127,16 +127,16 @@ SF_SIMD_BODY int row_taps_body(double *restrict acc, const double *restrict e,
                 a += w[i] * e[x + i];
         acc[x] = a;
     }
-    return 0;
 }
-SF_SIMD_KERNEL(int, row_taps,
-               (double *restrict acc, const double *restrict e, const double *restrict w, int nt, int nx),
-               (acc, e, w, nt, nx))
+SF_SIMD_KERNEL_VOID(row_taps,
+                    (double *restrict acc, const double *restrict e, const double *restrict w,
+                     int nt, int nx),
+                    (acc, e, w, nt, nx))
 
 /* acc[x] += sum_j c[j] * r[j][x] (rows of float): row by row over chunks
  * of XC pixels, so the accumulators stay in L1 and the loop vectorises. */
 #define XC 512
-SF_SIMD_BODY int col_taps_body(double *restrict acc, const float *const *r, const double *c, int nt,
+SF_SIMD_BODY void col_taps_body(double *restrict acc, const float *const *r, const double *c, int nt,
                                int nx)
 {
     for (int x0 = 0; x0 < nx; x0 += XC) {
@@ -151,10 +151,10 @@ SF_SIMD_BODY int col_taps_body(double *restrict acc, const float *const *r, cons
                 a[t] += cj * p[t];
         }
     }
-    return 0;
 }
-SF_SIMD_KERNEL(int, col_taps, (double *restrict acc, const float *const *r, const double *c, int nt, int nx),
-               (acc, r, c, nt, nx))
+SF_SIMD_KERNEL_VOID(col_taps,
+                    (double *restrict acc, const float *const *r, const double *c, int nt, int nx),
+                    (acc, r, c, nt, nx))
 
 /* flag[y*nx+x] = 1 when a NaN lies in the kernel footprint of (x, y) (the
  * extended image as the edge mode makes it): column counts slid down the
@@ -648,14 +648,14 @@ static inline void cmul(fftwf_complex s, const fftwf_complex k)
 }
 
 /* s[i] *= k[i], i in [0, n) (both builds, simd.h) */
-SF_SIMD_BODY int spec_mul_body(fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n)
+SF_SIMD_BODY void spec_mul_body(fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         cmul(s[i], k[i]);
-    return 0;
 }
-SF_SIMD_KERNEL(int, spec_mul, (fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n),
-               (s, k, n))
+SF_SIMD_KERNEL_VOID(spec_mul,
+                    (fftwf_complex *restrict s, const fftwf_complex *restrict k, size_t n),
+                    (s, k, n))
 
 /* res = the padded edge-extended image (what) convolved with the kernel,
  * circularly on px*py, which is linear for px >= nx+kx-1, py >= ny+ky-1:

@@ -58,7 +58,7 @@ void sf_thresh_levels(const sf_thresh_params *p, float *seed, float *flood, floa
  * the maps' rows b and r (NULL without the map), restrict
  * pointers and locals so the loops vectorise (the mask's bytes may alias
  * anything: without them every store reloads the rows). */
-SF_SIMD_BODY int thresh_row_body(const float *restrict row, const float *restrict b,
+SF_SIMD_BODY void thresh_row_body(const float *restrict row, const float *restrict b,
                                  const float *restrict r, uint8_t *restrict out, int nx, int sub,
                                  float level, float sigma, float ls, float ns, float seed,
                                  float flood)
@@ -80,9 +80,8 @@ SF_SIMD_BODY int thresh_row_body(const float *restrict row, const float *restric
         for (int x = 0; x < nx; x++)
             out[x] = sf_thresh_pixel(row[x], level, sigma, seed, flood);
     }
-    return 0;
 }
-SF_SIMD_KERNEL(int, thresh_row,
+SF_SIMD_KERNEL_VOID(thresh_row,
                (const float *restrict row, const float *restrict b, const float *restrict r,
                 uint8_t *restrict out, int nx, int sub, float level, float sigma, float ls, float ns,
                 float seed, float flood),
@@ -104,7 +103,7 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
     const int sub = p->subtract, nx = img->nx;
 #pragma omp parallel for schedule(static)
     for (long y = 0; y < (long)img->ny; y++)
-        (void)thresh_row(img->data + (size_t)y * img->stride,
+        thresh_row(img->data + (size_t)y * img->stride,
                          bkg ? bkg->data + (size_t)y * bkg->stride : NULL,
                          bkg && rms ? rms->data + (size_t)y * rms->stride : NULL,
                          mask->data + (size_t)y * mask->stride, nx, sub, level, sigma, ls, ns, seed,
