@@ -10,8 +10,9 @@
  * pipelines both ways and compares the catalogues and maps byte for byte).
  *
  * A kernel is written once, as NAME_body (SF_SIMD_BODY: inlined into each
- * build), and SF_SIMD_KERNEL(ret, NAME, (params), (args)) makes NAME, which
- * calls the AVX2 or the baseline copy. OpenMP regions stay outside the
+ * build), and SF_SIMD_KERNEL(ret, NAME, (params), (args)) (or
+ * SF_SIMD_KERNEL_VOID(NAME, ...) for a body that returns nothing) makes
+ * NAME, which calls the AVX2 or the baseline copy. OpenMP regions stay outside the
  * bodies (a region is outlined before inlining, in the baseline build):
  * the dispatch is per row or per block, one well-predicted branch.
  *
@@ -23,8 +24,7 @@
 /* 1 when the AVX2 copies run: the CPU has AVX2 and SKYFIND_SIMD is not 0. */
 int sf_simd_avx2(void);
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(SF_SIMD_OFF)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define SF_SIMD_DISPATCH 1
 #define SF_SIMD_BODY static inline __attribute__((always_inline))
 #define SF_SIMD_KERNEL(ret, name, params, args)                                     \
