@@ -57,7 +57,6 @@ def pixstack(npix):
     return max(300_000, npix // 100)
 
 
-
 SEX_PARAMS = "NUMBER\nX_IMAGE\nY_IMAGE\nFLUX_ISO\nISOAREA_IMAGE\n"
 
 
