@@ -1,6 +1,7 @@
 /* Stage `background`, method=bane, CPU twin: BANE's sigma-clipped statistics
  * in a box around every node of a grid, filled, then bilinear maps. The
- * rules, and why the GPU version (gpu/background_bane.cu) gets the same
+ * rules, and why the GPU version (gpu/background_bane.cu and
+ * gpu/background_bane_grid.cu) gets the same
  * bits, are in src/calc/background_bane.h. Map of this file, in order:
  * - nodes that read their pixels (the far edge's; every node when the box
  *   is not cell-aligned): bane_sums (a pass's exact sums), middle and

@@ -1,6 +1,7 @@
 /* Stage `background`, method=bane: the grid, the per-node clipping rule and
  * the bilinear maps, shared by the CPU twin (cpu/background_bane.c) and the
- * GPU version (gpu/background_bane.cu). Plain C usable from C11 and CUDA
+ * GPU version (gpu/background_bane.cu, the nodes; gpu/background_bane_grid.cu,
+ * the maps and the run summary). Plain C usable from C11 and CUDA
  * (__host__ __device__), so both backends compute the same nodes from the
  * same operations.
  *
