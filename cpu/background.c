@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <time.h>
 #include "skyfind/background.h"
 #include "fixsum.h"
 #include <stdint.h>
@@ -84,6 +86,17 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * files. */
 #define BKG_CHUNKS 64
 #define BKG_BINS 2048
+
+/* SKYFIND_BKG_PROFILE=1 (a developer knob): method=global's phases' wall
+ * times on stderr (work space, first window, FULL passes, EDGE passes, the
+ * window's sorts, the image selections, the constant maps). */
+static double bkg_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
     size_t n, below, wwin, ecnt, rlo, rhi; /* EDGE: n, below = clipped low, high */
@@ -392,36 +405,56 @@ static int sort_window(bkg_ctx *c, size_t wtotal)
 
 /* The first pass's window, [*a, *b], and edges, (-inf, *elo] and
  * [*ehi, inf), from m >= 256 finite pixels sampled at a fixed step
- * (background_global.h); 0 when the image has too few. */
-static int first_window(const sf_image *img, size_t n, float kappa, float *a, float *b, float *elo,
-                        float *ehi)
+ * (background_global.h); 0 when the image has too few. The samples are
+ * gathered by the threads (a load from memory each, which one thread waits
+ * for in turn) and their keys sorted by the parallel radix passes, from
+ * which the three ranks are read (three quickselects, or radix selections
+ * with their 256 KB of counts each, took one thread 2-3 ms at 4096^2). */
+static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo, float *ehi)
 {
-    size_t step = sf_bkg_sample_step(n), m = 0, ka, kb;
+    const sf_image *img = c->img;
+    const size_t n = c->n, step = sf_bkg_sample_step(n);
+    const size_t ns = n > step / 2 ? (n - step / 2 - 1) / step + 1 : 0;
+    size_t m = 0, ka, kb;
     double q = 0, q2 = 0;
     float ms;
-    float *smp = malloc((n / step + 1) * sizeof *smp);
-    if (!smp)
+    float *smp = malloc((ns + 1) * sizeof *smp);
+    uint32_t *key = malloc(2 * (ns + 1) * sizeof *key);
+    if (!smp || !key) {
+        free(smp);
+        free(key);
         return 0;
-    for (size_t i = step / 2; i < n; i += step) {
-        const float v = img->data[i / (size_t)img->nx * img->stride + i % (size_t)img->nx];
-        if (isfinite(v))
-            smp[m++] = v;
     }
+#pragma omp parallel for schedule(static) num_threads(c->nth) if (ns >= 4096)
+    for (size_t j = 0; j < ns; j++) {
+        const size_t i = step / 2 + j * step;
+        smp[j] = img->data[i / (size_t)img->nx * img->stride + i % (size_t)img->nx];
+    }
+    for (size_t j = 0; j < ns; j++)
+        if (isfinite(smp[j])) {
+            key[m] = sf_fkey(smp[j]);
+            smp[m++] = smp[j];
+        }
     if (m < 256) {
         free(smp);
+        free(key);
         return 0;
     }
+    radix_pass(key, key + m, m, 0, 2047u, c->nth, c->cnt);
+    radix_pass(key + m, key, m, 11, 2047u, c->nth, c->cnt);
+    radix_pass(key, key + m, m, 22, 1023u, c->nth, c->cnt);
     sf_bkg_first_ranks(m, &ka, &kb);
-    ms = sf_select_kth(smp, m, m / 2);
+    ms = sf_fkey_value(key[m + m / 2]);
     for (size_t i = 0; i < m; i++) {
         const double d = (double)smp[i] - ms;
         q += d;
         q2 += d * d;
     }
     sf_bkg_first_edges(ms, sf_bkg_first_sigma(q, q2, m), kappa, elo, ehi);
-    *a = sf_select_kth(smp, m / 2, ka); /* (all before m/2 are <= ms) */
-    *b = kb > m / 2 ? sf_select_kth(smp + m / 2, m - m / 2, kb - m / 2) : ms;
+    *a = sf_fkey_value(key[m + ka]);
+    *b = sf_fkey_value(key[m + kb]);
     free(smp);
+    free(key);
     return 1;
 }
 
@@ -437,6 +470,11 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     const int edges_on = sf_bkg_edges_on();
     sf_bkg_plan pl;
     float cmin = 0.0f; /* the last FULL pass's smallest value (constant data) */
+    const int prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
+    double bp[BP_N] = {0}, bt = 0;
+    int nfull = 0, nedge = 0;
+#define BKG_T0() (bt = prof ? bkg_ms() : 0)
+#define BKG_T1(k) (bp[k] += prof ? bkg_ms() - bt : 0)
 
     if (s)
         return s;
@@ -447,6 +485,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     memset(&r, 0, sizeof r);
+    BKG_T0();
     c = calloc(1, sizeof *c);
     if (c) {
         c->img = img;
@@ -463,6 +502,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         s = sf_fail(SF_ERR_NOMEM, "background: %zu bytes of work space", n * sizeof(float));
         goto fail;
     }
+    BKG_T1(BP_SPACE);
     sf_bkg_plan_init(&pl);
     for (int it = 1;; it++) {
         unsigned long long nn = 0, below = 0;
@@ -471,7 +511,10 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         int constant = 0, edge = sf_bkg_plan_edge(&pl), over;
         if (edge) { /* only the edge values near the bounds */
             bkg_part t;
+            BKG_T0();
             edge_pass(c, pl.lo, pl.hi, pl.bshift, pl.elo, pl.ehi);
+            BKG_T1(BP_EDGE);
+            nedge++;
             t = sum_parts(c, &over);
             if (t.rlo == 0 || t.rhi == 0) {
                 edge = 0; /* one side has no edge value left: count it all again */
@@ -482,15 +525,21 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         }
         if (!edge) { /* the whole image */
             float first[4], wlo, whi, elo, ehi;
-            const int sampled = it == 1 && wfac != 0.0f &&
-                                first_window(img, n, kf, &first[0], &first[1], &first[2], &first[3]);
+            int sampled;
+            BKG_T0();
+            sampled = it == 1 && wfac != 0.0f &&
+                      first_window(c, kf, &first[0], &first[1], &first[2], &first[3]);
+            BKG_T1(BP_FIRST);
             const int edges = sf_bkg_plan_ranges(&pl, it, sampled ? first : NULL, wfac, edges_on,
                                                  &wlo, &whi, &elo, &ehi);
             bkg_part t;
             shift = it == 1 ? sf_bkg_first_shift(img->data[(size_t)(img->ny / 2) * img->stride +
                                                            (size_t)(img->nx / 2)])
                             : pl.med;
+            BKG_T0();
             full_pass(c, pl.lo, pl.hi, shift, wlo, whi, elo, ehi);
+            BKG_T1(BP_FULL);
+            nfull++;
             t = sum_parts(c, &over);
             nn = t.n;
             below = t.below;
@@ -520,7 +569,11 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         r.sigma = constant ? 0.0 : (double)(float)sqrt(var > 0 ? var : 0.0);
         { /* the median: ranks (nn - 1) / 2 and nn / 2, in the window when it holds them */
             const unsigned long long r0 = (nn - 1) / 2, r1 = nn / 2;
-            int window = sf_bkg_plan_in_window(&pl, below, r0, r1) && sort_window(c, pl.wtotal) == 0;
+            int window;
+            BKG_T0();
+            window = sf_bkg_plan_in_window(&pl, below, r0, r1) && sort_window(c, pl.wtotal) == 0;
+            BKG_T1(BP_SORT);
+            BKG_T0();
             if (window) {
                 m0 = sf_fkey_value(c->wkeys[r0 - below]);
                 m1 = sf_fkey_value(c->wkeys[r1 - below]);
@@ -528,6 +581,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                 s = sf_fail(SF_ERR_NOMEM, "background: %llu floats to select the median from", nn);
                 goto fail;
             }
+            BKG_T1(BP_SELECT);
             if (m1 == 0.0f)
                 m1 = 0.0f; /* -0 and +0: +0 */
             /* numpy: the middle, or the float32 mean of the two middle values */
@@ -544,6 +598,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
         }
     }
     r.npasses = pl.nfull;
+    BKG_T0();
     if (bkg || rms) {
         for (size_t i = 0; i < n; i++) {
             if (bkg)
@@ -552,6 +607,16 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                 rms->data[i] = (float)r.sigma;
         }
     }
+    BKG_T1(BP_MAPS);
+    if (prof)
+        fprintf(stderr,
+                "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms, "
+                "%d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
+                "selections %.2f ms, maps %.2f ms\n",
+                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], nfull, bp[BP_FULL], nedge,
+                bp[BP_EDGE], bp[BP_SORT], bp[BP_SELECT], bp[BP_MAPS]);
+#undef BKG_T0
+#undef BKG_T1
     *st = r;
 fail:
     if (c) {
