@@ -139,3 +139,17 @@ int sftest_quick(void)
     const char *q = getenv("SKYFIND_TEST_QUICK");
     return q && *q && strcmp(q, "0") != 0;
 }
+
+int sftest_part_mine(void)
+{
+    static int k = -1, n = 1;
+    static long i;
+    if (k < 0) {
+        const char *e = getenv("SKYFIND_TEST_PART");
+        if (!e || sscanf(e, "%d/%d", &k, &n) != 2 || n < 1 || k < 0 || k >= n) {
+            k = 0;
+            n = 1;
+        }
+    }
+    return i++ % n == k;
+}

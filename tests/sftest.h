@@ -40,6 +40,13 @@ extern const int sftest_sizes[][2];
 /* 1 when SKYFIND_TEST_QUICK is set (under compute-sanitizer): small sizes only. */
 int sftest_quick(void);
 
+/* SKYFIND_TEST_PART=k/n (0 <= k < n): a suite's comparisons split between
+ * n processes that run side by side, so that a slow sanitizer (racecheck on
+ * the bane suite) checks all of them in the time of a share. Each call
+ * counts one comparison and returns 1 when it is this process's (every
+ * n-th, from the k-th); without the variable, always 1. */
+int sftest_part_mine(void);
+
 /* A background and an rms map of nx x ny on the host (the test fails if
  * either allocation does). */
 void sftest_maps_alloc(sf_image *bkg, sf_image *rms, int nx, int ny);
