@@ -71,7 +71,7 @@ sf_status sf_bkg_mesh_check_params(const sf_bkg_params *p)
 /* Per-thread scratch of the mesh pass. */
 typedef struct {
     unsigned *hist;          /* SF_BKG_QUANTIF_NMAXLEVELS + 1 counts (the last: a dump bin) */
-    unsigned long long *pre; /* 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1): backguess prefix sums */
+    unsigned long long *pre; /* SF_BKG_QUANTIF_NMAXLEVELS + 1: backguess prefix counts */
     float *pix;              /* the mesh's pixels, contiguous (box x box at most) */
 } bkg_work;
 
@@ -252,7 +252,7 @@ static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bk
     nfin = calloc((size_t)nb, sizeof *nfin);
     npixmax = (size_t)(img->nx < p->box ? img->nx : p->box) * (img->ny < p->box ? img->ny : p->box);
     hist = malloc((size_t)nt * (SF_BKG_QUANTIF_NMAXLEVELS + 1) * sizeof *hist);
-    pre = malloc((size_t)nt * 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1) * sizeof *pre);
+    pre = malloc((size_t)nt * (SF_BKG_QUANTIF_NMAXLEVELS + 1) * sizeof *pre);
     pixbuf = malloc((size_t)nt * npixmax * sizeof *pixbuf);
     if (!rawb || !raws || !fb || !fs || !iters || !convs || !nfin || !hist || !pre || !pixbuf) {
         s = sf_fail(SF_ERR_NOMEM, "background mesh: work space for %d meshes", nb);
@@ -264,7 +264,7 @@ static sf_status bkg_mesh_run(const sf_image *img, const sf_bkg_params *p, sf_bk
     for (int i = 0; i < nb; i++) {
         int tid = thread_id();
         bkg_work wk = {hist + (size_t)tid * (SF_BKG_QUANTIF_NMAXLEVELS + 1),
-                       pre + (size_t)tid * 3 * (SF_BKG_QUANTIF_NMAXLEVELS + 1),
+                       pre + (size_t)tid * (SF_BKG_QUANTIF_NMAXLEVELS + 1),
                        pixbuf + (size_t)tid * npixmax};
         convs[i] = 1;
         if (!bkg_mesh_stat(img, p, i % nbx, i / nbx, &wk, &rawb[i], &raws[i], &iters[i], &convs[i],

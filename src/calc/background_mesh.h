@@ -248,27 +248,70 @@ SF_BKG_HD static inline void sf_bkg_guess_level(const sf_bkg_quant *q, int estim
  * median: med; mean: mean; any estimator uses the mean when sig is 0. The rms
  * is sig * qscale. Returns the passes run; *converged says whether it
  * stopped before maxiter. hist has nlevels counts; pre is scratch for
- * 3 * (nlevels + 1) integers (host code: the GPU has its own, mesh_guess).
+ * nlevels + 1 integers (host code: the GPU has its own, mesh_guess).
  *
- * Every pass works on integer prefix sums of the histogram, built once:
- * C0[i] = sum of hist[0..i), C1, C2 the same of hist[j]*j and hist[j]*j*j.
- * The moments of [lcut, hcut] are prefix differences, equal to the
- * per-bin integer sums (exact) and so to SExtractor's double sums (exact
- * while below 2^53: meshes of fewer than 2^29 pixels). The walk, which
+ * Every pass works on integer sums of the histogram: the prefix counts
+ * C0[i] = sum of hist[0..i), built once, and the sums of hist[j]*j and
+ * hist[j]*j*j over [lcut, hcut], carried from pass to pass by adding and
+ * taking away the bins by which the cuts moved (the first pass's are the
+ * totals, summed beside C0). They equal the per-bin integer sums (exact)
+ * and so SExtractor's double sums (exact while below 2^53: meshes of fewer
+ * than 2^29 pixels). (Prefix arrays of the two, as before 2026-12-02, cost
+ * two more stores a bin, and there are about as many bins as pixels: a
+ * third of the stage's mesh statistics on one thread.) The walk, which
  * takes the next bin on the side with the smaller sum (the high side on
  * ties) until the sides meet, ends with low side [lcut, m), high side
  * [m, hcut], where m is the smallest m in [lcut, hcut] with
  * L(m) + L(m+1) >= T (L(m) = C0[m] - C0[lcut], T = the total; the last bin
  * the low side took had L(m-1) < R(m), the last one the high side took had
  * R(m+1) <= L(m), and only one m satisfies both), found by bisection. */
+/* The sums of hist[j]*j and hist[j]*j*j over bins [*ra, *rb] (*s1, *s2)
+ * moved to [a, b] (a <= b): the bins between the old and the new ends added
+ * or taken away, or, when the two ranges do not meet, summed anew. */
+SF_BKG_HD static inline void sf_bkg_range_sums(const unsigned *hist, int a, int b, int *ra, int *rb,
+                                               unsigned long long *s1, unsigned long long *s2)
+{
+    int l = *ra, r = *rb;
+    unsigned long long u = *s1, v = *s2;
+#define SF_BKG_BIN_SUMS(op, j)                                                               \
+    do {                                                                                     \
+        const unsigned long long hj_ = (unsigned long long)hist[j] * (unsigned long long)(j); \
+        u op hj_;                                                                            \
+        v op hj_ * (unsigned long long)(j);                                                  \
+    } while (0)
+    if (r < l || b < l || a > r) {
+        u = v = 0;
+        for (int j = a; j <= b; j++)
+            SF_BKG_BIN_SUMS(+=, j);
+    } else {
+        for (; l < a; l++)
+            SF_BKG_BIN_SUMS(-=, l);
+        while (l > a) {
+            l--;
+            SF_BKG_BIN_SUMS(+=, l);
+        }
+        for (; r > b; r--)
+            SF_BKG_BIN_SUMS(-=, r);
+        while (r < b) {
+            r++;
+            SF_BKG_BIN_SUMS(+=, r);
+        }
+    }
+#undef SF_BKG_BIN_SUMS
+    *ra = a;
+    *rb = b;
+    *s1 = u;
+    *s2 = v;
+}
+
 SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_quant *q,
                                              double kappa, int maxiter, int estimator,
                                              float *level, float *rms, int *converged,
                                              unsigned long long *pre)
 {
     const int nlm1 = q->nlevels - 1;
-    unsigned long long *C0 = pre, *C1 = pre + (nlm1 + 2), *C2 = pre + 2 * (nlm1 + 2);
-    int lcut = 0, hcut = nlm1, it = 0;
+    unsigned long long *C0 = pre, t1 = 0, t2 = 0; /* t1, t2: the sums over [ra, rb] */
+    int lcut = 0, hcut = nlm1, it = 0, ra = 0, rb = nlm1;
     /* SExtractor starts mea = med = the mean in data units, which only
      * matters when no pass runs (one bin: a mesh of one valid pixel) and
      * then gives qzero + mean*qscale = 2*mean; we start from the mean in
@@ -276,16 +319,14 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
     double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
            mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea;
     {
-        unsigned long long c0 = 0, c1 = 0, c2 = 0;
-        C0[0] = C1[0] = C2[0] = 0;
+        unsigned long long c0 = 0;
+        C0[0] = 0;
         for (int i = 0; i <= nlm1; i++) {
             unsigned long long h = hist[i], hi_ = h * (unsigned long long)i;
             c0 += h;
-            c1 += hi_;
-            c2 += hi_ * (unsigned long long)i;
+            t1 += hi_;
+            t2 += hi_ * (unsigned long long)i;
             C0[i + 1] = c0;
-            C1[i + 1] = c1;
-            C2[i + 1] = c2;
         }
     }
     while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
@@ -308,8 +349,9 @@ SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_
             lowsum = C0[a] - base;
             highsum = tot - lowsum;
             sum = tot;
-            s1 = C1[hcut + 1] - C1[lcut];
-            s2 = C2[hcut + 1] - C2[lcut];
+            sf_bkg_range_sums(hist, lcut, hcut, &ra, &rb, &t1, &t2);
+            s1 = t1;
+            s2 = t2;
         }
         /* the walk ends with hi = lo - 1: the median lies between them */
         sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi, lo <= nlm1 ? hist[lo] : 0u,
