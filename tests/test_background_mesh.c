@@ -1,6 +1,7 @@
 /* Check suite for `background` method=mesh: the CPU twin on images with a
  * known answer (constant, noise, gradient, NaN regions, blank meshes,
- * parameter errors), and the GPU version against the CPU twin (mesh grid,
+ * parameter errors), the clipping's sums carried between passes against
+ * prefix arrays of them, and the GPU version against the CPU twin (mesh grid,
  * interpolation and the whole stage) on awkward sizes and real images. */
 #include <math.h>
 #include <stdio.h>
@@ -437,6 +438,164 @@ START_TEST(test_spline_grids)
 }
 END_TEST
 
+/* backguess as it ran before 2026-12-02: every pass's moments from prefix
+ * arrays of hist[j], hist[j]*j and hist[j]*j*j, the median by the same
+ * bisection. The reference for the sums carried between passes. */
+static int backguess_prefix(const unsigned *hist, const sf_bkg_quant *q, double kappa, int maxiter,
+                            int estimator, float *level, float *rms, int *converged)
+{
+    const int nlm1 = q->nlevels - 1;
+    unsigned long long *C0 = malloc(3 * ((size_t)nlm1 + 2) * sizeof *C0);
+    unsigned long long *C1 = C0 + (nlm1 + 2), *C2 = C0 + 2 * (nlm1 + 2);
+    int lcut = 0, hcut = nlm1, it = 0;
+    double sig = SF_BKG_GUESS_START * nlm1, sig1 = 1.0,
+           mea = ((double)q->mean - (double)q->qzero) / (double)q->qscale, med = mea;
+    ck_assert_ptr_nonnull(C0);
+    C0[0] = C1[0] = C2[0] = 0;
+    for (int i = 0; i <= nlm1; i++) {
+        unsigned long long h = hist[i];
+        C0[i + 1] = C0[i] + h;
+        C1[i + 1] = C1[i] + h * (unsigned long long)i;
+        C2[i + 1] = C2[i] + h * (unsigned long long)i * (unsigned long long)i;
+    }
+    while (it < maxiter && sig >= SF_BKG_GUESS_MINSIG && fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS) {
+        unsigned long long lowsum = 0, highsum = 0, sum = 0, s1 = 0, s2 = 0;
+        int lo = lcut, hi = hcut;
+        it++;
+        sig1 = sig;
+        if (hcut >= lcut) {
+            const unsigned long long base = C0[lcut], tot = C0[hcut + 1] - base;
+            int a = lcut, b = hcut;
+            while (a < b) {
+                int c = a + (b - a) / 2;
+                if ((C0[c] - base) + (C0[c + 1] - base) >= tot)
+                    b = c;
+                else
+                    a = c + 1;
+            }
+            lo = a;
+            hi = a - 1;
+            lowsum = C0[a] - base;
+            highsum = tot - lowsum;
+            sum = tot;
+            s1 = C1[hcut + 1] - C1[lcut];
+            s2 = C2[hcut + 1] - C2[lcut];
+        }
+        sf_bkg_guess_pass(sum, s1, s2, lowsum, highsum, hi, lo <= nlm1 ? hist[lo] : 0u,
+                          hi >= 0 ? hist[hi] : 0u, nlm1, kappa, &med, &mea, &sig, &lcut, &hcut);
+    }
+    *converged = !(it >= maxiter && sig >= SF_BKG_GUESS_MINSIG &&
+                   fabs(sig / sig1 - 1.0) > SF_BKG_GUESS_EPS);
+    sf_bkg_guess_level(q, estimator, med, mea, sig, level, rms);
+    free(C0);
+    return it;
+}
+
+/* sf_bkg_range_sums, moved between random ranges (overlapping, nested,
+ * apart, one bin), against the sums counted afresh. */
+START_TEST(test_range_sums)
+{
+    sftest_rng r = {77};
+    enum { N = 4096 };
+    static unsigned hist[N];
+    for (int i = 0; i < N; i++) /* counts up to 2^20: the products need 64 bits */
+        hist[i] = (unsigned)(sftest_next(&r) % (i % 7 == 0 ? 1048576 : 40));
+    int ra = 0, rb = N - 1;
+    unsigned long long s1 = 0, s2 = 0;
+    for (int j = 0; j < N; j++) {
+        s1 += (unsigned long long)hist[j] * j;
+        s2 += (unsigned long long)hist[j] * j * j;
+    }
+    for (int t = 0; t < 20000; t++) {
+        int a, b;
+        const int kind = (int)(sftest_next(&r) % 4);
+        if (kind == 0) { /* anywhere */
+            a = (int)(sftest_next(&r) % N);
+            b = a + (int)(sftest_next(&r) % (N - a));
+        } else if (kind == 1) { /* the ends moved by a few bins */
+            a = ra + (int)(sftest_next(&r) % 9) - 4;
+            b = rb + (int)(sftest_next(&r) % 9) - 4;
+        } else if (kind == 2) { /* one bin */
+            a = b = (int)(sftest_next(&r) % N);
+        } else { /* apart from the last range, where there is room */
+            a = rb + 1 + (int)(sftest_next(&r) % 50);
+            b = a + (int)(sftest_next(&r) % 50);
+        }
+        a = a < 0 ? 0 : a > N - 1 ? N - 1 : a;
+        b = b < a ? a : b > N - 1 ? N - 1 : b;
+        sf_bkg_range_sums(hist, a, b, &ra, &rb, &s1, &s2);
+        unsigned long long e1 = 0, e2 = 0;
+        for (int j = a; j <= b; j++) {
+            e1 += (unsigned long long)hist[j] * j;
+            e2 += (unsigned long long)hist[j] * j * j;
+        }
+        ck_assert_msg(ra == a && rb == b && s1 == e1 && s2 == e2,
+                      "step %d [%d, %d]: sums %llu %llu, counted %llu %llu", t, a, b, s1, s2, e1, e2);
+    }
+}
+END_TEST
+
+/* sf_bkg_backguess against the prefix-array version on histograms of many
+ * shapes (noise, a source's tail, two peaks, a spike, empty bins, one bin,
+ * a constant mesh), every estimator and kappa: the same passes, the same
+ * level and rms bits. */
+START_TEST(test_backguess_sums)
+{
+    sftest_rng r = {2026};
+    static unsigned hist[SF_BKG_QUANTIF_NMAXLEVELS];
+    static unsigned long long pre[SF_BKG_QUANTIF_NMAXLEVELS + 1];
+    const double kappas[] = {3.0, 2.0, 5.0, 1.0};
+    int cases = 0;
+    for (int t = 0; t < 3000; t++) {
+        sf_bkg_quant q;
+        const int nl = t % 10 == 0 ? 1 + (int)(sftest_next(&r) % 8)
+                                   : 1 + (int)(sftest_next(&r) % SF_BKG_QUANTIF_NMAXLEVELS);
+        const int shape = t % 6;
+        const double mid = nl * (0.2 + 0.6 * sftest_uniform(&r)), w = 1 + nl * 0.1 * sftest_uniform(&r);
+        memset(hist, 0, sizeof hist);
+        for (int k = 0; k < 4096; k++) {
+            double x;
+            if (shape == 0) /* noise */
+                x = mid + w * sftest_normal(&r);
+            else if (shape == 1) /* noise and a source's tail above it */
+                x = k % 5 ? mid + w * sftest_normal(&r) : mid + w * 8 * sftest_uniform(&r);
+            else if (shape == 2) /* two peaks */
+                x = (k % 2 ? 0.2 : 0.8) * nl + 0.05 * nl * sftest_normal(&r);
+            else if (shape == 3) /* a spike on flat counts */
+                x = k % 3 ? mid : nl * sftest_uniform(&r);
+            else if (shape == 4) /* sparse: every other bin empty */
+                x = 2 * floor((mid + w * sftest_normal(&r)) / 2);
+            else /* constant */
+                x = mid;
+            if (x >= 0 && x < nl)
+                hist[(int)x]++;
+        }
+        q.nlevels = nl;
+        q.mean = (float)mid;
+        q.sigma = (float)w;
+        q.qzero = -1.5f;
+        q.qscale = 0.25f;
+        q.cste = 0.0f;
+        for (int e = 0; e < 3; e++) {
+            const double kappa = kappas[t % 4];
+            const int est = e == 0 ? SF_BKG_EST_SEXTRACTOR : e == 1 ? SF_BKG_EST_MEDIAN : SF_BKG_EST_MEAN;
+            const int maxiter = t % 7 == 0 ? 3 : 100;
+            float l0, s0, l1, s1;
+            int c0, c1;
+            int i0 = backguess_prefix(hist, &q, kappa, maxiter, est, &l0, &s0, &c0);
+            int i1 = sf_bkg_backguess(hist, &q, kappa, maxiter, est, &l1, &s1, &c1, pre);
+            ck_assert_msg(i0 == i1 && c0 == c1 && memcmp(&l0, &l1, sizeof l0) == 0 &&
+                              memcmp(&s0, &s1, sizeof s0) == 0,
+                          "case %d (nlevels %d, shape %d, estimator %d): passes %d/%d converged "
+                          "%d/%d level %.9g/%.9g rms %.9g/%.9g",
+                          t, nl, shape, est, i0, i1, c0, c1, l0, l1, s0, s1);
+            cases++;
+        }
+    }
+    ck_assert_int_eq(cases, 9000);
+}
+END_TEST
+
 START_TEST(test_gpu_random)
 {
     static const int boxes[] = {64, 16, 7};
@@ -538,6 +697,8 @@ int main(void)
     tcase_add_test(cpu, test_params);
     tcase_add_test(cpu, test_threads);
     tcase_add_test(cpu, test_spline_grids);
+    tcase_add_test(cpu, test_range_sums);
+    tcase_add_test(cpu, test_backguess_sums);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);
