@@ -204,9 +204,14 @@ case_ "5 kB file claiming 2e6^2 px" 1 "bomb\.fits: .*declares 2000000 x 2000000 
 # (about 1 run in 5 of this script on a loaded 2-core machine, and never in
 # hundreds of runs of the same command alone, CFITSIO reports this gzip'd
 # file as "truncated or corrupt (CFITSIO status 107)" instead of reaching
-# the probe that names the declared size; not understood yet: both messages
-# name the file and fail it, which is what this case guards)
-case_ "  the same gzip'd (.fits.gz)" 1 "bomb\.fits\.gz: (.*declares 2000000 x 2000000 pixels per plane \(1\.6e\+04 GB in all\) but its data end|file is truncated or corrupt \(CFITSIO status 107)" "${RUN[@]}" "$T/bomb.fits.gz"
+# the probe that names the declared size; once, in the AddressSanitizer
+# build of a fresh clone's .ci/run (2026-12-02), as "not a FITS file
+# (CFITSIO status 252: 1st key not SIMPLE or XTENSION)", which 100 runs
+# of the same command, four side by side, did not repeat. Not understood
+# yet: every one of these messages names the file and fails it, with no
+# output written, which is what this case guards)
+case_ "  the same gzip'd (.fits.gz)" 1 "bomb\.fits\.gz: (.*declares 2000000 x 2000000 pixels per plane \(1\.6e\+04 GB in all\) but its data end|file is truncated or corrupt \(CFITSIO status 107|not a FITS file \(CFITSIO status 252)" "${RUN[@]}" "$T/bomb.fits.gz"
+case_ "  (no catalogue of it)"     0 "" test ! -e "$T/o/bomb.cat.csv"
 case_ "all NaN"                   1 "allnan\.fits: stage background .*no finite pixels"                                     "${RUN[@]}" "$T/allnan.fits"
 case_ "1x1"                       0 ""                                     "${RUN[@]}" "$T/one.fits"
 case_ "3x3 island of +Inf"        0 ""                                     "${RUN[@]}" "$T/inf_island.fits"
