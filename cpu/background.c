@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
-#include <time.h>
 #include "skyfind/background.h"
 #include "fixsum.h"
 #include <stdint.h>
@@ -22,6 +21,7 @@
 #include "background_global.h"
 #include "select.h"
 #include "simd.h"
+#include "wallclock.h"
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -90,12 +90,6 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
 /* SKYFIND_BKG_PROFILE=1 (a developer knob): method=global's phases' wall
  * times on stderr (work space, first window, FULL passes, EDGE passes, the
  * window's sorts, the image selections, the constant maps). */
-static double bkg_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
@@ -473,8 +467,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     const int prof = getenv("SKYFIND_BKG_PROFILE") != NULL;
     double bp[BP_N] = {0}, bt = 0;
     int nfull = 0, nedge = 0;
-#define BKG_T0() (bt = prof ? bkg_ms() : 0)
-#define BKG_T1(k) (bp[k] += prof ? bkg_ms() - bt : 0)
+#define BKG_T0() (bt = prof ? sf_wall_ms() : 0)
+#define BKG_T1(k) (bp[k] += prof ? sf_wall_ms() - bt : 0)
 
     if (s)
         return s;

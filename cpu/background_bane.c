@@ -39,16 +39,8 @@
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
+#include "wallclock.h"
 #endif
-
-/* SKYFIND_BANE_PROFILE=1 (a developer knob): the stage's phases' wall
- * times on stderr (cell maxima, cells and nodes, fill, maps). */
-static double bane_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* Sums over the pixels of buf[0..n) kept by (lo, hi): SIMD lanes, each sum
  * exact (background_bane.h), so their order does not matter. */
@@ -886,13 +878,15 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     int ccx, ccy;
     long long nfinite = 0;
     int nt = 1;
+    /* SKYFIND_BANE_PROFILE=1 (a developer knob): the stage's phases' wall
+     * times on stderr (cell maxima, cells and nodes, fill, maps) */
     const int prof = getenv("SKYFIND_BANE_PROFILE") != NULL;
     double tp[5] = {0, 0, 0, 0, 0};
     if (s)
         return s;
     if (!bkg || !rms)
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
-    tp[0] = prof ? bane_ms() : 0;
+    tp[0] = prof ? sf_wall_ms() : 0;
     if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
     ncx = sf_bane_nnodes(nx, step);
@@ -959,7 +953,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             nfinite = bane_cells(img, step, cm, ccx, ccy);
         cl.cm = cm;
         long long filled = 0, nfill = 0; /* cells sorted, their finite pixels */
-        tp[1] = prof ? bane_ms() : 0;
+        tp[1] = prof ? sf_wall_ms() : 0;
         /* node rows a group at a time, every thread on the group: the ring
          * first takes the cell rows the group's boxes reach (it holds them
          * all: rows it drops are above every box of this group and the
@@ -1040,7 +1034,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         }
         free(hist);
     }
-    tp[2] = prof ? bane_ms() : 0;
+    tp[2] = prof ? sf_wall_ms() : 0;
     if (!nvalid) {
         s = nfinite ? sf_bane_no_node(p, nx, ny)
                     : sf_fail(SF_ERR_EMPTY, "background: the image has no finite pixels");
@@ -1053,7 +1047,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         if (isnan(nb_b[i]))
             sf_bkg_fill_one(nb_b, nb_s, ncx, ncy, i % ncx, i / ncx, &fb[i], &fs[i]);
     }
-    tp[3] = prof ? bane_ms() : 0;
+    tp[3] = prof ? sf_wall_ms() : 0;
     /* every row has the same columns: their nodes and fractions once */
     xt = malloc((size_t)nx * sizeof *xt);
     if (!xt) {
@@ -1108,7 +1102,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
     }
     sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);
     if (prof) {
-        tp[4] = bane_ms();
+        tp[4] = sf_wall_ms();
         fprintf(stderr, "bane profile: %d threads, %dx%d, %d nodes: set-up and cell maxima %.2f ms, "
                 "cells and nodes %.2f ms, fill %.2f ms, maps %.2f ms\n", nt, nx, ny, nb,
                 tp[1] - tp[0], tp[2] - tp[1], tp[3] - tp[2], tp[4] - tp[3]);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
-#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -16,6 +15,7 @@
 #include "skyfind/background.h"
 #include "background_mesh.h"
 #include "simd.h"
+#include "wallclock.h"
 
 /* Per-run results of the mesh pass that sf_background_mesh_cpu reports. */
 typedef struct {
@@ -514,15 +514,6 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* SKYFIND_MESH_PROFILE=1 (a developer knob): the stage's two phases' wall
- * times on stderr (the meshes' statistics, the maps). */
-static double mesh_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* st: median = median of the mesh levels and sigma = median of the mesh
  * rms (after filling and filtering: SExtractor's backmean and backsig,
  * without its fallback when backsig <= 0, so a constant image reports
@@ -556,15 +547,17 @@ sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf
         goto fail;
     }
     {
-        double t0 = mesh_ms(), t1;
+        double t0 = sf_wall_ms(), t1;
         if ((s = bkg_mesh_run(img, p, &mesh, &info)) != SF_OK)
             goto fail;
-        t1 = mesh_ms();
+        t1 = sf_wall_ms();
         if ((s = sf_bkg_interp_cpu(&mesh, p, img, bkg, rms)) != SF_OK)
             goto fail;
+        /* SKYFIND_MESH_PROFILE=1 (a developer knob): the two phases' wall
+         * times on stderr (the meshes' statistics, the maps) */
         if (getenv("SKYFIND_MESH_PROFILE"))
             fprintf(stderr, "mesh profile: %dx%d, %d meshes: statistics %.2f ms, maps %.2f ms\n",
-                    img->nx, img->ny, nb, t1 - t0, mesh_ms() - t1);
+                    img->nx, img->ny, nb, t1 - t0, sf_wall_ms() - t1);
     }
     memset(&r, 0, sizeof r);
     for (int i = 0; i < nb; i++)

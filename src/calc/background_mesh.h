@@ -237,34 +237,6 @@ SF_BKG_HD static inline void sf_bkg_guess_level(const sf_bkg_quant *q, int estim
     *rms = (float)SF_BKG_DMUL(sig, (double)q->qscale);
 }
 
-/* backguess: iterative kappa-sigma clipping on the histogram. Each pass
- * over bins [lcut, hcut] finds the median by SExtractor's two-pointer walk
- * (interpolated within its bin), the mean and sigma (in bins); then
- * lcut = round(med - kappa sig) (0 if negative), hcut = round(med + kappa sig)
- * (nlevels-1 if above). It stops after maxiter passes or when sig < 0.1 bin
- * or sig changes by less than 1e-4 relative. The level: sextractor
- * 2.5 med - 1.5 mean when |mean - med| / sig < 0.3, else med (the first
- * branch of SExtractor's expression, `fabs(...) < 0.0`, is never taken);
- * median: med; mean: mean; any estimator uses the mean when sig is 0. The rms
- * is sig * qscale. Returns the passes run; *converged says whether it
- * stopped before maxiter. hist has nlevels counts; pre is scratch for
- * nlevels + 1 integers (host code: the GPU has its own, mesh_guess).
- *
- * Every pass works on integer sums of the histogram: the prefix counts
- * C0[i] = sum of hist[0..i), built once, and the sums of hist[j]*j and
- * hist[j]*j*j over [lcut, hcut], carried from pass to pass by adding and
- * taking away the bins by which the cuts moved (the first pass's are the
- * totals, summed beside C0). They equal the per-bin integer sums (exact)
- * and so SExtractor's double sums (exact while below 2^53: meshes of fewer
- * than 2^29 pixels). (Prefix arrays of the two, as before 2026-12-02, cost
- * two more stores a bin, and there are about as many bins as pixels: a
- * third of the stage's mesh statistics on one thread.) The walk, which
- * takes the next bin on the side with the smaller sum (the high side on
- * ties) until the sides meet, ends with low side [lcut, m), high side
- * [m, hcut], where m is the smallest m in [lcut, hcut] with
- * L(m) + L(m+1) >= T (L(m) = C0[m] - C0[lcut], T = the total; the last bin
- * the low side took had L(m-1) < R(m), the last one the high side took had
- * R(m+1) <= L(m), and only one m satisfies both), found by bisection. */
 /* The sums of hist[j]*j and hist[j]*j*j over bins [*ra, *rb] (*s1, *s2)
  * moved to [a, b] (a <= b): the bins between the old and the new ends added
  * or taken away, or, when the two ranges do not meet, summed anew. */
@@ -304,6 +276,34 @@ SF_BKG_HD static inline void sf_bkg_range_sums(const unsigned *hist, int a, int 
     *s2 = v;
 }
 
+/* backguess: iterative kappa-sigma clipping on the histogram. Each pass
+ * over bins [lcut, hcut] finds the median by SExtractor's two-pointer walk
+ * (interpolated within its bin), the mean and sigma (in bins); then
+ * lcut = round(med - kappa sig) (0 if negative), hcut = round(med + kappa sig)
+ * (nlevels-1 if above). It stops after maxiter passes or when sig < 0.1 bin
+ * or sig changes by less than 1e-4 relative. The level: sextractor
+ * 2.5 med - 1.5 mean when |mean - med| / sig < 0.3, else med (the first
+ * branch of SExtractor's expression, `fabs(...) < 0.0`, is never taken);
+ * median: med; mean: mean; any estimator uses the mean when sig is 0. The rms
+ * is sig * qscale. Returns the passes run; *converged says whether it
+ * stopped before maxiter. hist has nlevels counts; pre is scratch for
+ * nlevels + 1 integers (host code: the GPU has its own, mesh_guess).
+ *
+ * Every pass works on integer sums of the histogram: the prefix counts
+ * C0[i] = sum of hist[0..i), built once, and the sums of hist[j]*j and
+ * hist[j]*j*j over [lcut, hcut], carried from pass to pass by adding and
+ * taking away the bins by which the cuts moved (the first pass's are the
+ * totals, summed beside C0). They equal the per-bin integer sums (exact)
+ * and so SExtractor's double sums (exact while below 2^53: meshes of fewer
+ * than 2^29 pixels). (Prefix arrays of the two, as before 2026-12-02, cost
+ * two more stores a bin, and there are about as many bins as pixels: a
+ * third of the stage's mesh statistics on one thread.) The walk, which
+ * takes the next bin on the side with the smaller sum (the high side on
+ * ties) until the sides meet, ends with low side [lcut, m), high side
+ * [m, hcut], where m is the smallest m in [lcut, hcut] with
+ * L(m) + L(m+1) >= T (L(m) = C0[m] - C0[lcut], T = the total; the last bin
+ * the low side took had L(m-1) < R(m), the last one the high side took had
+ * R(m+1) <= L(m), and only one m satisfies both), found by bisection. */
 SF_BKG_HD static inline int sf_bkg_backguess(const unsigned *hist, const sf_bkg_quant *q,
                                              double kappa, int maxiter, int estimator,
                                              float *level, float *rms, int *converged,

@@ -137,11 +137,14 @@ done
 # every one of them checked by one of the parts. On the H200 host (call C of
 # tests/bench/results/h200-2026-12-02-process) one comparison alone took
 # 125-150 s under racecheck, most of it the tool's start, and an eighth of
-# the 196 did not finish in 430 s; give it SAN_JOBS=16 and SAN_TIMEOUT=560
+# the 196 did not finish in 430 s; give it SAN_JOBS=16 (32 parts by
+# default, two rounds) and SAN_TIMEOUT=560
 for t in ${SAN_SUITES:-${SUITES:-decode background background_mesh convolve threshold segment measure deblend}}; do
     for tool in ${SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
         parts=1
-        [ "$t:$tool" = background_bane:racecheck ] && parts=${SAN_PARTS:-32}
+        # (each part pays the tool's start: split only when parts run side by side)
+        [ "$t:$tool" = background_bane:racecheck ] && [ "${SAN_JOBS:-1}" -gt 1 ] &&
+            parts=${SAN_PARTS:-$((2 * SAN_JOBS))}
         for k in $(seq 0 $((parts - 1))); do
             san_wait
             label="$t $tool"
