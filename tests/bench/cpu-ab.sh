@@ -9,8 +9,12 @@
 # same files, file to file, with the harness's configuration (written by
 # tests/bench/peers/pipeline_peers.py --sex-config; SEXTRACTOR=path; its
 # BACK_SIZE SEXBOX, default 102: radio.pipe's box on these skies, which
-# harness.py gives it).
+# harness.py gives it). SEXWORK="harness radio" runs it with each of
+# pipeline_peers.py's --work settings: harness (no detection filter, no
+# deblending: the rows "SExtractor") and radio (radio.pipe's beam filter
+# and deblending: "SExtractor-radio"); the default is harness.
 #   [PIPES="radio"] [THREADS=1] [SEXTRACTOR=source-extractor] [SEXBOX=102]
+#   [SEXWORK=harness]
 #   tests/bench/cpu-ab.sh OLD NEW OUTDIR [SIZES] [ROUNDS]
 # Writes OUTDIR/cpu-ab.md (a table) and OUTDIR/cpu-ab.csv; exits 1 if any
 # catalogue differs between the builds.
@@ -61,15 +65,19 @@ EOF
     done
     if [ -n "${SEXTRACTOR:-}" ]; then
         box=${SEXBOX:-102} # radio.pipe's background box on these skies, as harness.py passes it
-        conf=$("$PY" "$(dirname "$0")/peers/pipeline_peers.py" --threads "$T" \
-            --sex-config "$W/sex" --box "$box" --npix $((n * n))) || exit 2
-        for r in $(seq "$ROUNDS"); do
-            t0=$(date +%s%N)
-            "$SEXTRACTOR" "$W/sim$n.fits" -c "$conf" 2>/dev/null || fail=1
-            t1=$(date +%s%N)
-            echo "$n SExtractor - wall $(((t1 - t0) / 1000))" | awk '{print $1, $2, $3, $4, $5 / 1e3}' >>"$W/times.txt"
+        for work in ${SEXWORK:-harness}; do
+            label=SExtractor
+            [ "$work" = harness ] || label=SExtractor-$work
+            conf=$("$PY" "$(dirname "$0")/peers/pipeline_peers.py" --threads "$T" --work "$work" \
+                --fits "$W/sim$n.fits" --sex-config "$W/sex-$work" --box "$box" --npix $((n * n))) || exit 2
+            for r in $(seq "$ROUNDS"); do
+                t0=$(date +%s%N)
+                "$SEXTRACTOR" "$W/sim$n.fits" -c "$conf" 2>/dev/null || fail=1
+                t1=$(date +%s%N)
+                echo "$n $label - wall $(((t1 - t0) / 1000))" | awk '{print $1, $2, $3, $4, $5 / 1e3}' >>"$W/times.txt"
+            done
+            echo "$n $label box $box: $(grep -vc '^#' "$W/sex-$work/cat.txt") sources" >>"$W/same.txt"
         done
-        echo "$n SExtractor box $box: $(grep -vc '^#' "$W/sex/cat.txt") sources" >>"$W/same.txt"
     fi
 done
 "$PY" - "$W/times.txt" "$OUT" <<'EOF'
@@ -87,7 +95,7 @@ out = ["| size | pipeline | stage | old: median (lowest) ms | new: median (lowes
 csv = ["size,pipeline,stage,old_median,old_min,new_median,new_min"]
 for key in order:
     o, nw = rows.get(key + ("old",), []), rows.get(key + ("new",), [])
-    if key[1] == "SExtractor":
+    if key[1].startswith("SExtractor"):
         o = rows.get(key + ("-",), [])
     f = lambda v: "%.1f (%.1f)" % (statistics.median(v), min(v)) if v else "-"
     ratio = "%.2f" % (statistics.median(nw) / statistics.median(o)) if o and nw else "-"

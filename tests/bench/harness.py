@@ -7,7 +7,9 @@ images in one invocation:
      writes the images (FITS and raw float32) and skyfind's catalogues;
   2. peers/lesson_peers.py runs the GPU lesson's own numpy/scipy and
      CuPy/cupyx code on them, peers/pipeline_peers.py runs SEP, photutils and
-     SExtractor with settings matched to pipelines/radio.pipe;
+     SExtractor with settings matched to pipelines/radio.pipe (--peer-work:
+     harness, the least each does to find islands; radio, with radio.pipe's
+     beam filter and deblending as SEP and SExtractor do them; both);
   3. every peer catalogue is matched to skyfind's (same pipeline) within
      1 pixel: matched fraction of each side and the median flux ratio;
   4. one table goes to stdout, results.md and results.json in --out, and a
@@ -45,6 +47,8 @@ def parse_args():
     ap.add_argument("--pipelines", default="lesson,radio,sextractor",
                     help="skyfind pipelines to time (bench_pipeline -p)")
     ap.add_argument("--peers", default="numpy,cupy,sep,photutils,sextractor")
+    ap.add_argument("--peer-work", choices=("harness", "radio", "both"), default="harness",
+                    help="SEP's and SExtractor's settings (peers/pipeline_peers.py --work)")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work")
     ap.add_argument("--plot-only", metavar="JSON", help="remake table, Markdown and plot from a "
                     "results.json")
@@ -198,7 +202,7 @@ def run_all(a):
             os.unlink(pj)
         cmd = [sys.executable, os.path.join(HERE, "peers", "pipeline_peers.py"), bjson, "--json", pj,
                "--repeat", str(a.peer_repeat), "--budget", str(a.peer_budget),
-               "--threads", str(a.threads), "--tools", ",".join(tools)]
+               "--threads", str(a.threads), "--tools", ",".join(tools), "--work", a.peer_work]
         tee(cmd, os.path.join(out, "pipeline_peers.txt"), penv)
         peer_rows += [dict(r, pipeline="radio") for r in read_jsonl(pj)]
     res = build_results(a, b, peer_rows, time.time() - t0)
@@ -275,8 +279,8 @@ def agree(row, ref, other):
 # ---- the table, Markdown, JSON and plot -----------------------------------------
 
 GROUP = {"skyfind lesson": 0, "numpy lesson": 1, "CuPy lesson": 2, "skyfind radio": 3,
-         "skyfind sextractor": 3.5, "SEP": 4,
-         "photutils": 5, "SExtractor": 6}
+         "skyfind sextractor": 3.5, "SEP": 4, "SEP (radio work)": 4.5,
+         "photutils": 5, "SExtractor": 6, "SExtractor (radio work)": 6.5}
 COLS = ["size", "tool", "stage", "backend", "median ms", "runs", "GB/s", "floor ms", "sources",
         "matched sf/tool", "flux ratio", "note"]
 
