@@ -21,10 +21,15 @@ typedef struct sf_wcs sf_wcs;
 sf_wcs *sf_wcs_open(const sf_fits_info *info, int nx, int ny);
 void sf_wcs_close(sf_wcs *w);
 
+/* A copy of w (WCSLIB's wcssub of all its axes, set up), for another
+ * thread; NULL on allocation failure. Close it with sf_wcs_close. */
+sf_wcs *sf_wcs_dup(const sf_wcs *w);
+
 /* 0-based pixel (x0, y0) to longitude/latitude in degrees (lon in [0,360)).
  * Returns 0 on success, -1 when the pixel has no valid world coordinates
- * (lon and lat are then NaN). Safe to call from several threads only after
- * sf_wcs_open returned (the WCSLIB structure is fully set up there). */
+ * (lon and lat are then NaN). Not for two threads at once on one sf_wcs:
+ * WCSLIB writes into it (the scratch of a distortion such as SIP or TPV,
+ * the error record of a pixel off the sky); give each its own (sf_wcs_dup). */
 int sf_wcs_pix2world(const sf_wcs *w, double x0, double y0, double *lon, double *lat);
 
 /* Local pixel size (arcsec) at 0-based (x0, y0): the geometric mean of the

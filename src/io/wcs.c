@@ -112,6 +112,26 @@ fail:
     return NULL;
 }
 
+sf_wcs *sf_wcs_dup(const sf_wcs *w)
+{
+    sf_wcs *d = calloc(1, sizeof *d);
+    if (!d) {
+        sf_fail(SF_ERR_NOMEM, "sf_wcs_dup: malloc failed");
+        return NULL;
+    }
+    *d = *w; /* the names, the frame, the count of dropped cards */
+    memset(&d->sub, 0, sizeof d->sub);
+    d->sub.flag = -1;
+    /* wcscopy (wcssub of all axes) only reads its source: several threads may copy one */
+    if (wcscopy(1, &w->sub, &d->sub) || wcsset(&d->sub)) {
+        wcsfree(&d->sub);
+        free(d);
+        sf_fail(SF_ERR_NOMEM, "sf_wcs_dup: WCSLIB could not copy the WCS");
+        return NULL;
+    }
+    return d;
+}
+
 void sf_wcs_close(sf_wcs *w)
 {
     if (!w)

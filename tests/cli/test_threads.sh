@@ -28,6 +28,41 @@ for p in radio sextractor lesson radio+neg; do
     [ "$(wc -l <"$T/$p-1/sky.cat.csv")" -gt 100 ] && ok || bad "$p: too few sources to mean anything"
 done
 
+# a distorted WCS (TAN with SIP: WCSLIB keeps the distortion's scratch in
+# the WCS it converts with, so each thread deriving catalogue rows has its
+# own copy): the same catalogue at 1, 2 and 7 threads, with world
+# coordinates other than the undistorted sky's
+/usr/bin/python3 - "$T/sky.fits" "$T/sip.fits" <<'EOF' || bad "no SIP copy of the sky"
+import sys
+raw = open(sys.argv[1], "rb").read()
+cards = []
+while not any(c.startswith("END ") for c in cards):  # the primary header, a block at a time
+    cards += [raw[i:i + 80].decode("ascii") for i in range(80 * len(cards), 80 * len(cards) + 2880, 80)]
+end = next(i for i, c in enumerate(cards) if c.startswith("END "))
+fix = {"CTYPE1": "'RA---TAN-SIP'", "CTYPE2": "'DEC--TAN-SIP'"}
+for i in range(end):
+    if cards[i][:8].strip() in fix:
+        cards[i] = ("%-8s= %s" % (cards[i][:8].strip(), fix[cards[i][:8].strip()])).ljust(80)
+sip = [("A_ORDER", "2"), ("B_ORDER", "2"), ("A_2_0", "2.0E-5"), ("A_0_2", "-1.0E-5"),
+       ("A_1_1", "5.0E-6"), ("B_2_0", "-5.0E-6"), ("B_0_2", "1.5E-5"), ("B_1_1", "1.0E-5")]
+assert len(cards) - end - 1 >= len(sip), "no room for the SIP cards in the header's last block"
+cards[end:end + 1 + len(sip)] = [("%-8s= %20s" % kv).ljust(80) for kv in sip] + [cards[end]]
+open(sys.argv[2], "wb").write("".join(cards).encode("ascii") + raw[80 * len(cards):])
+EOF
+for t in 1 2 7; do
+    "$SKYFIND" run -q -b cpu -p radio --threads $t -o "$T/sip-$t" "$T/sip.fits" || bad "SIP --threads $t: exit $?"
+done
+for t in 2 7; do
+    cmp -s "$T/sip-1/sip.cat.csv" "$T/sip-$t/sip.cat.csv" && ok || bad "SIP: catalogue differs between 1 and $t threads"
+    cmp -s "$T/sip-1/sip.comp.csv" "$T/sip-$t/sip.comp.csv" && ok || bad "SIP: components differ between 1 and $t threads"
+done
+[ "$(grep -vc '^#' "$T/sip-1/sip.cat.csv")" -gt 100 ] && ok || bad "SIP: too few sources for several row chunks"
+radec() { awk -F, '/^#/ {next} !h {for (i = 1; i <= NF; i++) if ($i == "ra") c = i; h = 1; next}
+                    ++n == 20 {print $c "," $(c + 1)}' "$1"; }
+a=$(radec "$T/radio-1/sky.cat.csv")
+b=$(radec "$T/sip-1/sip.cat.csv")
+[ -n "$a" ] && [ "$a" != "$b" ] && ok || bad "SIP: the distortion did not change the world coordinates ($a / $b)"
+
 # one image: one worker with every thread; OMP_NUM_THREADS and --threads
 s=$("$SKYFIND" run -b cpu --threads 5 --json -o "$T/j" "$T/sky.fits" | tail -1)
 case $s in *'"workers":1,"threads":5,'*) ok ;; *) bad "--threads 5 on one image: $s" ;; esac
