@@ -31,9 +31,32 @@ static void usage(FILE *f)
             "See skyfind(1) and skyfind-pipeline(5).\n");
 }
 
+#ifdef SKYFIND_STATIC_GOMP
+/* GCC's OpenMP runtime, linked into the tool (CMakeLists.txt,
+ * SKYFIND_STATIC_GOMP), reads its settings in a constructor of its own; this
+ * one runs before it. Unless OMP_WAIT_POLICY or GOMP_SPINCOUNT say
+ * otherwise, libgomp's idle threads spin 300000 rounds before they sleep: on
+ * a virtual machine whose host is shared the spinning vCPUs take the host's
+ * time from the working ones (on the lent H200 host 6 of 20 runs of
+ * lesson.pipe at 4096^2 and 16 threads stalled 15-80 ms, none with
+ * GOMP_SPINCOUNT=10000 or OMP_WAIT_POLICY=passive, and the medians were the
+ * same: tests/bench/RESULTS.md). The tool spins 10000 rounds; the variable is
+ * taken out of its environment again in main. */
+static int spin_set;
+__attribute__((constructor(101))) static void omp_spin_default(void)
+{
+    if (!getenv("GOMP_SPINCOUNT") && !getenv("OMP_WAIT_POLICY"))
+        spin_set = setenv("GOMP_SPINCOUNT", "10000", 0) == 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     const char *cmd;
+#ifdef SKYFIND_STATIC_GOMP
+    if (spin_set) /* libgomp has read it */
+        unsetenv("GOMP_SPINCOUNT");
+#endif
     /* load each CUDA kernel when it is first launched, not all at start-up
      * (the default since CUDA 12.2; said here for older drivers) */
     setenv("CUDA_MODULE_LOADING", "LAZY", 0);
