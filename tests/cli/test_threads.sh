@@ -75,5 +75,19 @@ case $s in *'"workers":2,"threads":4,'*) ok ;; *) bad "--threads 8 -j 2: $s" ;; 
 "$SKYFIND" run -q -b cpu --threads 0 "$T/sky.fits" 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "threads needs a number" "$T/err" && ok || bad "--threads 0: exit $rc, $(cat "$T/err")"
 
+# the tool's default for idle OpenMP threads (built with libgomp inside:
+# SKYFIND_STATIC_GOMP): 10000 spins, unless GOMP_SPINCOUNT or OMP_WAIT_POLICY
+# says otherwise
+if [ "${SKYFIND_STATIC_GOMP:-0}" = 1 ]; then
+    spin() { env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY "$@" OMP_DISPLAY_ENV=verbose "$SKYFIND" --version 2>&1 |
+             sed -n "s/.*GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p"; }
+    [ "$(spin)" = 10000 ] && ok || bad "the default GOMP_SPINCOUNT is '$(spin)', not 10000"
+    [ "$(spin GOMP_SPINCOUNT=42)" = 42 ] && ok || bad "GOMP_SPINCOUNT=42 gave '$(spin GOMP_SPINCOUNT=42)'"
+    [ "$(spin OMP_WAIT_POLICY=passive)" = 0 ] && ok ||
+        bad "OMP_WAIT_POLICY=passive gave GOMP_SPINCOUNT '$(spin OMP_WAIT_POLICY=passive)', not 0"
+else
+    echo "SKIP: the idle-thread default (the tool links the shared libgomp)"
+fi
+
 echo "threads: $pass passed, $fail failed"
 [ $fail = 0 ]
