@@ -33,7 +33,7 @@ void sf_deblend_params_default(sf_deblend_params *p)
 typedef struct {
     int level, first, parent; /* first: local index of the first pixel */
     long long npix;
-    sf_fix128 flux, excess;   /* sum d, sum (d - t sigma) (scale 2^e) */
+    sf_fix128 excess;         /* sum (d - t sigma) over its pixels (scale 2^e) */
     int ok, nsplit;           /* SExtractor's ok[]; children above the contrast */
     int contrast;             /* its flux above its level passes mincont */
     int out;                  /* the object (branch) this node's pixels go to, -1 */
@@ -126,7 +126,7 @@ static int add_node(db_work *w, int level, int first, int parent)
     n->parent = parent;
     n->ok = 1;
     n->out = -1;
-    n->flux = n->excess = sf_fix_zero();
+    n->excess = sf_fix_zero();
     return w->nnode++;
 }
 
@@ -198,6 +198,10 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         return 1;
     }
     e = sf_fix_exponent((double)M) - ms_scale_shift(bw, bh);
+    /* 2^e, when a double holds it: x * 2^e is then ldexp(x, e) exactly (both
+     * the one rounding of the same product), without a libm call a pixel and
+     * level */
+    const double p2e = e >= -1022 && e <= 1023 ? ldexp(1.0, e) : 0.0;
     /* top[p]: the highest level (0 .. N-1) the pixel is above */
     for (long long i = 0; i < n; i++) {
         int k = 0;
@@ -205,7 +209,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             k++;
         w->top[i] = k;
         w->deep[i] = 0;
-        sf_fix_add(&tot, sf_fix_from_double(ldexp((double)w->d[i], e)));
+        sf_fix_add(&tot, sf_fix_from_double(p2e > 0 ? (double)w->d[i] * p2e : ldexp((double)w->d[i], e)));
     }
     value0 = ms_mul(p->mincont, sf_fix_to_double(tot, e));
     /* the tree: node 0 is the island */
@@ -213,7 +217,6 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
     if (add_node(w, 0, 0, -1) < 0)
         return -1;
     w->node[0].npix = n;
-    w->node[0].flux = tot;
     {
         int nl = 0; /* pixels above the level: the previous list, filtered */
         for (long long i = 0; i < n; i++)
@@ -270,9 +273,8 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
                 if (w->comp[r] < 0) {
                     db_node *nd = &w->node[-w->comp[r] - 1];
                     w->deep[a] = -w->comp[r] - 1;
-                    sf_fix_add(&nd->flux, sf_fix_from_double(ldexp((double)w->d[a], e)));
-                    sf_fix_add(&nd->excess,
-                               sf_fix_from_double(ldexp((double)sf_db_excess(w->d[a], w->sig[a], t), e)));
+                    const double x = (double)sf_db_excess(w->d[a], w->sig[a], t);
+                    sf_fix_add(&nd->excess, sf_fix_from_double(p2e > 0 ? x * p2e : ldexp(x, e)));
                 }
             }
         }
@@ -342,7 +344,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             const size_t q = pix[i];
             const double dx = (double)((int)(q % (size_t)nx) - x0), dy = (double)((int)(q / (size_t)nx) - y0);
             const float s = sf_db_fdiv(w->d[i], w->sig[i]);
-            ms_add_terms(&w->mom[6 * o], ldexp((double)w->d[i], e), dx, dy);
+            ms_add_terms(&w->mom[6 * o], p2e > 0 ? (double)w->d[i] * p2e : ldexp((double)w->d[i], e), dx, dy);
             w->opeak[o] = s > w->opeak[o] ? s : w->opeak[o];
             w->onpix[o]++;
         }
