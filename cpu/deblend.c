@@ -130,6 +130,22 @@ static int add_node(db_work *w, int level, int first, int parent)
     return w->nnode++;
 }
 
+/* Joins root ra with b's set (sf_uf_join's rule: the smaller root stays)
+ * and returns the joined set's root. The union of sets and their roots
+ * (each set's first pixel) are sf_uf_join's, so the levels' components do
+ * not depend on which neighbours are joined, only on their connections. */
+static inline int32_t db_join_root(int32_t *P, int32_t ra, int32_t b)
+{
+    const int32_t rb = sf_uf_root(P, b);
+    if (rb < ra) {
+        P[ra] = rb;
+        return rb;
+    }
+    if (ra < rb)
+        P[rb] = ra;
+    return ra;
+}
+
 /* Deblend one island of n pixels (global raster indices pix[0..n-1], in
  * raster order). Writes each pixel's object (0-based, in the order of the
  * objects' first pixels) to objout and returns the number of objects
@@ -236,18 +252,34 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
                 const int a = w->list[j];
                 const size_t q = pix[a];
                 const int x = (int)(q % (size_t)nx) - x0, y = (int)(q / (size_t)nx) - y0;
-                /* earlier neighbours: left, and the row above */
-                static const int dxs[4] = {-1, -1, 0, 1}, dys[4] = {0, -1, -1, -1};
-                for (int c = 0; c < 4; c++) {
-                    int xx = x + dxs[c], yy = y + dys[c], b;
-                    if (p->connectivity == 4 && dxs[c] != 0 && dys[c] != 0)
-                        continue;
-                    if (xx < 0 || xx >= bw || yy < 0)
-                        continue;
-                    b = w->map[(size_t)yy * bw + xx];
-                    if (b >= 0 && w->top[b] >= k)
-                        sf_uf_join(w->uf, a, b);
+                /* the earlier neighbours above the level: left (W), and
+                 * the row above (NW, N, NE) */
+                const int *up = y > 0 ? w->map + (size_t)(y - 1) * bw + x : NULL;
+                const int *row = w->map + (size_t)y * bw + x;
+#define DB_FG(b) ((b) >= 0 && w->top[(b)] >= k)
+                const int bw_ = x > 0 ? row[-1] : -1, bn = up ? up[0] : -1;
+                int ra = a; /* a's root: a until it is joined (later pixels
+                             * have not touched it yet) */
+                if (p->connectivity == 4) {
+                    if (DB_FG(bw_))
+                        ra = db_join_root(w->uf, ra, bw_);
+                    if (DB_FG(bn))
+                        ra = db_join_root(w->uf, ra, bn);
+                } else if (DB_FG(bn)) {
+                    /* NW, W and NE, where above the level, are N's
+                     * neighbours of this level's earlier pixels, so in its
+                     * set already */
+                    ra = db_join_root(w->uf, ra, bn);
+                } else {
+                    const int bnw = up && x > 0 ? up[-1] : -1, bne = up && x + 1 < bw ? up[1] : -1;
+                    if (DB_FG(bw_)) /* NW, where above the level, is W's */
+                        ra = db_join_root(w->uf, ra, bw_);
+                    else if (DB_FG(bnw))
+                        ra = db_join_root(w->uf, ra, bnw);
+                    if (DB_FG(bne))
+                        ra = db_join_root(w->uf, ra, bne);
                 }
+#undef DB_FG
             }
             /* component sizes at their roots (comp[] counts) */
             for (int j = 0; j < nl; j++)
