@@ -506,8 +506,9 @@ sf_status sf_deblend_cpu(const sf_image *det, const sf_deblend_in *in,
                 const int32_t *row = labels->data + (size_t)y * labels->stride;
                 for (int x = 0; x < det->nx; x++) {
                     int32_t l;
-                    if (sf_labels_sky4(row, x, det->nx)) {
-                        x += 3;
+                    int skip;
+                    if ((skip = sf_labels_sky_run(row, x, det->nx)) != 0) {
+                        x += skip - 1;
                         continue;
                     }
                     l = row[x];

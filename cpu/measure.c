@@ -107,9 +107,9 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
             ms_acc *a;
             float m, r;
             uint32_t k;
-            int look;
-            if (sf_labels_sky4(lrow, x, nx)) {
-                x += 3;
+            int look, skip;
+            if ((skip = sf_labels_sky_run(lrow, x, nx)) != 0) {
+                x += skip - 1;
                 continue;
             }
             l = lrow[x];
@@ -170,8 +170,9 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
             int32_t l;
             float m, r;
             double dx, dy;
-            if (sf_labels_sky4(lrow, x, nx)) {
-                x += 3;
+            int skip;
+            if ((skip = sf_labels_sky_run(lrow, x, nx)) != 0) {
+                x += skip - 1;
                 continue;
             }
             l = lrow[x];
