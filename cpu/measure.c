@@ -1,6 +1,7 @@
 /* Stage `measure`, CPU twin: per-source measurements (see skyfind/measure.h)
- * in two raster-order passes: the peak, box, flags and scales first, then
- * the exact fixed-point sums relative to each peak; both backends finish
+ * in two raster-order passes: the peak, box, flags and scales first (a walk
+ * of the label map, listing the labelled pixels), then the exact
+ * fixed-point sums relative to each peak (over the lists); both backends finish
  * with ms_finish (src/calc/measure_calc.h), so gpu/measure.cu gives the same bits. */
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +21,43 @@ typedef struct {
     int xmin, xmax, ymin, ymax;
     int flags, npeaks;
 } ms_acc;
+
+/* A strip's labelled pixels with a finite measured value, in raster order,
+ * listed by pass 1 for pass 2, which then reads only them instead of
+ * walking the whole label map again (islands cover a few percent of an
+ * image). A strip stops listing past cap pixels (off: pass 2 walks its rows
+ * as pass 1 did), so the list never costs more than a byte a pixel. */
+typedef struct {
+    uint32_t x, y;
+} ms_px;
+
+typedef struct {
+    ms_px *v;
+    size_t n, cap, max;
+    int off;
+} ms_list;
+
+static void ms_list_push(ms_list *L, int x, int y)
+{
+    if (L->off)
+        return;
+    if (L->n == L->cap) {
+        size_t c = L->cap ? 2 * L->cap : 4096;
+        ms_px *v;
+        if (c > L->max)
+            c = L->max;
+        if (c <= L->n || !(v = realloc(L->v, c * sizeof *v))) {
+            free(L->v);
+            L->v = NULL;
+            L->off = 1;
+            return;
+        }
+        L->v = v;
+        L->cap = c;
+    }
+    L->v[L->n].x = (uint32_t)x;
+    L->v[L->n++].y = (uint32_t)y;
+}
 
 void sf_measure_params_default(sf_measure_params *p)
 {
@@ -95,7 +133,7 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
  * *Mr = max |r| for the scales. Returns the linear index of the first pixel
  * with a label outside 1..nlabels, or -1. */
 static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlabels, const ms_in *in,
-                          int y0, int y1, ms_acc *acc, float *Mout, float *Mrout)
+                          int y0, int y1, ms_acc *acc, float *Mout, float *Mrout, ms_list *L)
 {
     const int nx = img->nx, ny = img->ny;
     float M = 0.0f, Mr = 0.0f;
@@ -123,6 +161,7 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
                 a->flags |= SF_SRC_NAN;
                 continue;
             }
+            ms_list_push(L, x, y);
             if (a->npix++ == 0) {
                 a->xmin = a->xmax = x;
                 a->ymin = a->ymax = y;
@@ -157,6 +196,19 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
     return -1;
 }
 
+/* Pass 2's terms of pixel (x, y) of label l, measured value m (finite). */
+static inline void ms_pass2_px(const ms_in *in, int nx, int x, int y, int32_t l, float m,
+                               const ms_acc *pk, ms_acc *acc, double scale, double rscale)
+{
+    const double dx = (double)(x - (int)(pk[l - 1].peak_idx % (size_t)nx));
+    const double dy = (double)(y - (int)(pk[l - 1].peak_idx / (size_t)nx));
+    float r;
+    ms_add_terms(&acc[l - 1].s[MS_V], ms_mul((double)m, scale), dx, dy);
+    r = ms_noise(in, x, y);
+    if (isfinite(r))
+        ms_add_terms(&acc[l - 1].s[MS_R], ms_mul(ms_mul((double)r, (double)r), rscale), dx, dy);
+}
+
 /* Pass 2 over rows [y0, y1): exact sums relative to each label's peak
  * (peaks: the whole image's, from pk) into acc's s[]. */
 static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *in, int y0, int y1,
@@ -168,8 +220,7 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
         const int32_t *lrow = labels->data + (size_t)y * labels->stride;
         for (int x = 0; x < nx; x++) {
             int32_t l;
-            float m, r;
-            double dx, dy;
+            float m;
             int skip;
             if ((skip = sf_labels_sky_run(lrow, x, nx)) != 0) {
                 x += skip - 1;
@@ -181,14 +232,23 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
             m = ms_value(row[x], in, x, y);
             if (!isfinite(m))
                 continue;
-            dx = (double)(x - (int)(pk[l - 1].peak_idx % (size_t)nx));
-            dy = (double)(y - (int)(pk[l - 1].peak_idx / (size_t)nx));
-            ms_add_terms(&acc[l - 1].s[MS_V], ms_mul((double)m, scale), dx, dy);
-            r = ms_noise(in, x, y);
-            if (isfinite(r))
-                ms_add_terms(&acc[l - 1].s[MS_R], ms_mul(ms_mul((double)r, (double)r), rscale), dx,
-                             dy);
+            ms_pass2_px(in, nx, x, y, l, m, pk, acc, scale, rscale);
         }
+    }
+}
+
+/* Pass 2 over a strip's list of pixels (ms_list): the same pixels in the
+ * same order as ms_pass2 over its rows. */
+static void ms_pass2_list(const sf_image *img, const sf_labels *labels, const ms_in *in,
+                          const ms_list *L, const ms_acc *pk, ms_acc *acc, double scale,
+                          double rscale)
+{
+    const int nx = img->nx;
+    for (size_t i = 0; i < L->n; i++) {
+        const int x = (int)L->v[i].x, y = (int)L->v[i].y;
+        const int32_t l = labels->data[(size_t)y * labels->stride + x];
+        ms_pass2_px(in, nx, x, y, l, ms_value(img->data[(size_t)y * img->stride + x], in, x, y),
+                    pk, acc, scale, rscale);
     }
 }
 
@@ -233,6 +293,7 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
     int nx, ny, e, er, shift, nth = 1;
     long long *bad = NULL;
     float *Ms = NULL;
+    ms_list *lists = NULL;
     double scale, rscale;
 
     if ((st = sf_measure_check(img, labels, nlabels, aux, out, SF_HOST)) != SF_OK)
@@ -250,7 +311,8 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
     /* (one at least: the strips' pointers into it are made even without labels) */
     if (!(acc = (ms_acc *)calloc(nlabels > 0 ? (size_t)nlabels * nth : 1, sizeof *acc)))
         return sf_fail(SF_ERR_NOMEM, "measure: %d accumulators", nlabels);
-    if (!(bad = malloc((size_t)nth * sizeof *bad)) || !(Ms = calloc(2 * (size_t)nth, sizeof *Ms))) {
+    if (!(bad = malloc((size_t)nth * sizeof *bad)) || !(Ms = calloc(2 * (size_t)nth, sizeof *Ms)) ||
+        !(lists = calloc((size_t)nth, sizeof *lists))) {
         st = sf_fail(SF_ERR_NOMEM, "measure: thread tables");
         goto fail;
     }
@@ -260,10 +322,12 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
     }
 
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
-    for (int t = 0; t < nth; t++)
-        bad[t] = ms_pass1(img, labels, nlabels, &in, (int)((long long)ny * t / nth),
-                          (int)((long long)ny * (t + 1) / nth), acc + (size_t)t * nlabels, &Ms[2 * t],
-                          &Ms[2 * t + 1]);
+    for (int t = 0; t < nth; t++) {
+        const int y0 = (int)((long long)ny * t / nth), y1 = (int)((long long)ny * (t + 1) / nth);
+        lists[t].max = (size_t)(y1 - y0) * (size_t)nx / sizeof(ms_px); /* a byte a pixel */
+        bad[t] = ms_pass1(img, labels, nlabels, &in, y0, y1, acc + (size_t)t * nlabels, &Ms[2 * t],
+                          &Ms[2 * t + 1], &lists[t]);
+    }
     for (int t = 0; t < nth; t++) {
         if (bad[t] >= 0) {
             int x = (int)(bad[t] % nx), y = (int)(bad[t] / nx);
@@ -288,9 +352,14 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
 
     /* Pass 2: exact sums relative to each label's peak. */
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
-    for (int t = 0; t < nth; t++)
-        ms_pass2(img, labels, &in, (int)((long long)ny * t / nth), (int)((long long)ny * (t + 1) / nth),
-                 acc, acc + (size_t)t * nlabels, scale, rscale);
+    for (int t = 0; t < nth; t++) {
+        if (!lists[t].off)
+            ms_pass2_list(img, labels, &in, &lists[t], acc, acc + (size_t)t * nlabels, scale, rscale);
+        else
+            ms_pass2(img, labels, &in, (int)((long long)ny * t / nth),
+                     (int)((long long)ny * (t + 1) / nth), acc, acc + (size_t)t * nlabels, scale,
+                     rscale);
+    }
     for (int t = 1; t < nth; t++)
         for (int i = 0; i < nlabels; i++)
             ms_merge(&acc[i], &acc[(size_t)t * nlabels + i], 2);
@@ -321,6 +390,9 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
     }
 
 fail:
+    for (int t = 0; lists && t < nth; t++)
+        free(lists[t].v);
+    free(lists);
     free(acc);
     free(bad);
     free(Ms);
