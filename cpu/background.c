@@ -13,6 +13,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#include <pthread.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -151,22 +155,15 @@ static inline void keep(float *reg, size_t top, bkg_part *pt, float v, size_t cw
              (size_t)(in_ && !(v_ >= wlo && v_ <= whi) && (v_ <= elo || v_ >= ehi)));     \
     } while (0)
 
-/* FULL pass: the kept values lo < v < hi of every chunk (sums of v - shift
- * in four lanes, value x of a row run in lane x % 4), the count below the
- * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
- * values copied into the chunk's region. A chunk at a time (both builds,
- * simd.h). */
-SF_SIMD_BODY void full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float wlo,
-                                 float whi, float elo, float ehi)
+/* Pixels x .. len-1 of a row run p (x a multiple of 4) into a chunk's
+ * partial *ptp, lane sums q and q2 and region reg: four at a time (SSE2),
+ * then one by one (FULL_ONE). */
+SF_SIMD_BODY void full_run_body(bkg_part *ptp, double *q, double *q2, float *reg, size_t top,
+                               const float *p, size_t x, size_t len, float lo, float hi, double sh,
+                               float wlo, float whi, float elo, float ehi)
 {
-    const size_t top = c->cap - 1;
-    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
-    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
-    float *reg = c->reg + (size_t)k * c->cap;
-    size_t len, end = chunk_start(c, k + 1);
-    for (size_t i = chunk_start(c, k); i < end; i += len) {
-        const float *p = run_at(c->img, i, end, &len);
-        size_t x = 0;
+    bkg_part pt = *ptp;
+    {
 #ifdef __SSE2__
         {
             const __m128 LO = _mm_set1_ps(lo), HI = _mm_set1_ps(hi), WLO = _mm_set1_ps(wlo),
@@ -225,6 +222,26 @@ SF_SIMD_BODY void full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double 
         for (; x < len; x++)
             FULL_ONE(p[x], x & 3);
     }
+    *ptp = pt;
+}
+
+/* FULL pass: the kept values lo < v < hi of every chunk (sums of v - shift
+ * in four lanes, value x of a row run in lane x % 4), the count below the
+ * window, and the window's [wlo, whi] and the edges' (v <= elo or v >= ehi)
+ * values copied into the chunk's region. A chunk at a time (both builds,
+ * simd.h). */
+SF_SIMD_BODY void full_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float wlo,
+                                 float whi, float elo, float ehi)
+{
+    const size_t top = c->cap - 1;
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    float *reg = c->reg + (size_t)k * c->cap;
+    size_t len, end = chunk_start(c, k + 1);
+    for (size_t i = chunk_start(c, k); i < end; i += len) {
+        const float *p = run_at(c->img, i, end, &len);
+        full_run_body(&pt, q, q2, reg, top, p, 0, len, lo, hi, sh, wlo, whi, elo, ehi);
+    }
     pt.s = (q[0] + q[1]) + (q[2] + q[3]);
     pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
     c->part[k] = pt;
@@ -236,9 +253,138 @@ SF_SIMD_KERNEL_VOID(full_chunk,
                 float ehi),
                (c, k, lo, hi, sh, wlo, whi, elo, ehi))
 
+#if SF_SIMD_DISPATCH
+/* full_chunk with eight pixels a step (AVX2, no FMA), for a CPU that has
+ * it: the same bits as full_chunk_body's SSE2 loop, which it follows lane
+ * for lane. The sums keep their four double lanes (pixel x of a run in lane
+ * x % 4: an 8-step adds its first four, then its last four), the minimum
+ * and maximum their four float lanes updated in the same order, the counts
+ * are integers; the window's and the edges' values go to the region by a
+ * permutation each (the window's packed in scan order from its start, the
+ * edges' reversed, to the end's next slots downwards, as keep() places them
+ * one by one) where the region has room for both stores, else one by one
+ * through keep(). The tail of a run (fewer than 8 pixels) takes
+ * full_chunk_body's SSE2 step and scalar rule. keep() puts a value in
+ * every looked-at slot; the slots past the counts are never read. */
+static int32_t bkg_pack[256][8], bkg_rpack[256][8];
+static pthread_once_t bkg_pack_once = PTHREAD_ONCE_INIT;
+
+static void bkg_pack_init(void)
+{
+    for (int m = 0; m < 256; m++) {
+        int n = 0;
+        for (int j = 0; j < 8; j++)
+            bkg_pack[m][j] = bkg_rpack[m][j] = 0;
+        for (int j = 0; j < 8; j++)
+            if (m >> j & 1) {
+                bkg_pack[m][n] = j;      /* n-th set lane first */
+                bkg_rpack[m][7 - n] = j; /* ... last */
+                n++;
+            }
+    }
+}
+
+__attribute__((target("avx2"))) static void full_chunk_avx8(bkg_ctx *c, int k, float lo, float hi,
+                                                            double sh, float wlo, float whi,
+                                                            float elo, float ehi)
+{
+    const size_t top = c->cap - 1;
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    float *reg = c->reg + (size_t)k * c->cap;
+    size_t len, end = chunk_start(c, k + 1);
+    const __m256 LO = _mm256_set1_ps(lo), HI = _mm256_set1_ps(hi), WLO = _mm256_set1_ps(wlo),
+                 WHI = _mm256_set1_ps(whi), ELO = _mm256_set1_ps(elo), EHI = _mm256_set1_ps(ehi);
+    const __m128 PINF = _mm_set1_ps(INFINITY), NINF = _mm_set1_ps(-INFINITY);
+    const __m256d SH = _mm256_set1_pd(sh);
+    for (size_t i = chunk_start(c, k); i < end; i += len) {
+        const float *p = run_at(c->img, i, end, &len);
+        size_t x = 0;
+        __m256d A = _mm256_loadu_pd(q), B = _mm256_loadu_pd(q2);
+        __m128 mn = _mm_set1_ps(pt.mn), mx = _mm_set1_ps(pt.mx);
+        size_t n8 = 0, b8 = 0;
+        for (; x + 8 <= len; x += 8) {
+            const __m256 v = _mm256_loadu_ps(p + x);
+            const __m256 in = _mm256_and_ps(_mm256_cmp_ps(v, LO, _CMP_GT_OQ),
+                                            _mm256_cmp_ps(v, HI, _CMP_LT_OQ));
+            const __m128 v0 = _mm256_castps256_ps128(v), v1 = _mm256_extractf128_ps(v, 1);
+            const __m128 i0 = _mm256_castps256_ps128(in), i1 = _mm256_extractf128_ps(in, 1);
+            const __m256d d0 = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(v0), SH),
+                                             _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(i0))));
+            const __m256d d1 = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(v1), SH),
+                                             _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(i1))));
+            A = _mm256_add_pd(A, d0);
+            B = _mm256_add_pd(B, _mm256_mul_pd(d0, d0));
+            A = _mm256_add_pd(A, d1);
+            B = _mm256_add_pd(B, _mm256_mul_pd(d1, d1));
+            mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(i0, v0), _mm_andnot_ps(i0, PINF)));
+            mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(i0, v0), _mm_andnot_ps(i0, NINF)));
+            mn = _mm_min_ps(mn, _mm_or_ps(_mm_and_ps(i1, v1), _mm_andnot_ps(i1, PINF)));
+            mx = _mm_max_ps(mx, _mm_or_ps(_mm_and_ps(i1, v1), _mm_andnot_ps(i1, NINF)));
+            {
+                const int im = _mm256_movemask_ps(in);
+                const int bm = im & _mm256_movemask_ps(_mm256_cmp_ps(v, WLO, _CMP_LT_OQ));
+                const __m256 win = _mm256_and_ps(_mm256_cmp_ps(v, WLO, _CMP_GE_OQ),
+                                                 _mm256_cmp_ps(v, WHI, _CMP_LE_OQ));
+                const int wm = _mm256_movemask_ps(win);
+                const int em = im & ~wm &
+                               _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(v, ELO, _CMP_LE_OQ),
+                                                               _mm256_cmp_ps(v, EHI, _CMP_GE_OQ)));
+                const int cw = im & wm;
+                n8 += (size_t)__builtin_popcount((unsigned)im);
+                b8 += (size_t)__builtin_popcount((unsigned)bm);
+                if (pt.wwin + pt.ecnt + 16 <= top) { /* room for both stores: no branch on the masks */
+                    _mm256_storeu_ps(reg + pt.wwin,
+                                     _mm256_permutevar8x32_ps(
+                                         v, _mm256_loadu_si256((const __m256i *)bkg_pack[cw])));
+                    _mm256_storeu_ps(reg + top - pt.ecnt - 7,
+                                     _mm256_permutevar8x32_ps(
+                                         v, _mm256_loadu_si256((const __m256i *)bkg_rpack[em])));
+                    pt.wwin += (size_t)__builtin_popcount((unsigned)cw);
+                    pt.ecnt += (size_t)__builtin_popcount((unsigned)em);
+                } else {
+                    for (int j = 0; j < 8; j++)
+                        keep(reg, top, &pt, p[x + j], (size_t)(cw >> j & 1), (size_t)(em >> j & 1));
+                }
+            }
+        }
+        pt.n += n8;
+        pt.below += b8;
+        _mm256_storeu_pd(q, A);
+        _mm256_storeu_pd(q2, B);
+        {
+            float f[4];
+            _mm_storeu_ps(f, mn);
+            for (int j = 0; j < 4; j++)
+                pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
+            _mm_storeu_ps(f, mx);
+            for (int j = 0; j < 4; j++)
+                pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
+        }
+        /* the run's last len % 8 pixels: full_chunk_body's steps of 4, then its scalar rule */
+        full_run_body(&pt, q, q2, reg, top, p, x, len, lo, hi, sh, wlo, whi, elo, ehi);
+    }
+    pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+    pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+    c->part[k] = pt;
+    c->efill[k] = pt.ecnt;
+    c->wwin[k] = pt.wwin;
+}
+#endif
+
 static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, float whi, float elo,
                       float ehi)
 {
+#if SF_SIMD_DISPATCH
+    if (sf_simd_avx2()) {
+        pthread_once(&bkg_pack_once, bkg_pack_init);
+#pragma omp parallel for schedule(static) num_threads(c->nth)
+        for (int k = 0; k < BKG_CHUNKS; k++)
+            full_chunk_avx8(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
+        c->wsorted = 0;
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(static) num_threads(c->nth)
     for (int k = 0; k < BKG_CHUNKS; k++)
         full_chunk(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
@@ -280,8 +426,80 @@ SF_SIMD_KERNEL_VOID(edge_chunk,
                (bkg_ctx *c, int k, float lo, float hi, double sh, float elo, float ehi),
                (c, k, lo, hi, sh, elo, ehi))
 
+#if SF_SIMD_DISPATCH
+/* edge_chunk with eight values a step (AVX2, no FMA): value i in double
+ * lane i % 4 (a step adds its first four, then its last four), each term
+ * ((double)v - sh) * m with m = 1 or 0 as edge_chunk_body forms it, so the
+ * same sums; the counts are integers. The last len % 8 values one by one,
+ * as there. */
+__attribute__((target("avx2"))) static void edge_chunk_avx8(bkg_ctx *c, int k, float lo, float hi,
+                                                            double sh, float elo, float ehi)
+{
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
+    const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
+    const size_t n = c->efill[k];
+    double q[4], q2[4];
+    size_t cl = 0, ch = 0, rl = 0, rh = 0, i = 0;
+    const __m256 LO = _mm256_set1_ps(lo), HI = _mm256_set1_ps(hi), ELO = _mm256_set1_ps(elo),
+                 EHI = _mm256_set1_ps(ehi);
+    const __m256d SH = _mm256_set1_pd(sh), ONE = _mm256_set1_pd(1.0);
+    __m256d A = _mm256_setzero_pd(), B = _mm256_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(reg + i);
+        const __m256 low = _mm256_cmp_ps(v, ELO, _CMP_LE_OQ), high = _mm256_cmp_ps(v, EHI, _CMP_GE_OQ);
+        const __m256 cl1 = _mm256_and_ps(low, _mm256_cmp_ps(v, LO, _CMP_LE_OQ));
+        const __m256 ch1 = _mm256_and_ps(high, _mm256_cmp_ps(v, HI, _CMP_GE_OQ));
+        const __m256 cut = _mm256_or_ps(cl1, ch1);
+        const __m128 c0 = _mm256_castps256_ps128(cut), c1 = _mm256_extractf128_ps(cut, 1);
+        const __m256d m0 = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(c0))), ONE);
+        const __m256d m1 = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_castps_si128(c1))), ONE);
+        const __m256d d0 = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), SH), m0);
+        const __m256d d1 = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), SH), m1);
+        const int lm = _mm256_movemask_ps(low), hm = _mm256_movemask_ps(high),
+                  clm = _mm256_movemask_ps(cl1), chm = _mm256_movemask_ps(ch1);
+        A = _mm256_add_pd(A, d0);
+        B = _mm256_add_pd(B, _mm256_mul_pd(d0, d0));
+        A = _mm256_add_pd(A, d1);
+        B = _mm256_add_pd(B, _mm256_mul_pd(d1, d1));
+        cl += (size_t)__builtin_popcount((unsigned)clm);
+        ch += (size_t)__builtin_popcount((unsigned)chm);
+        rl += (size_t)__builtin_popcount((unsigned)(lm & ~clm));
+        rh += (size_t)__builtin_popcount((unsigned)(hm & ~chm));
+    }
+    _mm256_storeu_pd(q, A);
+    _mm256_storeu_pd(q2, B);
+    for (; i < n; i++) { /* edge_chunk_body's rule */
+        const float v = reg[i];
+        const int low = v <= elo, high = v >= ehi;
+        const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
+        const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
+        q[i & 3] += d;
+        q2[i & 3] += d * d;
+        cl += (size_t)cl1;
+        ch += (size_t)ch1;
+        rl += (size_t)(low & !cl1);
+        rh += (size_t)(high & !ch1);
+    }
+    pt.s = (q[0] + q[1]) + (q[2] + q[3]);
+    pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
+    pt.n = cl;
+    pt.below = ch;
+    pt.rlo = rl;
+    pt.rhi = rh;
+    c->part[k] = pt;
+}
+#endif
+
 static void edge_pass(bkg_ctx *c, float lo, float hi, float shift, float elo, float ehi)
 {
+#if SF_SIMD_DISPATCH
+    if (sf_simd_avx2()) {
+#pragma omp parallel for schedule(static) num_threads(c->nth)
+        for (int k = 0; k < BKG_CHUNKS; k++)
+            edge_chunk_avx8(c, k, lo, hi, (double)shift, elo, ehi);
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(static) num_threads(c->nth)
     for (int k = 0; k < BKG_CHUNKS; k++)
         edge_chunk(c, k, lo, hi, (double)shift, elo, ehi);
