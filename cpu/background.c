@@ -155,6 +155,20 @@ static inline void keep(float *reg, size_t top, bkg_part *pt, float v, size_t cw
              (size_t)(in_ && !(v_ >= wlo && v_ <= whi) && (v_ <= elo || v_ >= ehi)));     \
     } while (0)
 
+#ifdef __SSE2__
+/* The four lanes' minimum and maximum of kept values into pt (lane 0 first). */
+static inline void lanes_minmax(bkg_part *pt, __m128 mn, __m128 mx)
+{
+    float f[4];
+    _mm_storeu_ps(f, mn);
+    for (int j = 0; j < 4; j++)
+        pt->mn = f[j] < pt->mn ? f[j] : pt->mn;
+    _mm_storeu_ps(f, mx);
+    for (int j = 0; j < 4; j++)
+        pt->mx = f[j] > pt->mx ? f[j] : pt->mx;
+}
+#endif
+
 /* Pixels x .. len-1 of a row run p (x a multiple of 4) into a chunk's
  * partial *ptp, lane sums q and q2 and region reg: four at a time (SSE2),
  * then one by one (FULL_ONE). */
@@ -200,7 +214,6 @@ SF_SIMD_BODY void full_run_body(bkg_part *ptp, double *q, double *q2, float *reg
                 }
             }
             {
-                float f[4];
                 int32_t u[4];
                 _mm_storeu_pd(q, a0);
                 _mm_storeu_pd(q + 2, a1);
@@ -210,12 +223,7 @@ SF_SIMD_BODY void full_run_body(bkg_part *ptp, double *q, double *q2, float *reg
                 pt.n += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
                 _mm_storeu_si128((__m128i *)u, blw);
                 pt.below += (size_t)(uint32_t)u[0] + (uint32_t)u[1] + (uint32_t)u[2] + (uint32_t)u[3];
-                _mm_storeu_ps(f, mn);
-                for (int j = 0; j < 4; j++)
-                    pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
-                _mm_storeu_ps(f, mx);
-                for (int j = 0; j < 4; j++)
-                    pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
+                lanes_minmax(&pt, mn, mx);
             }
         }
 #endif
@@ -352,15 +360,7 @@ __attribute__((target("avx2"))) static void full_chunk_avx8(bkg_ctx *c, int k, f
         pt.below += b8;
         _mm256_storeu_pd(q, A);
         _mm256_storeu_pd(q2, B);
-        {
-            float f[4];
-            _mm_storeu_ps(f, mn);
-            for (int j = 0; j < 4; j++)
-                pt.mn = f[j] < pt.mn ? f[j] : pt.mn;
-            _mm_storeu_ps(f, mx);
-            for (int j = 0; j < 4; j++)
-                pt.mx = f[j] > pt.mx ? f[j] : pt.mx;
-        }
+        lanes_minmax(&pt, mn, mx);
         /* the run's last len % 8 pixels: full_chunk_body's steps of 4, then its scalar rule */
         full_run_body(&pt, q, q2, reg, top, p, x, len, lo, hi, sh, wlo, whi, elo, ehi);
     }
@@ -395,32 +395,46 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
 /* EDGE pass: in every region, the edge values now clipped (v <= lo below,
  * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
  * values left on either side. A chunk at a time (both builds, simd.h). */
-SF_SIMD_BODY void edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
-                                 float ehi)
+/* The EDGE rule for values i .. n-1 of a chunk's region (value i in lane
+ * i % 4 of q and q2; cnt: clipped low, clipped high, left low, left high),
+ * branch-free; then the chunk's partial from the lanes and counts. */
+static inline void edge_values(const float *reg, size_t i, size_t n, double *q, double *q2,
+                               size_t *cnt, float lo, float hi, double sh, float elo, float ehi)
 {
-    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
-    const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
-    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
-    size_t cl = 0, ch = 0, rl = 0, rh = 0;
-    for (size_t i = 0; i < c->efill[k]; i++) { /* branch-free, four lanes */
+    for (; i < n; i++) {
         const float v = reg[i];
         const int low = v <= elo, high = v >= ehi; /* bitwise: no branches */
         const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
         const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
         q[i & 3] += d;
         q2[i & 3] += d * d;
-        cl += (size_t)cl1;
-        ch += (size_t)ch1;
-        rl += (size_t)(low & !cl1);
-        rh += (size_t)(high & !ch1);
+        cnt[0] += (size_t)cl1;
+        cnt[1] += (size_t)ch1;
+        cnt[2] += (size_t)(low & !cl1);
+        cnt[3] += (size_t)(high & !ch1);
     }
+}
+
+static inline void edge_part(bkg_ctx *c, int k, const double *q, const double *q2, const size_t *cnt)
+{
+    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
     pt.s = (q[0] + q[1]) + (q[2] + q[3]);
     pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
-    pt.n = cl;
-    pt.below = ch;
-    pt.rlo = rl;
-    pt.rhi = rh;
+    pt.n = cnt[0];
+    pt.below = cnt[1];
+    pt.rlo = cnt[2];
+    pt.rhi = cnt[3];
     c->part[k] = pt;
+}
+
+SF_SIMD_BODY void edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
+                                 float ehi)
+{
+    double q[4] = {0, 0, 0, 0}, q2[4] = {0, 0, 0, 0};
+    size_t cnt[4] = {0, 0, 0, 0};
+    edge_values(c->reg + (size_t)(k + 1) * c->cap - c->efill[k], 0, c->efill[k], q, q2, cnt, lo,
+                hi, sh, elo, ehi);
+    edge_part(c, k, q, q2, cnt);
 }
 SF_SIMD_KERNEL_VOID(edge_chunk,
                (bkg_ctx *c, int k, float lo, float hi, double sh, float elo, float ehi),
@@ -435,11 +449,10 @@ SF_SIMD_KERNEL_VOID(edge_chunk,
 __attribute__((target("avx2"))) static void edge_chunk_avx8(bkg_ctx *c, int k, float lo, float hi,
                                                             double sh, float elo, float ehi)
 {
-    bkg_part pt = {0, 0, 0, 0, 0, 0, 0, 0, INFINITY, -INFINITY};
     const float *reg = c->reg + (size_t)(k + 1) * c->cap - c->efill[k];
     const size_t n = c->efill[k];
     double q[4], q2[4];
-    size_t cl = 0, ch = 0, rl = 0, rh = 0, i = 0;
+    size_t cnt[4] = {0, 0, 0, 0}, i = 0;
     const __m256 LO = _mm256_set1_ps(lo), HI = _mm256_set1_ps(hi), ELO = _mm256_set1_ps(elo),
                  EHI = _mm256_set1_ps(ehi);
     const __m256d SH = _mm256_set1_pd(sh), ONE = _mm256_set1_pd(1.0);
@@ -461,32 +474,15 @@ __attribute__((target("avx2"))) static void edge_chunk_avx8(bkg_ctx *c, int k, f
         B = _mm256_add_pd(B, _mm256_mul_pd(d0, d0));
         A = _mm256_add_pd(A, d1);
         B = _mm256_add_pd(B, _mm256_mul_pd(d1, d1));
-        cl += (size_t)__builtin_popcount((unsigned)clm);
-        ch += (size_t)__builtin_popcount((unsigned)chm);
-        rl += (size_t)__builtin_popcount((unsigned)(lm & ~clm));
-        rh += (size_t)__builtin_popcount((unsigned)(hm & ~chm));
+        cnt[0] += (size_t)__builtin_popcount((unsigned)clm);
+        cnt[1] += (size_t)__builtin_popcount((unsigned)chm);
+        cnt[2] += (size_t)__builtin_popcount((unsigned)(lm & ~clm));
+        cnt[3] += (size_t)__builtin_popcount((unsigned)(hm & ~chm));
     }
     _mm256_storeu_pd(q, A);
     _mm256_storeu_pd(q2, B);
-    for (; i < n; i++) { /* edge_chunk_body's rule */
-        const float v = reg[i];
-        const int low = v <= elo, high = v >= ehi;
-        const int cl1 = low & (v <= lo), ch1 = high & (v >= hi);
-        const double m = (double)(cl1 | ch1), d = ((double)v - sh) * m;
-        q[i & 3] += d;
-        q2[i & 3] += d * d;
-        cl += (size_t)cl1;
-        ch += (size_t)ch1;
-        rl += (size_t)(low & !cl1);
-        rh += (size_t)(high & !ch1);
-    }
-    pt.s = (q[0] + q[1]) + (q[2] + q[3]);
-    pt.s2 = (q2[0] + q2[1]) + (q2[2] + q2[3]);
-    pt.n = cl;
-    pt.below = ch;
-    pt.rlo = rl;
-    pt.rhi = rh;
-    c->part[k] = pt;
+    edge_values(reg, i, n, q, q2, cnt, lo, hi, sh, elo, ehi); /* the last n % 8 */
+    edge_part(c, k, q, q2, cnt);
 }
 #endif
 
