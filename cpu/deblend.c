@@ -130,20 +130,12 @@ static int add_node(db_work *w, int level, int first, int parent)
     return w->nnode++;
 }
 
-/* Joins root ra with b's set (sf_uf_join's rule: the smaller root stays)
- * and returns the joined set's root. The union of sets and their roots
- * (each set's first pixel) are sf_uf_join's, so the levels' components do
- * not depend on which neighbours are joined, only on their connections. */
-static inline int32_t db_join_root(int32_t *P, int32_t ra, int32_t b)
+/* x * 2^e, the fixed-point sums' scaling: a multiply by p2e = 2^e where a
+ * double holds it (exactly ldexp(x, e): the one rounding of the same
+ * product, without a libm call a pixel and level), else ldexp (p2e 0). */
+static inline double db_scale(double x, double p2e, int e)
 {
-    const int32_t rb = sf_uf_root(P, b);
-    if (rb < ra) {
-        P[ra] = rb;
-        return rb;
-    }
-    if (ra < rb)
-        P[rb] = ra;
-    return ra;
+    return p2e > 0 ? x * p2e : ldexp(x, e);
 }
 
 /* Deblend one island of n pixels (global raster indices pix[0..n-1], in
@@ -214,10 +206,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         return 1;
     }
     e = sf_fix_exponent((double)M) - ms_scale_shift(bw, bh);
-    /* 2^e, when a double holds it: x * 2^e is then ldexp(x, e) exactly (both
-     * the one rounding of the same product), without a libm call a pixel and
-     * level */
-    const double p2e = e >= -1022 && e <= 1023 ? ldexp(1.0, e) : 0.0;
+    const double p2e = e >= -1022 && e <= 1023 ? ldexp(1.0, e) : 0.0; /* db_scale */
     /* top[p]: the highest level (0 .. N-1) the pixel is above */
     for (long long i = 0; i < n; i++) {
         int k = 0;
@@ -225,7 +214,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             k++;
         w->top[i] = k;
         w->deep[i] = 0;
-        sf_fix_add(&tot, sf_fix_from_double(p2e > 0 ? (double)w->d[i] * p2e : ldexp((double)w->d[i], e)));
+        sf_fix_add(&tot, sf_fix_from_double(db_scale((double)w->d[i], p2e, e)));
     }
     value0 = ms_mul(p->mincont, sf_fix_to_double(tot, e));
     /* the tree: node 0 is the island */
@@ -262,22 +251,22 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
                              * have not touched it yet) */
                 if (p->connectivity == 4) {
                     if (DB_FG(bw_))
-                        ra = db_join_root(w->uf, ra, bw_);
+                        ra = sf_uf_join_root(w->uf, ra, bw_);
                     if (DB_FG(bn))
-                        ra = db_join_root(w->uf, ra, bn);
+                        ra = sf_uf_join_root(w->uf, ra, bn);
                 } else if (DB_FG(bn)) {
                     /* NW, W and NE, where above the level, are N's
                      * neighbours of this level's earlier pixels, so in its
                      * set already */
-                    ra = db_join_root(w->uf, ra, bn);
+                    ra = sf_uf_join_root(w->uf, ra, bn);
                 } else {
                     const int bnw = up && x > 0 ? up[-1] : -1, bne = up && x + 1 < bw ? up[1] : -1;
                     if (DB_FG(bw_)) /* NW, where above the level, is W's */
-                        ra = db_join_root(w->uf, ra, bw_);
+                        ra = sf_uf_join_root(w->uf, ra, bw_);
                     else if (DB_FG(bnw))
-                        ra = db_join_root(w->uf, ra, bnw);
+                        ra = sf_uf_join_root(w->uf, ra, bnw);
                     if (DB_FG(bne))
-                        ra = db_join_root(w->uf, ra, bne);
+                        ra = sf_uf_join_root(w->uf, ra, bne);
                 }
 #undef DB_FG
             }
@@ -306,7 +295,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
                     db_node *nd = &w->node[-w->comp[r] - 1];
                     w->deep[a] = -w->comp[r] - 1;
                     const double x = (double)sf_db_excess(w->d[a], w->sig[a], t);
-                    sf_fix_add(&nd->excess, sf_fix_from_double(p2e > 0 ? x * p2e : ldexp(x, e)));
+                    sf_fix_add(&nd->excess, sf_fix_from_double(db_scale(x, p2e, e)));
                 }
             }
         }
@@ -376,7 +365,7 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
             const size_t q = pix[i];
             const double dx = (double)((int)(q % (size_t)nx) - x0), dy = (double)((int)(q / (size_t)nx) - y0);
             const float s = sf_db_fdiv(w->d[i], w->sig[i]);
-            ms_add_terms(&w->mom[6 * o], p2e > 0 ? (double)w->d[i] * p2e : ldexp((double)w->d[i], e), dx, dy);
+            ms_add_terms(&w->mom[6 * o], db_scale((double)w->d[i], p2e, e), dx, dy);
             w->opeak[o] = s > w->opeak[o] ? s : w->opeak[o];
             w->onpix[o]++;
         }

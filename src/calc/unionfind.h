@@ -17,14 +17,24 @@ static inline int32_t sf_uf_root(int32_t *P, int32_t a)
     return a;
 }
 
+/* Joins the set whose root is ra with b's set (the smaller root stays) and
+ * returns the joined set's root: for a caller that joins one element with
+ * several neighbours and so knows its root already. */
+static inline int32_t sf_uf_join_root(int32_t *P, int32_t ra, int32_t b)
+{
+    const int32_t rb = sf_uf_root(P, b);
+    if (rb < ra) {
+        P[ra] = rb;
+        return rb;
+    }
+    if (ra < rb)
+        P[rb] = ra;
+    return ra;
+}
+
 static inline void sf_uf_join(int32_t *P, int32_t a, int32_t b)
 {
-    a = sf_uf_root(P, a);
-    b = sf_uf_root(P, b);
-    if (a < b)
-        P[b] = a;
-    else if (b < a)
-        P[a] = b;
+    (void)sf_uf_join_root(P, sf_uf_root(P, a), b);
 }
 
 #endif
