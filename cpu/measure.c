@@ -23,12 +23,15 @@ typedef struct {
 } ms_acc;
 
 /* A strip's labelled pixels with a finite measured value, in raster order,
- * listed by pass 1 for pass 2, which then reads only them instead of
- * walking the whole label map again (islands cover a few percent of an
- * image). A strip stops listing past cap pixels (off: pass 2 walks its rows
- * as pass 1 did), so the list never costs more than a byte a pixel. */
+ * with their label and value, listed by pass 1 for pass 2, which then reads
+ * only them instead of walking the whole label map again and forming each
+ * value anew (islands cover a few percent of an image). A strip stops
+ * listing past max pixels (off: pass 2 walks its rows as pass 1 did), so
+ * the list never costs more than a byte a pixel. */
 typedef struct {
     uint32_t x, y;
+    int32_t l;
+    float m;
 } ms_px;
 
 typedef struct {
@@ -37,7 +40,7 @@ typedef struct {
     int off;
 } ms_list;
 
-static void ms_list_push(ms_list *L, int x, int y)
+static void ms_list_push(ms_list *L, int x, int y, int32_t l, float m)
 {
     if (L->off)
         return;
@@ -56,7 +59,9 @@ static void ms_list_push(ms_list *L, int x, int y)
         L->cap = c;
     }
     L->v[L->n].x = (uint32_t)x;
-    L->v[L->n++].y = (uint32_t)y;
+    L->v[L->n].y = (uint32_t)y;
+    L->v[L->n].l = l;
+    L->v[L->n++].m = m;
 }
 
 void sf_measure_params_default(sf_measure_params *p)
@@ -161,7 +166,7 @@ static long long ms_pass1(const sf_image *img, const sf_labels *labels, int nlab
                 a->flags |= SF_SRC_NAN;
                 continue;
             }
-            ms_list_push(L, x, y);
+            ms_list_push(L, x, y, l, m);
             if (a->npix++ == 0) {
                 a->xmin = a->xmax = x;
                 a->ymin = a->ymax = y;
@@ -239,16 +244,12 @@ static void ms_pass2(const sf_image *img, const sf_labels *labels, const ms_in *
 
 /* Pass 2 over a strip's list of pixels (ms_list): the same pixels in the
  * same order as ms_pass2 over its rows. */
-static void ms_pass2_list(const sf_image *img, const sf_labels *labels, const ms_in *in,
-                          const ms_list *L, const ms_acc *pk, ms_acc *acc, double scale,
-                          double rscale)
+static void ms_pass2_list(int nx, const ms_in *in, const ms_list *L, const ms_acc *pk,
+                          ms_acc *acc, double scale, double rscale)
 {
-    const int nx = img->nx;
     for (size_t i = 0; i < L->n; i++) {
-        const int x = (int)L->v[i].x, y = (int)L->v[i].y;
-        const int32_t l = labels->data[(size_t)y * labels->stride + x];
-        ms_pass2_px(in, nx, x, y, l, ms_value(img->data[(size_t)y * img->stride + x], in, x, y),
-                    pk, acc, scale, rscale);
+        const ms_px *q = &L->v[i];
+        ms_pass2_px(in, nx, (int)q->x, (int)q->y, q->l, q->m, pk, acc, scale, rscale);
     }
 }
 
@@ -354,7 +355,7 @@ sf_status sf_measure_cpu(const sf_image *img, const sf_labels *labels, int nlabe
 #pragma omp parallel for schedule(static, 1) num_threads(nth)
     for (int t = 0; t < nth; t++) {
         if (!lists[t].off)
-            ms_pass2_list(img, labels, &in, &lists[t], acc, acc + (size_t)t * nlabels, scale, rscale);
+            ms_pass2_list(nx, &in, &lists[t], acc, acc + (size_t)t * nlabels, scale, rscale);
         else
             ms_pass2(img, labels, &in, (int)((long long)ny * t / nth),
                      (int)((long long)ny * (t + 1) / nth), acc, acc + (size_t)t * nlabels, scale,
