@@ -14,9 +14,6 @@
 #include <emmintrin.h>
 #endif
 #include <pthread.h>
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#include <immintrin.h>
-#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -26,6 +23,9 @@
 #include "select.h"
 #include "simd.h"
 #include "wallclock.h"
+#if SF_SIMD_DISPATCH
+#include <immintrin.h> /* full_chunk_avx8, edge_chunk_avx8 */
+#endif
 
 void sf_bkg_params_default(sf_bkg_params *p)
 {
@@ -83,11 +83,14 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * sf_select_radix (select.c).
  *
  * In this file, in order: the parameters (defaults, beam-based auto sizes,
- * checks); method=global's work records and row runs; keep, full_pass,
- * edge_pass and sum_parts; the median's helpers (select_image, the window's
- * radix sort, first_window from the sampled pixels); sf_background_cpu,
- * which runs the plan and dispatches method=mesh and method=bane to their
- * files. */
+ * checks); method=global's work records and row runs; keep and the FULL
+ * pass (full_run_body: a row run's SSE2 and scalar rule; full_chunk; its
+ * AVX2 copy full_chunk_avx8 with its permutation tables; full_pass, which
+ * picks one), the EDGE pass in the same shape (edge_values, edge_chunk,
+ * edge_chunk_avx8, edge_pass) and sum_parts; the median's helpers
+ * (select_image, the window's radix sort, first_window from the sampled
+ * pixels); sf_background_cpu, which runs the plan and dispatches
+ * method=mesh and method=bane to their files. */
 #define BKG_CHUNKS 64
 #define BKG_BINS 2048
 
@@ -392,9 +395,6 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
 }
 #undef FULL_ONE
 
-/* EDGE pass: in every region, the edge values now clipped (v <= lo below,
- * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
- * values left on either side. A chunk at a time (both builds, simd.h). */
 /* The EDGE rule for values i .. n-1 of a chunk's region (value i in lane
  * i % 4 of q and q2; cnt: clipped low, clipped high, left low, left high),
  * branch-free; then the chunk's partial from the lanes and counts. */
@@ -427,6 +427,9 @@ static inline void edge_part(bkg_ctx *c, int k, const double *q, const double *q
     c->part[k] = pt;
 }
 
+/* EDGE pass: in every region, the edge values now clipped (v <= lo below,
+ * v >= hi above), their sums shifted by the FULL pass's shift, and the edge
+ * values left on either side. A chunk at a time (both builds, simd.h). */
 SF_SIMD_BODY void edge_chunk_body(bkg_ctx *c, int k, float lo, float hi, double sh, float elo,
                                  float ehi)
 {
