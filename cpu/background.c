@@ -112,9 +112,12 @@ typedef struct {
     size_t efill[BKG_CHUNKS]; /* edge values kept at the end of each region */
     bkg_part part[BKG_CHUNKS];
     size_t wwin[BKG_CHUNKS]; /* window values in each region */
-    uint32_t *wkeys, *wtmp; /* the window's keys, sorted; wkcap of each */
-    size_t wkcap, *cnt;     /* cnt: nth * BKG_BINS counters of the sort */
-    int nth, wsorted;
+    uint32_t *wkeys, *wtmp; /* the window's keys, by bins (or sorted); wkcap of each */
+    size_t wkcap, *cnt;     /* cnt: nth * BKG_BINS counters of the sort and the bins */
+    float wlo, whi;         /* the last FULL pass's window */
+    size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
+    unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
+    int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
 } bkg_ctx;
 
 /* Pixels [i, end) of chunk rows: the run starting at raster index i, at
@@ -385,6 +388,8 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
         for (int k = 0; k < BKG_CHUNKS; k++)
             full_chunk_avx8(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
         c->wsorted = 0;
+        c->wlo = wlo;
+        c->whi = whi;
         return;
     }
 #endif
@@ -392,6 +397,8 @@ static void full_pass(bkg_ctx *c, float lo, float hi, float shift, float wlo, fl
     for (int k = 0; k < BKG_CHUNKS; k++)
         full_chunk(c, k, lo, hi, (double)shift, wlo, whi, elo, ehi);
     c->wsorted = 0;
+    c->wlo = wlo;
+    c->whi = whi;
 }
 #undef FULL_ONE
 
@@ -581,11 +588,24 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
     }
 }
 
-/* The window values of every region, in chunk order, sorted
- * by their keys into c->wkeys (once per FULL pass). */
+/* The window's values by value, for the median's ranks (once per FULL
+ * pass; the EDGE iterations after it ask the same window for other ranks).
+ * Its keys (sf_fkey) are placed bin by bin into c->wkeys: wnb bins of equal
+ * width between the window's bounds ((v - wlo) * scale in double, rounded
+ * down and clamped: monotone in v, so the bins are in value order, and -0
+ * and +0 share one), a count and a placement by the threads, each over the
+ * same chunks in both; a bin's keys are sorted only when a rank falls in it
+ * (window_key). The window is narrow (SF_BKG_WINDOW sigma) and its values
+ * nearly evenly spread, so a bin holds a few dozen; the key at a rank is
+ * the sorted window's whatever the bins, as the radix sort of every key
+ * (three passes of the whole window) gave it before, at a third of the
+ * memory traffic. A window whose bounds are not finite keeps that sort. */
 static int sort_window(bkg_ctx *c, size_t wtotal)
 {
     size_t off[BKG_CHUNKS + 1];
+    const double span = (double)c->whi - (double)c->wlo;
+    int nb = 16;
+    double scale;
     if (c->wsorted)
         return 0;
     if (wtotal > c->wkcap) {
@@ -600,18 +620,109 @@ static int sort_window(bkg_ctx *c, size_t wtotal)
     off[0] = 0;
     for (int k = 0; k < BKG_CHUNKS; k++)
         off[k + 1] = off[k] + c->wwin[k];
+    while (nb < BKG_BINS && (size_t)nb * 32 < wtotal)
+        nb <<= 1;
+    scale = (nb - 1) / span;
+    if (!(span > 0.0) || !isfinite(span) || !(scale > 0.0) || !isfinite(scale)) {
 #pragma omp parallel for schedule(static) num_threads(c->nth)
-    for (int k = 0; k < BKG_CHUNKS; k++) {
-        const float *reg = c->reg + (size_t)k * c->cap;
-        uint32_t *o = c->wtmp + off[k];
-        for (size_t i = 0; i < c->wwin[k]; i++)
-            o[i] = sf_fkey(reg[i]);
+        for (int k = 0; k < BKG_CHUNKS; k++) {
+            const float *reg = c->reg + (size_t)k * c->cap;
+            uint32_t *o = c->wtmp + off[k];
+            for (size_t i = 0; i < c->wwin[k]; i++)
+                o[i] = sf_fkey(reg[i]);
+        }
+        radix_pass(c->wtmp, c->wkeys, wtotal, 0, 2047u, c->nth, c->cnt);
+        radix_pass(c->wkeys, c->wtmp, wtotal, 11, 2047u, c->nth, c->cnt);
+        radix_pass(c->wtmp, c->wkeys, wtotal, 22, 1023u, c->nth, c->cnt);
+        c->wnb = 0;
+        c->wsorted = 1;
+        return 0;
     }
-    radix_pass(c->wtmp, c->wkeys, wtotal, 0, 2047u, c->nth, c->cnt);
-    radix_pass(c->wkeys, c->wtmp, wtotal, 11, 2047u, c->nth, c->cnt);
-    radix_pass(c->wtmp, c->wkeys, wtotal, 22, 1023u, c->nth, c->cnt);
+    memset(c->cnt, 0, (size_t)c->nth * BKG_BINS * sizeof *c->cnt);
+#pragma omp parallel num_threads(c->nth)
+    {
+        int t = 0, team = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        team = omp_get_num_threads();
+#endif
+        size_t *h = c->cnt + (size_t)t * BKG_BINS;
+        const double wlo = (double)c->wlo;
+        const int top = nb - 1;
+        /* the same contiguous chunks a thread in both loops */
+        const int k0 = BKG_CHUNKS * t / team, k1 = BKG_CHUNKS * (t + 1) / team;
+        for (int k = k0; k < k1; k++) {
+            const float *reg = c->reg + (size_t)k * c->cap;
+            uint16_t *bn = (uint16_t *)(c->wtmp + off[k]); /* the bins, in the scratch */
+            for (size_t i = 0; i < c->wwin[k]; i++) {
+                const double d = ((double)reg[i] - wlo) * scale;
+                const int b = d <= 0.0 ? 0 : (d >= (double)top ? top : (int)d);
+                bn[i] = (uint16_t)b;
+                h[b]++;
+            }
+        }
+#pragma omp barrier
+#pragma omp single
+        {
+            size_t run = 0;
+            for (int d = 0; d < nb; d++) {
+                c->wboff[d] = run;
+                for (int u = 0; u < team; u++) {
+                    const size_t n = c->cnt[(size_t)u * BKG_BINS + d];
+                    c->cnt[(size_t)u * BKG_BINS + d] = run;
+                    run += n;
+                }
+            }
+            c->wboff[nb] = run;
+        }
+        for (int k = k0; k < k1; k++) {
+            const float *reg = c->reg + (size_t)k * c->cap;
+            const uint16_t *bn = (const uint16_t *)(c->wtmp + off[k]);
+            for (size_t i = 0; i < c->wwin[k]; i++)
+                c->wkeys[h[bn[i]]++] = sf_fkey(reg[i]);
+        }
+    }
+    memset(c->wbsorted, 0, (size_t)nb);
+    c->wnb = nb;
     c->wsorted = 1;
     return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The window's key at rank j (0-based, sf_fkey order) after sort_window:
+ * the bin that holds rank j, its keys sorted the first time one is asked
+ * for. */
+static uint32_t window_key(bkg_ctx *c, size_t j)
+{
+    int lo = 0, hi = c->wnb - 1;
+    if (!c->wnb)
+        return c->wkeys[j];
+    while (lo < hi) { /* the last bin starting at or before j */
+        const int mid = (lo + hi + 1) / 2;
+        if (c->wboff[mid] <= j)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    if (!c->wbsorted[lo]) {
+        uint32_t *k = c->wkeys + c->wboff[lo];
+        const size_t n = c->wboff[lo + 1] - c->wboff[lo];
+        if (n > 4096) { /* a crowded bin (values piled on a few levels) */
+            radix_pass(k, c->wtmp, n, 0, 2047u, c->nth, c->cnt);
+            radix_pass(c->wtmp, k, n, 11, 2047u, c->nth, c->cnt);
+            radix_pass(k, c->wtmp, n, 22, 1023u, c->nth, c->cnt);
+            memcpy(k, c->wtmp, n * sizeof *k);
+        } else {
+            qsort(k, n, sizeof *k, key_cmp);
+        }
+        c->wbsorted[lo] = 1;
+    }
+    return c->wkeys[j];
 }
 
 /* The first pass's window, [*a, *b], and edges, (-inf, *elo] and
@@ -786,8 +897,8 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
             BKG_T1(BP_SORT);
             BKG_T0();
             if (window) {
-                m0 = sf_fkey_value(c->wkeys[r0 - below]);
-                m1 = sf_fkey_value(c->wkeys[r1 - below]);
+                m0 = sf_fkey_value(window_key(c, r0 - below));
+                m1 = sf_fkey_value(window_key(c, r1 - below));
             } else if (select_image(c, pl.lo, pl.hi, nn, &m0, &m1)) {
                 s = sf_fail(SF_ERR_NOMEM, "background: %llu floats to select the median from", nn);
                 goto fail;
