@@ -78,7 +78,8 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * passes over the image in BKG_CHUNKS fixed pixel ranges (each with its own
  * region of window and edge values and its own partial sums, added in
  * chunk order), EDGE iterations over the regions only, and the median read
- * from the window's keys (sf_fkey), sorted once per FULL pass, or, when it
+ * from the window's keys (sf_fkey), binned by value once per FULL pass and
+ * a bin sorted where a rank falls, or, when it
  * is not in the window, selected among the image's kept values by
  * sf_select_radix (select.c).
  *
@@ -88,7 +89,8 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * AVX2 copy full_chunk_avx8 with its permutation tables; full_pass, which
  * picks one), the EDGE pass in the same shape (edge_values, edge_chunk,
  * edge_chunk_avx8, edge_pass) and sum_parts; the median's helpers
- * (select_image, the window's radix sort, first_window from the sampled
+ * (select_image, the radix pass, the window's bins and window_key,
+ * first_window from the sampled
  * pixels); sf_background_cpu, which runs the plan and dispatches
  * method=mesh and method=bane to their files. */
 #define BKG_CHUNKS 64
