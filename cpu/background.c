@@ -590,6 +590,15 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
     }
 }
 
+/* The n keys a sorted into b, by three radix passes (11, 11 and 10 bits)
+ * through both buffers (a is left holding the second pass's order). */
+static void radix_sort(uint32_t *a, uint32_t *b, size_t n, int nth, size_t *cnt)
+{
+    radix_pass(a, b, n, 0, 2047u, nth, cnt);
+    radix_pass(b, a, n, 11, 2047u, nth, cnt);
+    radix_pass(a, b, n, 22, 1023u, nth, cnt);
+}
+
 /* The window's values by value, for the median's ranks (once per FULL
  * pass; the EDGE iterations after it ask the same window for other ranks).
  * Its keys (sf_fkey) are placed bin by bin into c->wkeys: wnb bins of equal
@@ -633,9 +642,7 @@ static int sort_window(bkg_ctx *c, size_t wtotal)
             for (size_t i = 0; i < c->wwin[k]; i++)
                 o[i] = sf_fkey(reg[i]);
         }
-        radix_pass(c->wtmp, c->wkeys, wtotal, 0, 2047u, c->nth, c->cnt);
-        radix_pass(c->wkeys, c->wtmp, wtotal, 11, 2047u, c->nth, c->cnt);
-        radix_pass(c->wtmp, c->wkeys, wtotal, 22, 1023u, c->nth, c->cnt);
+        radix_sort(c->wtmp, c->wkeys, wtotal, c->nth, c->cnt);
         c->wnb = 0;
         c->wsorted = 1;
         return 0;
@@ -715,9 +722,7 @@ static uint32_t window_key(bkg_ctx *c, size_t j)
         uint32_t *k = c->wkeys + c->wboff[lo];
         const size_t n = c->wboff[lo + 1] - c->wboff[lo];
         if (n > 4096) { /* a crowded bin (values piled on a few levels) */
-            radix_pass(k, c->wtmp, n, 0, 2047u, c->nth, c->cnt);
-            radix_pass(c->wtmp, k, n, 11, 2047u, c->nth, c->cnt);
-            radix_pass(k, c->wtmp, n, 22, 1023u, c->nth, c->cnt);
+            radix_sort(k, c->wtmp, n, c->nth, c->cnt);
             memcpy(k, c->wtmp, n * sizeof *k);
         } else {
             qsort(k, n, sizeof *k, key_cmp);
@@ -764,9 +769,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
         free(key);
         return 0;
     }
-    radix_pass(key, key + m, m, 0, 2047u, c->nth, c->cnt);
-    radix_pass(key + m, key, m, 11, 2047u, c->nth, c->cnt);
-    radix_pass(key, key + m, m, 22, 1023u, c->nth, c->cnt);
+    radix_sort(key, key + m, m, c->nth, c->cnt);
     sf_bkg_first_ranks(m, &ka, &kb);
     ms = sf_fkey_value(key[m + m / 2]);
     for (size_t i = 0; i < m; i++) {
