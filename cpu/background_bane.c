@@ -143,6 +143,23 @@ static float middle(float *v, size_t m, size_t r, int two)
     return sf_mean2_f32(lo, hi);
 }
 
+/* The bins *blo and *bhi of ranks km and k (km <= k, below the histogram's
+ * total) of a histogram in value order; returns the values below *blo. */
+static inline size_t middle_bins(const unsigned *hist, size_t km, size_t k, unsigned *blo,
+                                 unsigned *bhi)
+{
+    size_t c = 0, below;
+    unsigned b = 0;
+    while (c + hist[b] <= km)
+        c += hist[b++];
+    *blo = b;
+    below = c;
+    while (c + hist[b] <= k)
+        c += hist[b++];
+    *bhi = b;
+    return below;
+}
+
 /* sf_median_f32 of v[0..n) (reordered), faster for large n: the values are
  * counted into BANE_BINS bins of equal width between their extremes (a
  * monotone map, so the bins are in value order), the bins holding the middle
@@ -165,18 +182,7 @@ SF_SIMD_BODY float bane_median(float *v, size_t n, unsigned *hist)
     memset(hist, 0, BANE_BINS * sizeof *hist);
     for (size_t i = 0; i < n; i++)
         hist[(unsigned)(((double)v[i] - (double)vmin) * scale)]++;
-    /* the bins of ranks km and k */
-    {
-        size_t c = 0;
-        unsigned b = 0;
-        while (c + hist[b] <= km)
-            c += hist[b++];
-        blo = b;
-        below = c;
-        while (c + hist[b] <= k)
-            c += hist[b++];
-        bhi = b;
-    }
+    below = middle_bins(hist, km, k, &blo, &bhi);
     for (size_t i = 0; i < n; i++) { /* compacted without a branch (half of them are taken) */
         const unsigned b = (unsigned)(((double)v[i] - (double)vmin) * scale);
         v[m] = v[i];
@@ -206,17 +212,7 @@ SF_SIMD_BODY float kept_median(float *v, size_t n, double lo, double hi, size_t 
         const int in = d > lo && d < hi; /* then 0 < x <= BANE_BINS - 1 */
         hist[in ? (unsigned)x : 0] += (unsigned)in;
     }
-    {
-        size_t c = 0;
-        unsigned b = 0;
-        while (c + hist[b] <= km)
-            c += hist[b++];
-        blo = b;
-        below = c;
-        while (c + hist[b] <= k)
-            c += hist[b++];
-        bhi = b;
-    }
+    below = middle_bins(hist, km, k, &blo, &bhi);
     for (size_t i = 0; i < n; i++) { /* compacted without a branch */
         const double d = (double)v[i], x = (d - lo) * scale;
         const int in = d > lo && d < hi;
