@@ -5,10 +5,10 @@
  * bits, are in src/calc/background_bane.h. Map of this file, in order:
  * - the vector types and extremes (a cell's or a box's min and max);
  * - nodes that read their pixels (the far edge's; every node when the box
- *   is not cell-aligned): bane_sums (a pass's exact sums), middle and
- *   bane_median (the exact median: histogram, then only the middle bins
- *   ordered), bane_node; bane_cells, the grid of cell maxima that sets
- *   their sums' scale when there is no cell path;
+ *   is not cell-aligned): bane_sums (a pass's exact sums), middle,
+ *   binned_median and bane_median (the exact median: histogram, then only
+ *   the middle bins ordered), bane_node; bane_cells, the grid of cell
+ *   maxima that sets their sums' scale when there is no cell path;
  * - the cell path, for cell-aligned nodes from sorted cells and their
  *   running sums' records:
  *   - the ring of cell rows: bane_cellset, cell_index, cell_values;
@@ -143,84 +143,58 @@ static float middle(float *v, size_t m, size_t r, int two)
     return sf_mean2_f32(lo, hi);
 }
 
-/* The bins *blo and *bhi of ranks km and k (km <= k, below the histogram's
- * total) of a histogram in value order; returns the values below *blo. */
-static inline size_t middle_bins(const unsigned *hist, size_t km, size_t k, unsigned *blo,
-                                 unsigned *bhi)
+#define BANE_BINS 4096
+/* The exact median (sf_median_f32's value) of the nk values of v[0..n)
+ * with l < v < h (v finite; l and h may be infinite), by BANE_BINS bins of
+ * equal width from base: a value's bin is (v - base) * scale rounded down
+ * (a monotone map, so the bins are in value order; below BANE_BINS for
+ * every value kept), a value not kept adds 0 to bin 0, the bins holding
+ * the middle ranks are found from the counts, and only the kept values in
+ * them are compacted and ordered exactly (the GPU's radix select gives the
+ * same value). v is reordered; hist: BANE_BINS counters of scratch. */
+SF_SIMD_BODY float binned_median(float *v, size_t n, double l, double h, double base,
+                                 double scale, size_t nk, unsigned *hist)
 {
-    size_t c = 0, below;
-    unsigned b = 0;
+    const size_t k = nk / 2, km = nk % 2 ? k : k - 1;
+    size_t below, m = 0, c = 0;
+    unsigned blo, bhi, b = 0;
+    memset(hist, 0, BANE_BINS * sizeof *hist);
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)v[i], x = (d - base) * scale;
+        const int in = d > l && d < h;
+        hist[in ? (unsigned)x : 0] += (unsigned)in;
+    }
+    /* the bins of ranks km and k */
     while (c + hist[b] <= km)
         c += hist[b++];
-    *blo = b;
+    blo = b;
     below = c;
     while (c + hist[b] <= k)
         c += hist[b++];
-    *bhi = b;
-    return below;
-}
-
-/* sf_median_f32 of v[0..n) (reordered), faster for large n: the values are
- * counted into BANE_BINS bins of equal width between their extremes (a
- * monotone map, so the bins are in value order), the bins holding the middle
- * ranks found from the counts, and only their values ordered exactly. The
- * same value as sf_median_f32 (and the GPU's radix select). hist: BANE_BINS
- * counters of scratch. */
-#define BANE_BINS 4096
-SF_SIMD_BODY float bane_median(float *v, size_t n, unsigned *hist)
-{
-    float vmin = v[0], vmax = v[0];
-    size_t k = n / 2, km = n % 2 ? k : k - 1, below = 0, m = 0;
-    unsigned blo = 0, bhi = 0;
-    double scale;
-    if (n < 64)
-        return sf_median_f32(v, n);
-    extremes_body(v, n, &vmin, &vmax);
-    if (!(vmax > vmin))
-        return vmin;
-    scale = (BANE_BINS - 1) / ((double)vmax - (double)vmin);
-    memset(hist, 0, BANE_BINS * sizeof *hist);
-    for (size_t i = 0; i < n; i++)
-        hist[(unsigned)(((double)v[i] - (double)vmin) * scale)]++;
-    below = middle_bins(hist, km, k, &blo, &bhi);
+    bhi = b;
     for (size_t i = 0; i < n; i++) { /* compacted without a branch (half of them are taken) */
-        const unsigned b = (unsigned)(((double)v[i] - (double)vmin) * scale);
+        const double d = (double)v[i], x = (d - base) * scale;
+        const int in = d > l && d < h;
+        const unsigned bi = in ? (unsigned)x : 0;
         v[m] = v[i];
-        m += b >= blo && b <= bhi;
+        m += in && bi >= blo && bi <= bhi;
     }
     /* v[0..m) holds ranks below .. below+m-1, km and k among them */
     return middle(v, m, k - below, km != k);
 }
 
-/* bane_median of the nk values of v[0..n) (finite) with lo < v < hi (a
- * clipping pass's finite bounds), without compacting them first: the bins
- * of equal width span (lo, hi) instead of the values' extremes, a value
- * outside adds 0 to bin 0, and the compaction keeps the values inside and
- * in the middle bins. The same order statistics, so the same median, with
- * two passes over the box fewer (the kept values' compaction and their
- * extremes were half of a far-edge node's time). v is reordered. */
-SF_SIMD_BODY float kept_median(float *v, size_t n, double lo, double hi, size_t nk,
-                               unsigned *hist)
+/* sf_median_f32 of v[0..n) (finite; reordered), faster for large n: the
+ * bins span the values' extremes. */
+SF_SIMD_BODY float bane_median(float *v, size_t n, unsigned *hist)
 {
-    const size_t k = nk / 2, km = nk % 2 ? k : k - 1;
-    const double scale = (BANE_BINS - 1) / (hi - lo);
-    size_t below = 0, m = 0;
-    unsigned blo = 0, bhi = 0;
-    memset(hist, 0, BANE_BINS * sizeof *hist);
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)v[i], x = (d - lo) * scale;
-        const int in = d > lo && d < hi; /* then 0 < x <= BANE_BINS - 1 */
-        hist[in ? (unsigned)x : 0] += (unsigned)in;
-    }
-    below = middle_bins(hist, km, k, &blo, &bhi);
-    for (size_t i = 0; i < n; i++) { /* compacted without a branch */
-        const double d = (double)v[i], x = (d - lo) * scale;
-        const int in = d > lo && d < hi;
-        const unsigned b = in ? (unsigned)x : 0;
-        v[m] = v[i];
-        m += in && b >= blo && b <= bhi;
-    }
-    return middle(v, m, k - below, km != k);
+    float vmin, vmax;
+    if (n < 64)
+        return sf_median_f32(v, n);
+    extremes_body(v, n, &vmin, &vmax);
+    if (!(vmax > vmin))
+        return vmin;
+    return binned_median(v, n, -INFINITY, INFINITY, vmin,
+                         (BANE_BINS - 1) / ((double)vmax - (double)vmin), n, hist);
 }
 
 /* One node: level and rms, NaN when its box has no finite pixel; returns
@@ -278,7 +252,10 @@ SF_SIMD_BODY int bane_node_body(const sf_image *img, const sf_bkg_params *p, con
             break;
     }
     if (isfinite(lo) && isfinite(hi) && hi > lo && nkept >= 64) {
-        *level = kept_median(buf, n, lo, hi, nkept, hist);
+        /* the bins span the last pass's bounds, so the kept values need no
+         * compaction and no extremes first (two passes over the box, half
+         * of a far-edge node's time) */
+        *level = binned_median(buf, n, lo, hi, lo, (BANE_BINS - 1) / (hi - lo), nkept, hist);
     } else {
         /* the kept pixels, compacted, for their exact median */
         nk = 0;
