@@ -26,7 +26,7 @@ sf_status sf_raw_check(const sf_raw_layout *l)
  * ms). Returns the NaNs written. */
 SF_SIMD_BODY long long decode_f32_body(const unsigned char *row, float *o, int nx)
 {
-    long long nb = 0;
+    unsigned nb = 0; /* nx < 2^31: in 32-bit lanes (64-bit ones took twice the time) */
     for (int x = 0; x < nx; x++) {
         uint32_t u;
         memcpy(&u, row + 4 * (size_t)x, 4);
@@ -37,6 +37,28 @@ SF_SIMD_BODY long long decode_f32_body(const unsigned char *row, float *o, int n
     return nb;
 }
 SF_SIMD_KERNEL(long long, decode_f32, (const unsigned char *row, float *o, int nx), (row, o, nx))
+
+/* n pixels from src into o (o may be src itself when a pixel takes 4
+ * bytes); the NaNs written. */
+static long long decode_run(const unsigned char *src, float *o, int n, const sf_raw_layout *l,
+                            int scaled)
+{
+    size_t w = sf_raw_pixel_bytes(l);
+    long long nb = 0;
+    if (l->bitpix == -32 && !scaled) /* the common case */
+        return decode_f32(src, o, n);
+    for (int x = 0; x < n; x++) {
+        float v = sf_decode_pixel(src + (size_t)x * w, l, scaled);
+        o[x] = v;
+        nb += isnan(v) ? 1 : 0;
+    }
+    return nb;
+}
+
+long long sf_decode_cpu_span(void *buf, int n, const sf_raw_layout *l)
+{
+    return decode_run(buf, buf, n, l, sf_raw_scaled(l));
+}
 
 sf_status sf_decode_cpu(const void *raw, const sf_raw_layout *l, sf_image *out, long long *nblank)
 {
@@ -51,19 +73,9 @@ sf_status sf_decode_cpu(const void *raw, const sf_raw_layout *l, sf_image *out, 
         return sf_fail(SF_ERR_INTERNAL, "sf_decode_cpu: output %dx%d on the %s for a %dx%d plane",
                        out->nx, out->ny, out->loc == SF_HOST ? "host" : "device", l->nx, l->ny);
 #pragma omp parallel for reduction(+ : nb) schedule(static)
-    for (int y = 0; y < l->ny; y++) {
-        const unsigned char *row = p + (size_t)y * l->nx * w;
-        float *o = out->data + (size_t)y * out->stride;
-        if (l->bitpix == -32 && !scaled) { /* the common case */
-            nb += decode_f32(row, o, l->nx);
-            continue;
-        }
-        for (int x = 0; x < l->nx; x++) {
-            float v = sf_decode_pixel(row + (size_t)x * w, l, scaled);
-            o[x] = v;
-            nb += isnan(v) ? 1 : 0;
-        }
-    }
+    for (int y = 0; y < l->ny; y++)
+        nb += decode_run(p + (size_t)y * l->nx * w, out->data + (size_t)y * out->stride, l->nx, l,
+                         scaled);
     if (nblank)
         *nblank = nb;
     return SF_OK;

@@ -6,6 +6,7 @@
 #include <fitsio.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ static const kind kinds[] = {
     {64, 1, 9223372036854775808.0, 0},        {64, 1, 9223372036854775808.0, 1}, /* uint64 */
     {-32, 1, 0, 0},     {-32, 2.5, -1, 0},    {-64, 1, 0, 0},        {-64, 1e-2, 7, 0},
     {0, 0, 0, 0}};
+
+/* Pixels in a piece of sf_fits_read_raw_cpu's read (256 kB of 4-byte pixels). */
+#define PIECE ((size_t)65536)
 
 /* Write an nx x ny x nz file of the kind with random values (blanks, NaN,
  * infinities and extremes sprinkled in); returns its path (static). */
@@ -83,6 +87,8 @@ static const char *write_kind(const kind *k, int nx, int ny, int nz, uint64_t se
             v[0] = 2147483647;
             v[2] = k->blank ? (int)blank : (int)-2147483647 - 1;
         }
+        for (size_t i = PIECE - 1; k->blank && i + 1 < n; i += PIECE) /* blanks either side of */
+            v[i] = v[i + 1] = (int)blank;                             /* each read piece's end */
         fits_write_img(fp, TINT, 1, (LONGLONG)n, v, &status);
         free(v);
         break;
@@ -113,6 +119,10 @@ static const char *write_kind(const kind *k, int nx, int ny, int nz, uint64_t se
             v[2] = INFINITY;
             v[3] = -INFINITY;
             v[4] = 3.4e38f;
+        }
+        for (size_t i = PIECE - 1; i + 1 < n; i += PIECE) { /* either side of each read piece's end */
+            v[i] = (i / PIECE) % 2 ? NAN : INFINITY;
+            v[i + 1] = -INFINITY;
         }
         fits_write_img(fp, TFLOAT, 1, (LONGLONG)n, v, &status);
         free(v);
@@ -298,6 +308,91 @@ START_TEST(test_cpu_paths)
 }
 END_TEST
 
+/* The CPU twins' read (sf_fits_read_raw_cpu): 4-byte pixels of planes of
+ * 4.4 MB (three 2 MB chunks, the last short, of 256 kB pieces, the last
+ * ragged; NaN, infinities and blanks on both sides of each piece's end),
+ * decoded as they are read, equal the raw read then sf_decode_cpu, NaN
+ * count included, on 1 and 4 threads; other pixel types and CFITSIO's
+ * conversions come back as sf_fits_read_raw gives them (decoded 0); a
+ * truncated file still fails naming itself. */
+START_TEST(test_cpu_read_decoded)
+{
+    static const int four[] = {12, 13, 5, 6, 7}, other[] = {14, 2};
+    for (size_t i = 0; i < sizeof four / sizeof *four; i++) {
+        const kind *k = &kinds[four[i]];
+        const int nz = i == 0 ? 2 : 1; /* a second plane: an offset into the file */
+        const char *path = write_kind(k, 1100, 1000, nz, 300 + i);
+        for (int plane = 0; plane < nz; plane++) {
+            sf_fits_info in1, in2;
+            sf_raw_layout l1, l2;
+            void *raw1 = NULL, *raw2 = NULL, *keep1 = NULL, *keep2 = NULL;
+            long long nb = -1, nnan = 0;
+            ck_assert_msg(sf_fits_read_raw(path, plane, get_malloc, &keep1, &raw1, &l1, &in1) == SF_OK,
+                          "%s", sf_errdetail());
+            ck_assert_int_eq(l1.decoded, 0);
+            sf_image ref = {l1.nx, l1.ny, (size_t)l1.nx, raw1, SF_HOST};
+            ck_assert_int_eq(sf_decode_cpu(raw1, &l1, &ref, &nb), SF_OK);
+            for (size_t p = 0; p < sf_npix(l1.nx, l1.ny); p++)
+                nnan += isnan(ref.data[p]);
+            ck_assert_int_eq(nb, nnan);
+            ck_assert_msg(nnan >= (k->bitpix == -32 || k->blank ? 2 * 16 : 0),
+                          "BITPIX %d: only %lld blank pixels", k->bitpix, nnan);
+            for (int t = 1; t <= 4; t += 3) {
+                omp_set_num_threads(t);
+                ck_assert_msg(sf_fits_read_raw_cpu(path, plane, get_malloc, &keep2, &raw2, &l2, &in2) ==
+                              SF_OK, "%s", sf_errdetail());
+                ck_assert_msg(l2.decoded == 1, "BITPIX %d bscale %g: not decoded as read", k->bitpix,
+                              k->bscale);
+                ck_assert_int_eq(l2.nblank, nnan);
+                ck_assert_int_eq(l2.nx, 1100);
+                ck_assert_int_eq(l2.ny, 1000);
+                size_t p = 0, np = sf_npix(l2.nx, l2.ny); /* one assertion: Check logs each */
+                while (p < np && same_float(((float *)raw2)[p], ref.data[p]))
+                    p++;
+                ck_assert_msg(p == np, "BITPIX %d bscale %g plane %d pixel %zu, %d threads: decoded as "
+                              "read %.9g, after %.9g", k->bitpix, k->bscale, plane + 1, p, t,
+                              ((float *)raw2)[p < np ? p : 0], ref.data[p < np ? p : 0]);
+                sf_fits_info_free(&in2);
+                free(keep2);
+                keep2 = NULL;
+            }
+            omp_set_num_threads(2);
+            sf_fits_info_free(&in1);
+            free(keep1);
+        }
+    }
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) { /* 8 and 2 bytes: raw */
+        const char *path = write_kind(&kinds[other[i]], 300, 200, 1, 400 + i);
+        sf_fits_info in1, in2;
+        sf_raw_layout l1, l2;
+        void *raw1 = NULL, *raw2 = NULL, *keep1 = NULL, *keep2 = NULL;
+        ck_assert_int_eq(sf_fits_read_raw(path, 0, get_malloc, &keep1, &raw1, &l1, &in1), SF_OK);
+        ck_assert_int_eq(sf_fits_read_raw_cpu(path, 0, get_malloc, &keep2, &raw2, &l2, &in2), SF_OK);
+        ck_assert_int_eq(l2.decoded, 0);
+        ck_assert_int_eq(l2.bitpix, l1.bitpix);
+        ck_assert(memcmp(raw1, raw2, sf_raw_bytes(&l1)) == 0);
+        sf_fits_info_free(&in1);
+        sf_fits_info_free(&in2);
+        free(keep1);
+        free(keep2);
+    }
+    {
+        const char *path = write_kind(&kinds[12], 1100, 1000, 2, 300); /* the first file again */
+        char cmd[1200], trunc[600];
+        sf_fits_info in;
+        sf_raw_layout l;
+        void *raw = NULL, *keep = NULL;
+        snprintf(trunc, sizeof trunc, "%s/trunc_big.fits", tmpdir);
+        snprintf(cmd, sizeof cmd, "head -c 3000000 '%s' > '%s'", path, trunc);
+        ck_assert_int_eq(system(cmd), 0);
+        ck_assert_int_ne(sf_fits_read_raw_cpu(trunc, 0, get_malloc, &keep, &raw, &l, &in), SF_OK);
+        ck_assert_msg(strstr(sf_errdetail(), "trunc_big.fits") && strstr(sf_errdetail(), "truncated"),
+                      "%s", sf_errdetail());
+        free(keep);
+    }
+}
+END_TEST
+
 /* GPU decode equals the CPU twin bit for bit; every output element written */
 START_TEST(test_gpu_vs_cpu)
 {
@@ -354,6 +449,7 @@ int main(void)
     tcase_add_test(cpu, test_cpu_vs_cfitsio);
     tcase_add_test(cpu, test_cpu_rule);
     tcase_add_test(cpu, test_cpu_paths);
+    tcase_add_test(cpu, test_cpu_read_decoded);
     tcase_set_timeout(cpu, 60);
     tcase_add_test(gpu, test_gpu_vs_cpu);
     tcase_set_timeout(gpu, 120);

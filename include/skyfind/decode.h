@@ -26,6 +26,10 @@ typedef struct {
     int has_blank;       /* integer data: BLANK marks blank pixels */
     long long blank;
     int nx, ny;
+    /* set by sf_fits_read_raw_cpu: the buffer already holds the plane's
+     * float32 pixels, decoded in place as it was read, nblank of them NaN */
+    int decoded;
+    long long nblank;
 } sf_raw_layout;
 
 /* Bytes of one pixel in this layout (4: it can be decoded in place, see
@@ -161,6 +165,11 @@ static inline int sf_raw_scaled(const sf_raw_layout *l)
  * (BITPIX -32 and 32, SF_RAW_NATIVE): each pixel is read before it is
  * written in its own place. */
 sf_status sf_decode_cpu(const void *raw, const sf_raw_layout *l, sf_image *out, long long *nblank);
+/* Decode n consecutive pixels of a layout of 4-byte pixels in place (buf:
+ * their raw bytes, then their floats), on the calling thread; returns the
+ * NaNs written. The reader's piece of a plane (sf_fits_read_raw_cpu), the
+ * values sf_decode_cpu gives. The layout must have passed sf_raw_check. */
+long long sf_decode_cpu_span(void *buf, int n, const sf_raw_layout *l);
 /* The same on the device, on the context's stream: raw and out in device memory. */
 sf_status sf_decode_gpu(sf_gpu *g, const void *raw, const sf_raw_layout *l, sf_image *out,
                         long long *nblank);

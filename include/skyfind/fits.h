@@ -71,6 +71,13 @@ typedef void *(*sf_fits_buf_fn)(void *ctx, size_t bytes);
 void sf_fits_threads_init(void);
 sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
                            void **buf, sf_raw_layout *layout, sf_fits_info *info);
+/* The same for the CPU twins: where the plane is read raw and a pixel takes
+ * 4 bytes (BITPIX -32 and 32), each piece is decoded in place as it is read
+ * (sf_decode_cpu's values, while the piece is in the core's cache) and
+ * layout->decoded is 1, layout->nblank its NaNs; otherwise as
+ * sf_fits_read_raw (layout->decoded 0). */
+sf_status sf_fits_read_raw_cpu(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
+                               void **buf, sf_raw_layout *layout, sf_fits_info *info);
 
 typedef enum { SF_FITS_FLOAT32 = -32, SF_FITS_INT32 = 32, SF_FITS_UINT8 = 8 } sf_fits_type;
 

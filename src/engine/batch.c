@@ -154,6 +154,7 @@ struct engine {
     sf_batch_stats st;
     double t0;
     gworker *serial;      /* no overlap: the one GPU worker (NULL on the CPU) */
+    int cpu_decode;       /* the images run on the CPU in their buffers: decoded as they are read */
     int abort;            /* take no more inputs */
     int finished;         /* the writers have handed on every image */
     int writers_left;
@@ -274,7 +275,8 @@ static bitem *read_one(engine *e, int idx, int plane)
     b->it.plane_given = e->o->plane != SF_PLANE_FIRST;
     b->pb = rq.pb = pool_acquire(e);
     t = now_ms();
-    st = sf_fits_read_raw(b->it.path, plane, pool_get, &rq, &b->raw, &b->it.layout, &b->it.info);
+    st = (e->cpu_decode ? sf_fits_read_raw_cpu : sf_fits_read_raw)(b->it.path, plane, pool_get, &rq, &b->raw,
+                                                                   &b->it.layout, &b->it.info);
     b->it.t_read = now_ms() - t;
     if (st) {
         item_fail(&b->it, st, NULL);
@@ -389,7 +391,14 @@ static void run_cpu(engine *e, bitem *b, void *raw, int in_place)
         img.stride = (size_t)l->nx;
         img.data = (float *)raw;
         img.loc = SF_HOST;
-        st = sf_decode_cpu(raw, l, &img, &b->it.nblank);
+        if (l->decoded) { /* by the reader, as it read (sf_fits_read_raw_cpu) */
+            b->it.nblank = l->nblank;
+            st = SF_OK;
+        } else {
+            st = sf_decode_cpu(raw, l, &img, &b->it.nblank);
+        }
+    } else if (l->decoded) {
+        st = sf_fail(SF_ERR_INTERNAL, "the CPU worker got decoded pixels it cannot run in place");
     } else if (!(st = sf_image_alloc(&img, l->nx, l->ny, SF_HOST, NULL))) {
         st = sf_decode_cpu(raw, l, &img, &b->it.nblank);
     }
@@ -964,6 +973,7 @@ sf_status sf_batch_run(const sf_batch_opts *o, const char *const *inputs, int n,
     }
     if (gpu && (nworkers < 1 || nworkers > SF_BATCH_MAXDEV))
         return sf_fail(SF_ERR_PARAM, "%d GPUs asked for", nworkers);
+    e.cpu_decode = !gpu && !o->host_image;
     if (!overlap) {
         nreaders = 0;
         e.npool = 1;

@@ -480,6 +480,7 @@ typedef struct {
     void *ctx;
     void **buf;
     sf_raw_layout *layout;
+    int decode; /* 4-byte pixels read raw: decoded in place as they are read */
 } sf_fits_rawreq;
 
 static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdunum,
@@ -604,13 +605,25 @@ sf_status sf_fits_read(const char *path, int plane, sf_gpu *g, sf_image *img,
     return sf_fits_read_impl(path, plane, g, img, info, NULL);
 }
 
-sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
-                           void **buf, sf_raw_layout *layout, sf_fits_info *info)
+static sf_status read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx, void **buf,
+                          sf_raw_layout *layout, sf_fits_info *info, int decode)
 {
-    sf_fits_rawreq rq = {get, ctx, buf, layout};
+    sf_fits_rawreq rq = {get, ctx, buf, layout, decode};
     sf_image dummy = {0};
     *buf = NULL;
     return sf_fits_read_impl(path, plane, NULL, &dummy, info, &rq);
+}
+
+sf_status sf_fits_read_raw(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
+                           void **buf, sf_raw_layout *layout, sf_fits_info *info)
+{
+    return read_raw(path, plane, get, ctx, buf, layout, info, 0);
+}
+
+sf_status sf_fits_read_raw_cpu(const char *path, int plane, sf_fits_buf_fn get, void *ctx,
+                               void **buf, sf_raw_layout *layout, sf_fits_info *info)
+{
+    return read_raw(path, plane, get, ctx, buf, layout, info, 1);
 }
 
 static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_image *img,
@@ -794,14 +807,22 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
              * CFITSIO's conversion went through its buffers, a byte swap, the
              * conversion and the cleaning pass: the same values
              * (test_decode), in a third of the time at 2048^2; 4-byte
-             * pixels are read into the image and decoded in place */
+             * pixels are read into the image and decoded in place as each
+             * piece is read */
             void *raw = NULL;
             sf_raw_layout l;
-            sf_fits_rawreq r2 = {raw_image_get, &im, &raw, &l};
+            sf_fits_rawreq r2 = {raw_image_get, &im, &raw, &l, 1};
             long long nb = 0;
             st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, &r2);
-            if (st == SF_OK && (st = sf_decode_cpu(raw, &l, &im, &nb)) != SF_OK)
+            if (st == SF_OK && l.decoded) { /* decoded as it was read */
+                if (raw != im.data) /* 4-byte pixels in a buffer of their own */
+                    for (int y = 0; y < im.ny; y++)
+                        memcpy(im.data + (size_t)y * im.stride, (float *)raw + (size_t)y * im.nx,
+                               (size_t)im.nx * sizeof(float));
+                nb = l.nblank;
+            } else if (st == SF_OK && (st = sf_decode_cpu(raw, &l, &im, &nb)) != SF_OK) {
                 sf_errcontext("%s", path);
+            }
             if (raw != im.data)
                 sf_host_free(raw);
             if (st)
@@ -933,25 +954,40 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
          * (tests/bench/RESULTS.md) a 16 MB plane took 5.0 ms on one thread
          * and 0.6-1.8 ms on 8-16; 64 MB 5.5 ms in 16 MB chunks on 8
          * threads (four chunks: four threads) and 2.1 ms in 2 MB chunks on
-         * 16; 256 MB 15.2 and 9.3 ms */
+         * 16; 256 MB 15.2 and 9.3 ms. With rq->decode and 4-byte pixels
+         * each chunk is read and decoded 256 kB at a time, the piece just
+         * read decoded in place while it is in the core's cache: the
+         * plane crosses the memory once less than a read and then a
+         * decoding pass. */
         const size_t chunk = (size_t)2 << 20;
+        const int dec = rq->decode && sf_raw_pixel_bytes(l) == 4;
+        /* SKYFIND_READ_PIECE_KB: a developer knob for bench_read_decode */
+        const char *pk = dec ? getenv("SKYFIND_READ_PIECE_KB") : NULL;
+        const size_t piece = !dec ? chunk : pk && atoi(pk) >= 4 ? (size_t)atoi(pk) << 10 : (size_t)256 << 10;
         int nchunk = (int)((bytes + chunk - 1) / chunk), nth = 1, err = 0, eof = 0;
+        long long nb = 0;
 #ifdef _OPENMP
         nth = omp_get_max_threads() < nchunk ? omp_get_max_threads() : nchunk;
 #endif
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(| : err, eof)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(| : err, eof) reduction(+ : nb)
         for (int c = 0; c < nchunk; c++) {
             size_t c0 = (size_t)c * chunk, c1 = c0 + chunk < bytes ? c0 + chunk : bytes;
             while (c0 < c1 && !err && !eof) {
-                ssize_t r = pread(fd, (char *)*rq->buf + c0, c1 - c0, off + (off_t)c0);
-                if (r < 0 && errno == EINTR)
-                    continue;
-                if (r < 0)
-                    err = errno ? errno : EIO;
-                else if (r == 0)
-                    eof = 1;
-                else
-                    c0 += (size_t)r;
+                size_t p1 = c0 + piece < c1 ? c0 + piece : c1, q = c0;
+                while (q < p1 && !err && !eof) {
+                    ssize_t r = pread(fd, (char *)*rq->buf + q, p1 - q, off + (off_t)q);
+                    if (r < 0 && errno == EINTR)
+                        continue;
+                    if (r < 0)
+                        err = errno ? errno : EIO;
+                    else if (r == 0)
+                        eof = 1;
+                    else
+                        q += (size_t)r;
+                }
+                if (dec && q == p1) /* piece sizes are whole pixels: multiples of 4 bytes */
+                    nb += sf_decode_cpu_span((char *)*rq->buf + c0, (int)((p1 - c0) / 4), l);
+                c0 = q;
             }
         }
         if (err || eof) {
@@ -964,6 +1000,8 @@ static sf_status sf_fits_read_pixels_raw(const char *path, fitsfile *fp, int hdu
         }
         got = bytes;
         close(fd);
+        l->decoded = dec;
+        l->nblank = dec ? nb : 0;
         return SF_OK;
     }
     /* compressed, gzip'd or filtered: CFITSIO converts to float32 */
