@@ -14,25 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include "skyfind/decode.h"
 #include "skyfind/fits.h"
+#include "bench_util.h"
 
 #define REPS 9
 #define HUGE_PAGE ((size_t)2 << 20)
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void *fresh(void *ctx, size_t bytes)
 {
@@ -51,9 +38,9 @@ static double read_once(const char *path, int fused, void **buf, long long *nb, 
 {
     sf_fits_info info;
     sf_status st;
-    double t = now_ms();
+    double t = wall_ms();
     st = (fused ? sf_fits_read_raw_cpu : sf_fits_read_raw)(path, 0, fresh, NULL, buf, l, &info);
-    *t_read = now_ms() - t;
+    *t_read = wall_ms() - t;
     if (st == SF_OK && !l->decoded) {
         sf_image im = {0};
         im.nx = l->nx;
@@ -68,7 +55,7 @@ static double read_once(const char *path, int fused, void **buf, long long *nb, 
     } else {
         *nb = l->nblank;
     }
-    t = now_ms() - t;
+    t = wall_ms() - t;
     sf_fits_info_free(&info);
     if (st != SF_OK) {
         fprintf(stderr, "bench_read_decode: %s: %s\n", path, sf_errdetail());
@@ -115,7 +102,7 @@ int main(int argc, char **argv)
             }
             for (int w = 0; w < 3; w++) {
                 static const char *what[] = {"read, then decode:", "decoded as read:", "(the read alone:)"};
-                qsort(t[w], REPS, sizeof(double), cmp_double);
+                qsort(t[w], REPS, sizeof(double), bench_cmp_d);
                 printf("  %2d threads, %-22s median %7.2f ms, min %7.2f ms (%.1f GB/s)\n", teams[ti],
                        what[w], t[w][REPS / 2], t[w][0], bytes / 1e6 / t[w][REPS / 2]);
             }
