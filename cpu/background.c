@@ -97,8 +97,10 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
 #define BKG_BINS 2048
 
 /* SKYFIND_BKG_PROFILE=1 (a developer knob): method=global's phases' wall
- * times on stderr (work space, first window, FULL passes, EDGE passes, the
- * window's sorts, the image selections, the constant maps). */
+ * times on stderr (work space, first window with its gather and sort, FULL
+ * passes, EDGE passes, the window's sorts, the image selections, the
+ * constant maps). SKYFIND_BKG_FIRST_THREADS=N (another): the first
+ * window's gather and sort on N of the run's threads. */
 enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
@@ -120,6 +122,8 @@ typedef struct {
     size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
     unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
     int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
+    int fth;                /* the first window's threads (SKYFIND_BKG_FIRST_THREADS; default nth) */
+    double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and sort */
 } bkg_ctx;
 
 /* Pixels [i, end) of chunk rows: the run starting at raster index i, at
@@ -745,7 +749,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
     const size_t n = c->n, step = sf_bkg_sample_step(n);
     const size_t ns = n > step / 2 ? (n - step / 2 - 1) / step + 1 : 0;
     size_t m = 0, ka, kb;
-    double q = 0, q2 = 0;
+    double q = 0, q2 = 0, t0 = sf_wall_ms(), t1;
     float ms;
     float *smp = malloc((ns + 1) * sizeof *smp);
     uint32_t *key = malloc(2 * (ns + 1) * sizeof *key);
@@ -754,7 +758,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
         free(key);
         return 0;
     }
-#pragma omp parallel for schedule(static) num_threads(c->nth) if (ns >= 4096)
+#pragma omp parallel for schedule(static) num_threads(c->fth) if (ns >= 4096)
     for (size_t j = 0; j < ns; j++) {
         const size_t i = step / 2 + j * step;
         smp[j] = img->data[i / (size_t)img->nx * img->stride + i % (size_t)img->nx];
@@ -769,7 +773,10 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
         free(key);
         return 0;
     }
-    radix_sort(key, key + m, m, c->nth, c->cnt);
+    t1 = sf_wall_ms();
+    c->t_gather = t1 - t0;
+    radix_sort(key, key + m, m, c->fth, c->cnt);
+    c->t_fsort = sf_wall_ms() - t1;
     sf_bkg_first_ranks(m, &ka, &kb);
     ms = sf_fkey_value(key[m + m / 2]);
     for (size_t i = 0; i < m; i++) {
@@ -821,6 +828,10 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 #ifdef _OPENMP
         c->nth = omp_get_max_threads();
 #endif
+        {
+            const char *ft = getenv("SKYFIND_BKG_FIRST_THREADS"); /* a developer knob */
+            c->fth = ft && atoi(ft) >= 1 && atoi(ft) < c->nth ? atoi(ft) : c->nth;
+        }
         c->cap = n / BKG_CHUNKS / 4 + 1024;
         c->reg = malloc(BKG_CHUNKS * c->cap * sizeof *c->reg);
         c->cnt = malloc((size_t)c->nth * BKG_BINS * sizeof *c->cnt);
@@ -937,10 +948,11 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     BKG_T1(BP_MAPS);
     if (prof)
         fprintf(stderr,
-                "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms, "
-                "%d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
+                "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms "
+                "(%d threads: gather %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
                 "selections %.2f ms, maps %.2f ms\n",
-                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], nfull, bp[BP_FULL], nedge,
+                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->fth, c->t_gather, c->t_fsort,
+                nfull, bp[BP_FULL], nedge,
                 bp[BP_EDGE], bp[BP_SORT], bp[BP_SELECT], bp[BP_MAPS]);
 #undef BKG_T0
 #undef BKG_T1
