@@ -100,7 +100,7 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * times on stderr (work space, first window with its gather and sort, FULL
  * passes, EDGE passes, the window's sorts, the image selections, the
  * constant maps). SKYFIND_BKG_FIRST_THREADS=N (another): the first
- * window's gather and sort on N of the run's threads. */
+ * window's samples gathered by N of the run's threads. */
 enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
@@ -122,7 +122,7 @@ typedef struct {
     size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
     unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
     int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
-    int fth;                /* the first window's threads (SKYFIND_BKG_FIRST_THREADS; default nth) */
+    int fth;                /* the first window's gathering threads (SKYFIND_BKG_FIRST_THREADS; default nth) */
     double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and sort */
 } bkg_ctx;
 
@@ -603,6 +603,40 @@ static void radix_sort(uint32_t *a, uint32_t *b, size_t n, int nth, size_t *cnt)
     radix_pass(a, b, n, 22, 1023u, nth, cnt);
 }
 
+/* radix_sort's result for the first window's samples (65536 keys) on the
+ * calling thread: the three digits counted in one pass, then the three
+ * placements, with 32-bit counters that stay in L1. On the H200 host's 16
+ * threads the parallel passes' cleared count arrays and their serial
+ * prefix took longer than the work (the sort 1.1-1.3 ms at 16 threads,
+ * 0.9-1.0 ms at one; tests/bench/RESULTS.md, call V). n < 2^32. */
+static void radix_sort_serial(uint32_t *a, uint32_t *b, size_t n)
+{
+    uint32_t c0[2048] = {0}, c1[2048] = {0}, c2[1024] = {0}, r0 = 0, r1 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        c0[a[i] & 2047u]++;
+        c1[(a[i] >> 11) & 2047u]++;
+        c2[a[i] >> 22]++;
+    }
+    for (int d = 0; d < 2048; d++) {
+        const uint32_t k0 = c0[d], k1 = c1[d];
+        c0[d] = r0;
+        c1[d] = r1;
+        r0 += k0;
+        r1 += k1;
+        if (d < 1024) {
+            const uint32_t k2 = c2[d];
+            c2[d] = r2;
+            r2 += k2;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        b[c0[a[i] & 2047u]++] = a[i];
+    for (size_t i = 0; i < n; i++)
+        a[c1[(b[i] >> 11) & 2047u]++] = b[i];
+    for (size_t i = 0; i < n; i++)
+        b[c2[a[i] >> 22]++] = a[i];
+}
+
 /* The window's values by value, for the median's ranks (once per FULL
  * pass; the EDGE iterations after it ask the same window for other ranks).
  * Its keys (sf_fkey) are placed bin by bin into c->wkeys: wnb bins of equal
@@ -775,7 +809,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
     }
     t1 = sf_wall_ms();
     c->t_gather = t1 - t0;
-    radix_sort(key, key + m, m, c->fth, c->cnt);
+    radix_sort_serial(key, key + m, m);
     c->t_fsort = sf_wall_ms() - t1;
     sf_bkg_first_ranks(m, &ka, &kb);
     ms = sf_fkey_value(key[m + m / 2]);
@@ -949,7 +983,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (prof)
         fprintf(stderr,
                 "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms "
-                "(%d threads: gather %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
+                "(gather on %d threads %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
                 "selections %.2f ms, maps %.2f ms\n",
                 c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->fth, c->t_gather, c->t_fsort,
                 nfull, bp[BP_FULL], nedge,
