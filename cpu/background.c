@@ -89,7 +89,8 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * AVX2 copy full_chunk_avx8 with its permutation tables; full_pass, which
  * picks one), the EDGE pass in the same shape (edge_values, edge_chunk,
  * edge_chunk_avx8, edge_pass) and sum_parts; the median's helpers
- * (select_image, the radix pass, the window's bins and window_key,
+ * (select_image, the radix pass and sort (on one thread for few keys),
+ * the window's bins and window_key,
  * first_window from the sampled
  * pixels); sf_background_cpu, which runs the plan and dispatches
  * method=mesh and method=bane to their files. */
@@ -99,8 +100,7 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
 /* SKYFIND_BKG_PROFILE=1 (a developer knob): method=global's phases' wall
  * times on stderr (work space, first window with its gather and sort, FULL
  * passes, EDGE passes, the window's sorts, the image selections, the
- * constant maps). SKYFIND_BKG_FIRST_THREADS=N (another): the first
- * window's samples gathered by N of the run's threads. */
+ * constant maps). */
 enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
 
 typedef struct { /* one chunk's share of a FULL or an EDGE pass */
@@ -122,7 +122,6 @@ typedef struct {
     size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
     unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
     int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
-    int fth;                /* the first window's gathering threads (SKYFIND_BKG_FIRST_THREADS; default nth) */
     double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and sort */
 } bkg_ctx;
 
@@ -594,21 +593,15 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
     }
 }
 
-/* The n keys a sorted into b, by three radix passes (11, 11 and 10 bits)
- * through both buffers (a is left holding the second pass's order). */
-static void radix_sort(uint32_t *a, uint32_t *b, size_t n, int nth, size_t *cnt)
-{
-    radix_pass(a, b, n, 0, 2047u, nth, cnt);
-    radix_pass(b, a, n, 11, 2047u, nth, cnt);
-    radix_pass(a, b, n, 22, 1023u, nth, cnt);
-}
-
-/* radix_sort's result for the first window's samples (65536 keys) on the
- * calling thread: the three digits counted in one pass, then the three
- * placements, with 32-bit counters that stay in L1. On the H200 host's 16
- * threads the parallel passes' cleared count arrays and their serial
- * prefix took longer than the work (the sort 1.1-1.3 ms at 16 threads,
- * 0.9-1.0 ms at one; tests/bench/RESULTS.md, call V). n < 2^32. */
+/* radix_sort on the calling thread (fewer than RADIX_SERIAL_MAX keys, or one
+ * thread):
+ * the three digits counted in one pass, then the three placements, with
+ * 32-bit counters that stay in L1. On the H200 host's 16 threads the
+ * parallel passes' cleared count arrays and their serial prefix took
+ * longer than the work for the first window's 65536 samples (the sort
+ * 1.1-1.3 ms at 16 threads, 0.9-1.0 ms at one; tests/bench/RESULTS.md,
+ * calls V and W). */
+#define RADIX_SERIAL_MAX ((size_t)1 << 17)
 static void radix_sort_serial(uint32_t *a, uint32_t *b, size_t n)
 {
     uint32_t c0[2048] = {0}, c1[2048] = {0}, c2[1024] = {0}, r0 = 0, r1 = 0, r2 = 0;
@@ -635,6 +628,20 @@ static void radix_sort_serial(uint32_t *a, uint32_t *b, size_t n)
         a[c1[(b[i] >> 11) & 2047u]++] = b[i];
     for (size_t i = 0; i < n; i++)
         b[c2[a[i] >> 22]++] = a[i];
+}
+
+/* The n keys a sorted into b, by three radix passes (11, 11 and 10 bits)
+ * through both buffers (a is left holding the second pass's order); a few
+ * keys on the calling thread. */
+static void radix_sort(uint32_t *a, uint32_t *b, size_t n, int nth, size_t *cnt)
+{
+    if (n < RADIX_SERIAL_MAX || (nth == 1 && n <= UINT32_MAX)) { /* 32-bit counters */
+        radix_sort_serial(a, b, n);
+        return;
+    }
+    radix_pass(a, b, n, 0, 2047u, nth, cnt);
+    radix_pass(b, a, n, 11, 2047u, nth, cnt);
+    radix_pass(a, b, n, 22, 1023u, nth, cnt);
 }
 
 /* The window's values by value, for the median's ranks (once per FULL
@@ -792,7 +799,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
         free(key);
         return 0;
     }
-#pragma omp parallel for schedule(static) num_threads(c->fth) if (ns >= 4096)
+#pragma omp parallel for schedule(static) num_threads(c->nth) if (ns >= 4096)
     for (size_t j = 0; j < ns; j++) {
         const size_t i = step / 2 + j * step;
         smp[j] = img->data[i / (size_t)img->nx * img->stride + i % (size_t)img->nx];
@@ -809,7 +816,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
     }
     t1 = sf_wall_ms();
     c->t_gather = t1 - t0;
-    radix_sort_serial(key, key + m, m);
+    radix_sort(key, key + m, m, c->nth, c->cnt);
     c->t_fsort = sf_wall_ms() - t1;
     sf_bkg_first_ranks(m, &ka, &kb);
     ms = sf_fkey_value(key[m + m / 2]);
@@ -862,10 +869,6 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
 #ifdef _OPENMP
         c->nth = omp_get_max_threads();
 #endif
-        {
-            const char *ft = getenv("SKYFIND_BKG_FIRST_THREADS"); /* a developer knob */
-            c->fth = ft && atoi(ft) >= 1 && atoi(ft) < c->nth ? atoi(ft) : c->nth;
-        }
         c->cap = n / BKG_CHUNKS / 4 + 1024;
         c->reg = malloc(BKG_CHUNKS * c->cap * sizeof *c->reg);
         c->cnt = malloc((size_t)c->nth * BKG_BINS * sizeof *c->cnt);
@@ -983,9 +986,9 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (prof)
         fprintf(stderr,
                 "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms "
-                "(gather on %d threads %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
+                "(gather %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
                 "selections %.2f ms, maps %.2f ms\n",
-                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->fth, c->t_gather, c->t_fsort,
+                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->t_gather, c->t_fsort,
                 nfull, bp[BP_FULL], nedge,
                 bp[BP_EDGE], bp[BP_SORT], bp[BP_SELECT], bp[BP_MAPS]);
 #undef BKG_T0

@@ -317,6 +317,7 @@ END_TEST
  * truncated file still fails naming itself. */
 START_TEST(test_cpu_read_decoded)
 {
+    /* kinds: -32, -32 scaled, 32, 32 scaled with BLANK, 32 unsigned; -64 and 16 */
     static const int four[] = {12, 13, 5, 6, 7}, other[] = {14, 2};
     for (size_t i = 0; i < sizeof four / sizeof *four; i++) {
         const kind *k = &kinds[four[i]];

@@ -5,9 +5,11 @@
  * In this file, in order: CFITSIO's errors as messages; header cards (which
  * ones WCSLIB may see, the beam, which are structural); an HDU's header text
  * (plain and tile-compressed); reading (sf_fits_read and the batch engine's
- * sf_fits_read_raw: the pre-check, the HDU walk, the checks made before any
- * allocation, the plane's end probed, raw big-endian reads; 4-byte planes
- * read straight into sf_fits_read's image and decoded there); writing. */
+ * sf_fits_read_raw, and sf_fits_read_raw_cpu for the CPU twins: the
+ * pre-check, the HDU walk, the checks made before any allocation, the
+ * plane's end probed, raw big-endian reads by the threads in chunks, 4-byte
+ * pixels decoded piece by piece as they are read, into sf_fits_read's
+ * image itself); writing. */
 #include <errno.h>
 #include <pthread.h>
 #include <limits.h>
@@ -814,13 +816,9 @@ static sf_status sf_fits_read_impl(const char *path, int plane, sf_gpu *g, sf_im
             sf_fits_rawreq r2 = {raw_image_get, &im, &raw, &l, 1};
             long long nb = 0;
             st = sf_fits_read_pixels_raw(path, fp, hdunum, &in, naxes, plane, &r2);
-            if (st == SF_OK && l.decoded) { /* decoded as it was read */
-                if (raw != im.data) /* 4-byte pixels in a buffer of their own */
-                    for (int y = 0; y < im.ny; y++)
-                        memcpy(im.data + (size_t)y * im.stride, (float *)raw + (size_t)y * im.nx,
-                               (size_t)im.nx * sizeof(float));
+            if (st == SF_OK && l.decoded) /* decoded as it was read, in im (raw_image_get) */
                 nb = l.nblank;
-            } else if (st == SF_OK && (st = sf_decode_cpu(raw, &l, &im, &nb)) != SF_OK) {
+            else if (st == SF_OK && (st = sf_decode_cpu(raw, &l, &im, &nb)) != SF_OK) {
                 sf_errcontext("%s", path);
             }
             if (raw != im.data)

@@ -49,7 +49,7 @@ static double read_once(const char *path, int fused, void **buf, long long *nb, 
         im.data = *buf;
         im.loc = SF_HOST;
         if (sf_raw_pixel_bytes(l) != 4)
-            st = SF_ERR_FORMAT;
+            st = sf_fail(SF_ERR_FORMAT, "BITPIX %d: not a 4-byte pixel type", l->bitpix);
         else
             st = sf_decode_cpu(*buf, l, &im, nb);
     } else {
