@@ -1,6 +1,8 @@
 /* Stage `convolve`, CPU twin: direct (rank-one row+column passes through a
- * ring of filtered rows, or the general 2-D sum; OpenMP over rows, double
- * accumulators) and FFT (FFTW single precision: overlap-save tiles with 2-D
+ * ring of filtered rows, double accumulators; or the general 2-D sums, the
+ * GPU's fused multiply-add chains in float, convolve_fma.c, through a ring
+ * of extended rows; OpenMP over rows) and FFT (FFTW single precision:
+ * overlap-save tiles with 2-D
  * plans when a tile is at most half the padded image, else the whole
  * padded image by 1-D row and column plans; either way every tile, row or
  * column chunk is done by the same plan, so the result does not depend on
@@ -14,7 +16,9 @@
  * cache of fft_entry: plans and kernel spectrum per padded size or tile and
  * kernel; fft2_fwd/fft2_inv, the whole image's 2-D transforms; cmul; fft_pass,
  * one whole-image convolution; fft_tile_side and tile_pass, the tiles;
- * conv_fft, the method with its NaN pass); and the stage, sf_convolve_cpu. */
+ * conv_fft, the method with its NaN pass); the method picker,
+ * sf_convolve_pick; and the stage, sf_convolve_cpu. */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <fftw3.h>
 #include "simd.h"
+#include "convolve_fma.h"
 #include "skyfind/convolve.h"
 
 enum { EXT_VALUE, EXT_CLEAN, EXT_VALID }; /* v; v with NaN as 0; 1 valid, 0 NaN */
@@ -246,56 +251,84 @@ static void finish_row(const sf_image *in, sf_image *out, int y, const double *a
                       sum);
 }
 
-/* ---- direct, general 2-D ------------------------------------------------ */
+/* ---- direct, general 2-D: the GPU's sums (convolve_fma.c) ---------------- */
 
+/* Each thread takes a band of whole output rows (SF_CONV2D_RB at a time) and
+ * keeps the extended input rows (edge mode applied, NaN as 0; with nanmode
+ * also the validity rows) of its window in a ring of SF_CONV2D_RB + ky - 1
+ * slots, image row m in slot m mod the ring's size, so every image row is
+ * extended once per thread. sf_conv2d_band sums a band into a block of rows
+ * that finish turns into the output (the NaN normalisation). Each pixel's
+ * sum is the same chain of operations whatever the band, the thread count or
+ * the build, so the output is too. */
 static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
                            const uint8_t *flag, sf_image *out)
 {
-    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
-    const int lx = kx - 1 - kx / 2, ne = nx + kx - 1;
-    double *wf = malloc(sf_npix(kx, ky) * sizeof *wf);
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny, lx = kx - 1 - kx / 2;
+    const int top = ky - 1 - ky / 2; /* input rows above an output row */
+    const int nxv = (nx + SF_CONV2D_VEC - 1) / SF_CONV2D_VEC * SF_CONV2D_VEC;
+    const int ring = SF_CONV2D_RB + ky - 1, dbl = (long)kx * ky > 225;
+    const size_t rw = (size_t)nxv + kx - 1 + SF_CONV2D_VEC; /* a ring row, with slack */
+    float *wf = malloc(sf_npix(kx, ky) * sizeof *wf);
     int bad = 0;
     if (!wf)
         return sf_fail(SF_ERR_NOMEM, "convolve: out of memory (kernel copy)");
-    /* out[x] = sum_i w[i] e[x + kx-1 - i]: the weights reversed in x */
-    for (int j = 0; j < ky; j++)
+    for (int j = 0; j < ky; j++) /* flipped in both axes: wf[kr][t] = w[ky-1-kr][kx-1-t] */
         for (int i = 0; i < kx; i++)
-            wf[(size_t)j * kx + i] = k->w[(size_t)j * kx + kx - 1 - i];
+            wf[(size_t)j * kx + i] = k->w[(size_t)(ky - 1 - j) * kx + (kx - 1 - i)];
 #pragma omp parallel reduction(| : bad)
     {
-        double *e = malloc((size_t)ne * sizeof *e), *acc = malloc((size_t)nx * sizeof *acc);
-        double *m = NULL, *den = NULL;
-        if (nanmode) {
-            m = malloc((size_t)ne * sizeof *m);
-            den = malloc((size_t)nx * sizeof *den);
-        }
-        if (!e || !acc || (nanmode && (!m || !den)))
+        const int nth = omp_get_num_threads(), id = omp_get_thread_num();
+        const int nb = (ny + SF_CONV2D_RB - 1) / SF_CONV2D_RB; /* bands, shared out in order */
+        const int b0 = (int)((long)nb * id / nth), b1 = (int)((long)nb * (id + 1) / nth);
+        const int nset = nanmode ? 2 : 1;
+        float *buf = malloc(((size_t)ring * nset * rw + (size_t)SF_CONV2D_RB * nxv * 2) *
+                            sizeof *buf); /* the ring, then the band's sums and weight sums */
+        long *held = malloc((size_t)ring * sizeof *held); /* the image row in each slot */
+        const float **rv = malloc((size_t)ring * 2 * sizeof *rv);
+        if (!buf || !held || !rv)
             bad = 1;
-#pragma omp for schedule(dynamic, 4)
-        for (int y = 0; y < ny; y++) {
-            if (bad)
-                continue;
-            memset(acc, 0, (size_t)nx * sizeof *acc);
-            if (nanmode)
-                memset(den, 0, (size_t)nx * sizeof *den);
-            for (int j = 0; j < ky; j++) {
-                const float *r = src_row(in, (long)y - j + ky / 2, edge);
-                const double *wj = wf + (size_t)j * kx;
-                if (r) {
-                    ext_row_d(e, r, nx, lx, kx / 2, edge, nanmode ? EXT_CLEAN : EXT_VALUE);
-                    row_taps(acc, e, wj, kx, nx);
+        for (int i = 0; !bad && i < ring; i++)
+            held[i] = LONG_MIN;
+        for (int b = b0; b < b1 && !bad; b++) {
+            const int y0 = b * SF_CONV2D_RB, rb = ny - y0 < SF_CONV2D_RB ? ny - y0 : SF_CONV2D_RB;
+            float *acc = buf + (size_t)ring * nset * rw, *den = acc + (size_t)SF_CONV2D_RB * nxv;
+            for (int jr = 0; jr < rb + ky - 1; jr++) {
+                const long m = (long)y0 - top + jr;
+                const int slot = (int)(((m % ring) + ring) % ring);
+                float *ev = buf + (size_t)slot * nset * rw, *em = ev + rw;
+                if (held[slot] != m) {
+                    const float *r = src_row(in, m, edge);
+                    ext_row_f(ev, r, nx, lx, kx / 2, edge, nanmode ? EXT_CLEAN : EXT_VALUE);
+                    memset(ev + nx + kx - 1, 0, (rw - (size_t)(nx + kx - 1)) * sizeof *ev);
+                    if (nanmode) {
+                        ext_row_f(em, r, nx, lx, kx / 2, edge, EXT_VALID);
+                        memset(em + nx + kx - 1, 0, (rw - (size_t)(nx + kx - 1)) * sizeof *em);
+                    }
+                    held[slot] = m;
                 }
-                if (nanmode) {
-                    ext_row_d(m, r, nx, lx, kx / 2, edge, EXT_VALID);
-                    row_taps(den, m, wj, kx, nx);
-                }
+                rv[jr] = ev;
+                rv[ring + jr] = em;
             }
-            finish_row(in, out, y, acc, den, nanmode, flag, k->sum);
+            if (!nanmode) { /* the sums are the output */
+                sf_conv2d_band(rv, wf, kx, ky, nx, rb, dbl, out->data + (size_t)y0 * out->stride,
+                               out->stride);
+                continue;
+            }
+            sf_conv2d_band(rv, wf, kx, ky, nx, rb, dbl, acc, nxv);
+            sf_conv2d_band(rv + ring, wf, kx, ky, nx, rb, dbl, den, nxv);
+            for (int r = 0; r < rb; r++) {
+                const int y = y0 + r;
+                const float *iv = in->data + (size_t)y * in->stride, *a = acc + (size_t)r * nxv,
+                            *d = den + (size_t)r * nxv;
+                float *o = out->data + (size_t)y * out->stride;
+                for (int x = 0; x < nx; x++)
+                    o[x] = finish(iv[x], a[x], d[x], 1, flag, (size_t)y * nx + x, k->sum);
+            }
         }
-        free(e);
-        free(acc);
-        free(m);
-        free(den);
+        free(buf);
+        free(held);
+        free(rv);
     }
     free(wf);
     return bad ? sf_fail(SF_ERR_NOMEM, "convolve: out of memory (direct row buffers)") : SF_OK;
@@ -839,6 +872,77 @@ nomem:
         fft_release(fe);
     return sf_fail(SF_ERR_NOMEM, "convolve: out of memory for a %dx%d FFT (image %dx%d, "
                    "kernel %dx%d)", px, py, nx, ny, kx, ky);
+}
+
+/* ---- the method picker (sf_convolve_pick, convolve.h) -------------------- */
+
+/* CPU policy (method auto, sf_convolve_cpu). On a CPU with FMA (x86-64
+ * with AVX2 and FMA, the build's SIMD dispatch), general kernels take the
+ * direct method up to CONV2D_DIRECT_MAX_TAPS, as on the GPU, whose sums
+ * they then are bit for bit (convolve_fma.h), and FFT above. Measured with
+ * tests/tools/sf_convolve_tool --threads 1 --nan 0 (2026-12-03, the 2-core
+ * VM, minimum of 5; H200 host, tests/bench/results/h200-2026-12-03-fma/),
+ * 15x15 at 2048^2 (Gaussian 5 x 3.5 px at 30 degrees, sim2048's beam):
+ * direct 15.3 ms in AVX-512 against FFT 18-25 ms on the VM, 17.7 against 45
+ * on the host; AVX2 + FMA 50 ms on the VM, 34 ms on the host. At 21x21 the
+ * FFT wins by 1.6x in AVX-512 (VM, 1024^2 and 2048^2). The rule depends on
+ * the CPU only, not on SKYFIND_SIMD, so that variable never changes the
+ * output.
+ * Without FMA (and for rank-one kernels everywhere) the cost model of the
+ * double-precision loops: estimated ns per call,
+ *   direct, general:  (CPU_NS_TAP_2D * kx*ky + CPU_NS_PIX_2D) * npix
+ *   direct, rank one: (CPU_NS_TAP_SEP * (kx+ky) + CPU_NS_PIX_SEP) * npix
+ *   fft:              CPU_NS_FFT * P * log2(P),  P = sf_fft_size(nx+kx-1) * sf_fft_size(ny+ky-1)
+ * the cheaper wins. Measured with tests/tools/sf_convolve_tool --repeat 5
+ * --threads 1 --nan 0 (minimum of 5 runs after a warm-up that builds the FFTW
+ * plan and kernel spectrum) on the 2-core development VM (Intel Xeon 2.5 GHz,
+ * AVX-512, GCC 12 -O3, FFTW 3.3.10 with FFTW_ESTIMATE), images of 512^2 to
+ * 4096^2 of Gaussian noise:
+ *   general direct: 3x3 to 25x25 kernels on 1024^2: 8.1 to 296 ms, a fit of
+ *     0.45 ns per tap + 3.7 ns per pixel (within 5% at 2048^2 and 4096^2);
+ *   rank one: 5x5 to 53x53 Gaussians on 1024^2: 9.7 to 72.5 ms, 0.62 ns per
+ *     tap of the two passes + 3.0 ns per pixel;
+ *   fft: 1.6 to 3.7 ns per P*log2(P) (1.6-1.8 for sizes like 560, 1050,
+ *     1080; 2.5-3 for 2058, 2100, 4200; 3.4-3.7 for 525 and 1029, whose
+ *     factor 7^3 or 3*5^2*7 is slow in FFTW); 2.5 is used.
+ * So at 2048^2 direct wins up to about 11x11 general kernels and 43x43
+ * rank-one kernels. Two threads speed both methods up by 1.2-1.9x on that
+ * (shared, loaded) VM, so the crossover is the same to the noise. */
+#define CPU_NS_TAP_2D 0.45
+#define CPU_NS_PIX_2D 3.7
+#define CPU_NS_TAP_SEP 0.62
+#define CPU_NS_PIX_SEP 3.0
+#define CPU_NS_FFT 2.5
+
+/* GPU policy, measured on an H100 (tests/bench/bench_convolve, CUDA events,
+ * median of 20): rank-one kernels always direct (41 taps at 8192^2: 0.62 ms
+ * against 1.60 ms by FFT; 2026-11-22, tests/bench/results/h100-2026-11-22);
+ * general kernels direct up to 15 x 15 = 225 taps, FFT above. With the
+ * register-blocked 2-D kernel (2026-11-26, tests/bench/results/
+ * h100-2026-11-26-convolve-rb): 15 x 15 direct 0.079 / 0.253 / 0.922 ms at
+ * 2048^2 / 4096^2 / 8192^2 against FFT 0.105 / 0.397 / 1.476; 17 x 17
+ * direct 0.112 / 0.388 / 1.453 against FFT 0.108 / 0.399 / 1.478 (even);
+ * 21 x 21 direct 0.146 / 0.514 / 1.935 against FFT 0.112 / 0.407 / 1.492.
+ * (Before it, 15 x 15 took 0.110 ms at 2048^2 and the FFT won there above
+ * 13 x 13.) */
+#define GPU_DIRECT_MAX_TAPS 225
+#define CONV2D_DIRECT_MAX_TAPS 225
+
+int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
+{
+    int sep = k->row && k->col;
+    if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
+        return SF_CONV_FFT; /* the direct methods do not take it */
+    if (gpu)
+        return sep || (long)k->nx * k->ny <= GPU_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
+    if (!sep && sf_simd_hw_level() >= SF_SIMD_AVX2_FMA)
+        return (long)k->nx * k->ny <= CONV2D_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
+    double npix = (double)nx * ny;
+    double p = (double)sf_fft_size(nx + k->nx - 1) * sf_fft_size(ny + k->ny - 1);
+    double direct = sep ? (CPU_NS_TAP_SEP * (k->nx + k->ny) + CPU_NS_PIX_SEP) * npix
+                        : (CPU_NS_TAP_2D * (double)k->nx * k->ny + CPU_NS_PIX_2D) * npix;
+    double fft = CPU_NS_FFT * p * log2(p > 2 ? p : 2);
+    return direct <= fft ? SF_CONV_DIRECT : SF_CONV_FFT;
 }
 
 /* ---- the stage ------------------------------------------------------------ */

@@ -5,14 +5,17 @@
  * one, NaN-only and 1x1 images, parameter errors); GPU: every method and
  * edge mode against the CPU twin, with and without NaN, on awkward image
  * sizes, kernels from 1x1 to 63x63 (odd and even, rank one or not) and
- * kernels larger than the image. */
+ * kernels larger than the image; the direct method's 2-D sums bit for bit
+ * as fused multiply-add chains on the CPU (every vector build) and the GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <omp.h>
 #include "sftest.h"
 #include "skyfind/convolve.h"
+#include "skyfind/pipeline.h" /* sf_simd_name */
 
 static const int edges[] = {SF_EDGE_ZERO, SF_EDGE_NEAREST, SF_EDGE_REFLECT, SF_EDGE_WRAP};
 static const char *const edge_name[] = {"zero", "nearest", "reflect", "wrap"};
@@ -230,6 +233,97 @@ START_TEST(test_cpu_direct_vs_fft)
             sf_image_free(&im, NULL);
         }
     printf("direct vs fft: worst relative L2 %.3g\n", worst);
+}
+END_TEST
+
+/* Pixel i of a line of n extended by the edge mode (-1: zero mode outside),
+ * written here from scipy.ndimage's definitions, apart from the library's. */
+static long ref_edge(long i, long n, int edge)
+{
+    if (i >= 0 && i < n)
+        return i;
+    if (edge == SF_EDGE_ZERO)
+        return -1;
+    if (edge == SF_EDGE_NEAREST)
+        return i < 0 ? 0 : n - 1;
+    if (edge == SF_EDGE_WRAP)
+        return ((i % n) + n) % n;
+    long r = ((i % (2 * n)) + 2 * n) % (2 * n); /* reflect: period 2n, half-sample symmetric */
+    return r < n ? r : 2 * n - 1 - r;
+}
+
+/* The general direct method's sums as convolve_fma.h and the GPU define
+ * them: each kernel row's partial a chain of fmaf over its taps (the flipped
+ * weights, left to right), the rows added from the top, in float up to 225
+ * taps and in double above. (Rank-one kernels take the separable path.) */
+static float ref_fma_pixel(const sf_image *in, const sf_kernel *k, int edge, int x, int y)
+{
+    const int kx = k->nx, ky = k->ny;
+    float sf = 0;
+    double sd = 0;
+    for (int kr = 0; kr < ky; kr++) {
+        long sy = ref_edge((long)y - (ky - 1 - ky / 2) + kr, in->ny, edge);
+        float p = 0;
+        for (int t = 0; t < kx; t++) {
+            long sx = ref_edge((long)x - (kx - 1 - kx / 2) + t, in->nx, edge);
+            float v = sy < 0 || sx < 0 ? 0.0f : in->data[(size_t)sy * in->stride + sx];
+            p = fmaf(k->w[(size_t)(ky - 1 - kr) * kx + (kx - 1 - t)], v, p);
+        }
+        if ((long)kx * ky > 225)
+            sd += p;
+        else
+            sf += p;
+    }
+    return (long)kx * ky > 225 ? (float)sd : sf;
+}
+
+START_TEST(test_cpu_direct_fma_bits)
+{
+    /* widths that take every copy of the vector builds (1..13 two blocks in
+     * AVX-512 and in registers in AVX2, 14..27 one block, 28 and over the
+     * loads at every tap), heights around the 8-row band, the double rows
+     * above 225 taps; images narrower than a vector step and not multiples
+     * of it, one a view with a longer row stride; 1 and 3 threads */
+    static const int sizes[][2] = {{1, 1}, {7, 5}, {33, 40}, {100, 37}, {131, 19}};
+    static const int kw[] = {2, 3, 4, 5, 8, 13, 14, 15, 16, 21, 27, 28, 31};
+    static const int kh[] = {2, 3, 8, 9, 15, 17};
+    int nchecked = 0;
+    for (int s = 0; s < 5; s++) {
+        const int nx = sizes[s][0], ny = sizes[s][1];
+        sf_image im, view;
+        sftest_noise_image(&im, nx + 5, ny, 300 + s, 2, 0.0);
+        view = im;
+        view.nx = nx;
+        for (int a = 0; a < 13; a++)
+            for (int b = 0; b < 6; b++) {
+                sf_kernel k;
+                if ((a + b + s) % 2) /* half the combinations, every width and height */
+                    continue;
+                kernel_random(&k, kw[a], kh[b], 40 + a * 7 + b);
+                ck_assert_msg(!k.row, "kernel %dx%d: random weights of rank one", k.nx, k.ny);
+                for (int e = 0; e < 4; e++) {
+                    int t = 1 + 2 * ((a + e) % 2), prev = omp_get_max_threads();
+                    sf_image d;
+                    omp_set_num_threads(t);
+                    conv(&view, &k, SF_CONV_DIRECT, edges[e], &d);
+                    omp_set_num_threads(prev);
+                    long i = FIRST_BAD(sf_npix(nx, ny), ({
+                        float r = ref_fma_pixel(&view, &k, edges[e], (int)(i % nx), (int)(i / nx));
+                        !memcmp(&r, &d.data[(i / nx) * d.stride + i % nx], sizeof r);
+                    }));
+                    ck_assert_msg(i < 0, "%dx%d kernel %dx%d edge %s, %d threads: pixel (%ld,%ld) "
+                                  "%.9g, the fma chains give %.9g", nx, ny, k.nx, k.ny,
+                                  edge_name[e], t, i % nx, i / nx, d.data[(i / nx) * d.stride + i % nx],
+                                  ref_fma_pixel(&view, &k, edges[e], (int)(i % nx), (int)(i / nx)));
+                    nchecked++;
+                    sf_image_free(&d, NULL);
+                }
+                sf_kernel_free(&k);
+            }
+        sf_image_free(&im, NULL);
+    }
+    printf("direct 2-D sums (%s): %d convolutions bit for bit as the fma chains\n",
+           sf_simd_name(), nchecked);
 }
 END_TEST
 
@@ -620,6 +714,66 @@ START_TEST(test_gpu_methods)
 }
 END_TEST
 
+/* The direct method's general 2-D sums are the same bits on the GPU and the
+ * CPU on images without NaN (convolve_fma.h): every edge mode, the nan hints
+ * 0 and 1, kernels 2 to 40 columns wide (the register-blocked tiles up to
+ * 24, direct2d_kernel above), 2 to 17 rows, float and double row sums, and
+ * the radio sky's restoring beam. */
+START_TEST(test_gpu_direct_bits)
+{
+    static const int kd[][2] = {{2, 3}, {3, 3}, {5, 9}, {8, 2}, {13, 17}, {15, 15}, {16, 9},
+                                {21, 11}, {24, 15}, {31, 5}, {40, 4}};
+    sf_gpu *g = sftest_gpu();
+    int nsame = 0;
+    for (int s = 0; sftest_sizes[s][0]; s++) {
+        const int nx = sftest_sizes[s][0], ny = sftest_sizes[s][1];
+        sf_image h, d = {0}, o = {0}, gh = {0};
+        if (sftest_quick() && nx * ny > 70000)
+            continue;
+        sftest_noise_image(&h, nx, ny, 700 + s, nx * ny / 500 + 1, 0.0);
+        ck_assert_int_eq(sf_image_alloc(&gh, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&d, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_alloc(&o, nx, ny, SF_DEVICE, g), SF_OK);
+        ck_assert_int_eq(sf_image_upload(g, &h, &d), SF_OK);
+        for (int q = 0; q <= 11; q++) {
+            sf_kernel k;
+            if (q < 11)
+                kernel_random(&k, kd[q][0], kd[q][1], 90 + q);
+            else /* sim2048's beam: 5 x 3.5 px FWHM at 30 degrees, 15 x 15 */
+                ck_assert_int_eq(sf_kernel_gauss(&k, 5.0, 3.5, 30, 15), SF_OK);
+            ck_assert(!k.row);
+            for (int e = 0; e < 4; e++)
+                for (int nan = 0; nan <= 1; nan++) {
+                    sf_image c;
+                    if ((e + nan + q + s) % 3 && e != SF_EDGE_ZERO)
+                        continue;
+                    conv(&h, &k, SF_CONV_DIRECT, edges[e], &c);
+                    sftest_poison(g, o.data, sf_npix(nx, ny) * sizeof(float));
+                    ck_assert_int_eq(sf_gpu_reserve(g, sf_convolve_gpu_scratch(nx, ny, &k, SF_CONV_DIRECT)),
+                                     SF_OK);
+                    ck_assert_msg(sf_convolve_gpu(g, &d, &k, SF_CONV_DIRECT, edges[e], nan, &o) == SF_OK,
+                                  "%s", sf_errdetail());
+                    ck_assert_int_eq(sf_image_download(g, &o, &gh), SF_OK);
+                    long i = FIRST_BAD(sf_npix(nx, ny),
+                                       !memcmp(&gh.data[(i / nx) * gh.stride + i % nx],
+                                               &c.data[(i / nx) * c.stride + i % nx], sizeof(float)));
+                    ck_assert_msg(i < 0, "%dx%d kernel %dx%d edge %s nan %d: pixel (%ld,%ld) GPU %.9g, "
+                                  "CPU %.9g", nx, ny, k.nx, k.ny, edge_name[e], nan, i % nx, i / nx,
+                                  gh.data[(i / nx) * gh.stride + i % nx], c.data[(i / nx) * c.stride + i % nx]);
+                    nsame++;
+                    sf_image_free(&c, NULL);
+                }
+            sf_kernel_free(&k);
+        }
+        sf_image_free(&h, NULL);
+        sf_image_free(&gh, NULL);
+        sf_image_free(&d, g);
+        sf_image_free(&o, g);
+    }
+    printf("gpu direct 2-D: %d convolutions the same bits as the CPU twin's\n", nsame);
+}
+END_TEST
+
 /* NaN regions (blocks and scattered), large kernels, auto, images smaller
  * than the kernel, and the nan hint 1 on an image without NaN. */
 START_TEST(test_gpu_nan_and_small)
@@ -898,6 +1052,7 @@ int main(void)
     tcase_add_test(cpu, test_cpu_edge_modes);
     tcase_add_test(cpu, test_cpu_constant);
     tcase_add_test(cpu, test_cpu_direct_vs_fft);
+    tcase_add_test(cpu, test_cpu_direct_fma_bits);
     tcase_add_test(cpu, test_cpu_separable_vs_2d);
     tcase_add_test(cpu, test_cpu_gauss);
     tcase_add_test(cpu, test_cpu_kernels);
@@ -909,6 +1064,7 @@ int main(void)
     suite_add_tcase(s, cpu);
     TCase *gpu = tcase_create("gpu");
     tcase_add_test(gpu, test_gpu_methods);
+    tcase_add_test(gpu, test_gpu_direct_bits);
     tcase_add_test(gpu, test_gpu_nan_and_small);
     tcase_add_test(gpu, test_gpu_big_kernel);
     tcase_add_test(gpu, test_gpu_rows);

@@ -123,10 +123,12 @@ sf_status sf_convolve_noise_gpu(sf_gpu *g, const sf_image *in, const sf_kernel *
                                 sf_status *stb, int *done);
 
 /* The method AUTO uses for this kernel and image on one backend (gpu 0/1):
- * FFT for a side over SF_KERNEL_MAX; on the CPU the cheaper by a cost model
- * measured on a CPU (constants and measurements in src/core/kernel.c); on the GPU
- * direct for rank-one kernels and up to 121 taps, else FFT (provisional,
- * until measured on an H100). */
+ * FFT for a side over SF_KERNEL_MAX; direct for rank-one kernels on the GPU
+ * and for other kernels up to 225 taps on the GPU and on a CPU with FMA
+ * (the same fused multiply-add sums: the same bits), FFT above; on a CPU
+ * without FMA, and for rank-one kernels on the CPU, the cheaper by a cost
+ * model (constants and measurements in cpu/convolve.c). It depends on the
+ * CPU, not on SKYFIND_SIMD. */
 int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu);
 /* The fast transform length used for n + k - 1 (a 2^a 3^b 5^c 7^d size). */
 int sf_fft_size(int n);

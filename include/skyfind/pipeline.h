@@ -60,9 +60,11 @@ typedef struct {
 
 int sf_stage_count(void);
 /* The build of the CPU stages' vectorised loops that runs in this process:
- * "avx2" where the CPU has AVX2 (without FMA: the same bits as the
- * baseline), else, or with SKYFIND_SIMD=0 in the environment, "baseline"
- * (x86-64's SSE2). src/calc/simd.h. */
+ * "avx512" where the CPU has AVX2, FMA and AVX-512F (the AVX2 loops, and the
+ * 2-D direct convolution in AVX-512), "avx2+fma" with AVX2 and FMA (or
+ * SKYFIND_SIMD=avx2), "avx2" with AVX2 alone, else, or with SKYFIND_SIMD=0
+ * in the environment, "baseline" (x86-64's SSE2). Every build gives the
+ * same bits. src/calc/simd.h. */
 const char *sf_simd_name(void);
 const sf_stage_def *sf_stage_at(int i);
 const sf_stage_def *sf_stage_find(const char *name);

@@ -16,11 +16,25 @@
  * bodies (a region is outlined before inlining, in the baseline build):
  * the dispatch is per row or per block, one well-predicted branch.
  *
+ * One kernel is different: the general 2-D direct convolution's sums
+ * (cpu/convolve_fma.c) are chains of fused multiply-adds, the GPU's, which
+ * its AVX-512, AVX2 + FMA and scalar fmaf() builds all compute exactly, so
+ * they too give the same bits whichever runs; it picks by sf_simd_level.
+ *
  * SKYFIND_SIMD=0 in the environment keeps the baseline build everywhere
- * (sf_simd_avx2, simd.c), for that comparison and for timing the two. */
+ * (sf_simd_level, simd.c), for that comparison and for timing the two;
+ * SKYFIND_SIMD=avx2 stops at AVX2 + FMA (the FMA kernel's AVX2 build, for
+ * the same comparison on a CPU with AVX-512). */
 #ifndef SKYFIND_CALC_SIMD_H
 #define SKYFIND_CALC_SIMD_H
 
+enum { SF_SIMD_BASE = 0, SF_SIMD_AVX2 = 1, SF_SIMD_AVX2_FMA = 2, SF_SIMD_AVX512 = 3 };
+/* What this CPU has, capped by SKYFIND_SIMD: SF_SIMD_AVX512 with AVX-512F and
+ * FMA, SF_SIMD_AVX2_FMA with AVX2 and FMA, SF_SIMD_AVX2 with AVX2 alone. */
+int sf_simd_level(void);
+/* The same for the CPU alone, whatever SKYFIND_SIMD says: for choices that
+ * change the output (sf_convolve_pick), which must not follow the variable. */
+int sf_simd_hw_level(void);
 /* 1 when the AVX2 copies run: the CPU has AVX2 and SKYFIND_SIMD is not 0. */
 int sf_simd_avx2(void);
 

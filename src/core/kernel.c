@@ -1,8 +1,8 @@
 /* Convolution kernels for the `convolve` stage (both backends): Gaussian
  * beams, top-hats, SExtractor .conv filters and arrays (FITS PSFs: the I/O
  * layer's src/io/kernel_fits.c); their sums,
- * rank-one (separable) factors, noise gain, and the cost model behind
- * method=auto. */
+ * rank-one (separable) factors, noise gain, and the FFT's sizes (the
+ * picker behind method=auto, sf_convolve_pick, is in cpu/convolve.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -417,7 +417,7 @@ done:
     return s;
 }
 
-/* ---- FFT sizes and the method picker ---------------------------------- */
+/* ---- FFT sizes (the method picker: cpu/convolve.c) ---------------------- */
 
 int sf_fft_size(int n)
 {
@@ -436,57 +436,4 @@ int sf_fft_size(int n)
         if (r == 1)
             return m;
     }
-}
-
-/* CPU cost model (method auto, sf_convolve_cpu): estimated ns per call,
- *   direct, general:  (CPU_NS_TAP_2D * kx*ky + CPU_NS_PIX_2D) * npix
- *   direct, rank one: (CPU_NS_TAP_SEP * (kx+ky) + CPU_NS_PIX_SEP) * npix
- *   fft:              CPU_NS_FFT * P * log2(P),  P = sf_fft_size(nx+kx-1) * sf_fft_size(ny+ky-1)
- * the cheaper wins. Measured with tests/tools/sf_convolve_tool --repeat 5
- * --threads 1 --nan 0 (minimum of 5 runs after a warm-up that builds the FFTW
- * plan and kernel spectrum) on the 2-core development VM (Intel Xeon 2.5 GHz,
- * AVX-512, GCC 12 -O3, FFTW 3.3.10 with FFTW_ESTIMATE), images of 512^2 to
- * 4096^2 of Gaussian noise:
- *   general direct: 3x3 to 25x25 kernels on 1024^2: 8.1 to 296 ms, a fit of
- *     0.45 ns per tap + 3.7 ns per pixel (within 5% at 2048^2 and 4096^2);
- *   rank one: 5x5 to 53x53 Gaussians on 1024^2: 9.7 to 72.5 ms, 0.62 ns per
- *     tap of the two passes + 3.0 ns per pixel;
- *   fft: 1.6 to 3.7 ns per P*log2(P) (1.6-1.8 for sizes like 560, 1050,
- *     1080; 2.5-3 for 2058, 2100, 4200; 3.4-3.7 for 525 and 1029, whose
- *     factor 7^3 or 3*5^2*7 is slow in FFTW); 2.5 is used.
- * So at 2048^2 direct wins up to about 11x11 general kernels and 43x43
- * rank-one kernels. Two threads speed both methods up by 1.2-1.9x on that
- * (shared, loaded) VM, so the crossover is the same to the noise. */
-#define CPU_NS_TAP_2D 0.45
-#define CPU_NS_PIX_2D 3.7
-#define CPU_NS_TAP_SEP 0.62
-#define CPU_NS_PIX_SEP 3.0
-#define CPU_NS_FFT 2.5
-
-/* GPU policy, measured on an H100 (tests/bench/bench_convolve, CUDA events,
- * median of 20): rank-one kernels always direct (41 taps at 8192^2: 0.62 ms
- * against 1.60 ms by FFT; 2026-11-22, tests/bench/results/h100-2026-11-22);
- * general kernels direct up to 15 x 15 = 225 taps, FFT above. With the
- * register-blocked 2-D kernel (2026-11-26, tests/bench/results/
- * h100-2026-11-26-convolve-rb): 15 x 15 direct 0.079 / 0.253 / 0.922 ms at
- * 2048^2 / 4096^2 / 8192^2 against FFT 0.105 / 0.397 / 1.476; 17 x 17
- * direct 0.112 / 0.388 / 1.453 against FFT 0.108 / 0.399 / 1.478 (even);
- * 21 x 21 direct 0.146 / 0.514 / 1.935 against FFT 0.112 / 0.407 / 1.492.
- * (Before it, 15 x 15 took 0.110 ms at 2048^2 and the FFT won there above
- * 13 x 13.) */
-#define GPU_DIRECT_MAX_TAPS 225
-
-int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
-{
-    int sep = k->row && k->col;
-    if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
-        return SF_CONV_FFT; /* the direct methods do not take it */
-    if (gpu)
-        return sep || (long)k->nx * k->ny <= GPU_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
-    double npix = (double)nx * ny;
-    double p = (double)sf_fft_size(nx + k->nx - 1) * sf_fft_size(ny + k->ny - 1);
-    double direct = sep ? (CPU_NS_TAP_SEP * (k->nx + k->ny) + CPU_NS_PIX_SEP) * npix
-                        : (CPU_NS_TAP_2D * (double)k->nx * k->ny + CPU_NS_PIX_2D) * npix;
-    double fft = CPU_NS_FFT * p * log2(p > 2 ? p : 2);
-    return direct <= fft ? SF_CONV_DIRECT : SF_CONV_FFT;
 }

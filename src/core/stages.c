@@ -119,7 +119,7 @@ static const sf_param_spec conv_params[] = {
     {"normalise", SF_PT_BOOL, "yes", 0, 1, NULL, "", "file (FITS): divide the kernel by its sum",
      offsetof(sf_conv_params, normalise)},
     {"method", SF_PT_CHOICE, "auto", 0, 0, "auto|direct|fft", "",
-     "direct (tiled; separable kernels in two passes), fft, or auto (the faster for the kernel)",
+     "direct (tiled; separable kernels in two passes), fft, or auto (direct up to 225 taps and for most separable kernels, else fft: skyfind-pipeline(5))",
      offsetof(sf_conv_params, method)},
     {"edge", SF_PT_CHOICE, "reflect", 0, 0, "zero|nearest|reflect|wrap", "",
      "pixels beyond the border, as scipy.ndimage's modes (zero = constant 0)",

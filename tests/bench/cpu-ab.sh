@@ -98,7 +98,8 @@ for key in order:
     if key[1].startswith("SExtractor"):
         o = rows.get(key + ("-",), [])
     f = lambda v: "%.1f (%.1f)" % (statistics.median(v), min(v)) if v else "-"
-    ratio = "%.2f" % (statistics.median(nw) / statistics.median(o)) if o and nw else "-"
+    ratio = ("%.2f" % (statistics.median(nw) / statistics.median(o))
+             if o and nw and statistics.median(o) > 0 else "-")
     out.append("| %d | %s | %s | %s | %s | %s |" % (key[0], key[1], key[2], f(o), f(nw), ratio))
     csv.append("%d,%s,%s,%s,%s,%s,%s" % (key + tuple(
         "%.3f" % g(v) if v else "" for v in (o, nw) for g in (statistics.median, min))))

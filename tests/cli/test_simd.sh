@@ -5,8 +5,11 @@
 # with BSCALE, tile-compressed), run with the AVX2 copies and with
 # SKYFIND_SIMD=0, writes the same catalogues, component tables and
 # background, rms, filtered and segmentation images, byte for byte; also a
-# direct (not FFT) convolution, the mesh background's bilinear maps and a
-# second thread count. The verbose report names the build that ran.
+# direct (not FFT) convolution, a wide general kernel (the 2-D direct sums'
+# copy without registers), the mesh background's bilinear maps and a
+# second thread count. On a CPU with AVX-512 a third run with
+# SKYFIND_SIMD=avx2 (the 2-D direct sums' AVX2 + FMA build) must give the
+# same bytes too. The verbose report names the build that ran.
 # Skipped (77) on a CPU without AVX2, where both runs are the baseline.
 set -u
 SKYFIND=${SKYFIND:-build/skyfind}
@@ -53,6 +56,13 @@ if [ -n "$DATA" ] && [ -d "$DATA" ]; then
 fi
 echo "inputs: ${#inputs[@]}"
 
+# the build the default run takes, and whether SKYFIND_SIMD=avx2 is another
+has512=0
+grep -qw avx512f /proc/cpuinfo && grep -qw fma /proc/cpuinfo && has512=1
+builds="base"
+[ $has512 = 1 ] && builds="base avx2"
+echo "builds compared with the default: $builds"
+
 run_both() { # name, then skyfind run's options
     local name=$1
     shift
@@ -63,12 +73,19 @@ run_both() { # name, then skyfind run's options
             bad "$name on $stem: exit $?"
         SKYFIND_SIMD=0 "$SKYFIND" run -q -b cpu "$@" --save seg,background,rms,filtered \
             -o "$T/$name-base" "$f" || bad "$name on $stem (SKYFIND_SIMD=0): exit $?"
+        if [ $has512 = 1 ]; then
+            SKYFIND_SIMD=avx2 "$SKYFIND" run -q -b cpu "$@" --save seg,background,rms,filtered \
+                -o "$T/$name-avx2fma" "$f" || bad "$name on $stem (SKYFIND_SIMD=avx2): exit $?"
+        fi
     done
     local n=0
     for g in "$T/$name-avx2"/*; do
         b=$(basename "$g")
         n=$((n + 1))
-        if cmp -s "$g" "$T/$name-base/$b"; then ok; else bad "$name: $b differs between avx2 and baseline"; fi
+        if cmp -s "$g" "$T/$name-base/$b"; then ok; else bad "$name: $b differs between the default build and baseline"; fi
+        if [ $has512 = 1 ]; then
+            if cmp -s "$g" "$T/$name-avx2fma/$b"; then ok; else bad "$name: $b differs between avx512 and SKYFIND_SIMD=avx2"; fi
+        fi
     done
     [ "$n" -ge $((2 * ${#inputs[@]})) ] && ok || bad "$name: only $n outputs"
 }
@@ -79,6 +96,8 @@ done
 run_both radio-t3 -p radio --threads 3
 run_both direct -p sextractor --threads 2 --set convolve.method=direct
 run_both beam-direct -p radio --threads 1 --set convolve.kernel=beam --set convolve.method=direct
+run_both wide-direct -p radio --threads 2 --set convolve.kernel=gauss --set convolve.fwhm=10 \
+    --set convolve.fwhm_min=5 --set convolve.pa=40 --set convolve.size=31 --set convolve.method=direct
 run_both bilinear -p sextractor --threads 1 --set background.interp=bilinear
 [ "$(wc -l <"$T/radio-avx2/sky.cat.csv")" -gt 100 ] && ok || bad "radio: too few sources on the sky to mean anything"
 
@@ -123,8 +142,15 @@ for f in "$T"/clip_*.fits; do
 done
 
 # the verbose report says which build ran
+want=avx2
+grep -qw fma /proc/cpuinfo && want=avx2+fma
+[ $has512 = 1 ] && want=avx512
 "$SKYFIND" run -b cpu -v -o "$T/v" "$T/sky.fits" 2>"$T/err" >/dev/null
-grep -q "backend cpu (avx2)" "$T/err" && ok || bad "verbose report: $(head -1 "$T/err")"
+grep -qF "backend cpu ($want)" "$T/err" && ok || bad "verbose report (want $want): $(head -1 "$T/err")"
+if [ $has512 = 1 ]; then
+    SKYFIND_SIMD=avx2 "$SKYFIND" run -b cpu -v -o "$T/v" "$T/sky.fits" 2>"$T/err" >/dev/null
+    grep -qF "backend cpu (avx2+fma)" "$T/err" && ok || bad "verbose report, SKYFIND_SIMD=avx2: $(head -1 "$T/err")"
+fi
 SKYFIND_SIMD=0 "$SKYFIND" run -b cpu -v -o "$T/v" "$T/sky.fits" 2>"$T/err" >/dev/null
 grep -q "backend cpu (baseline)" "$T/err" && ok || bad "verbose report, SKYFIND_SIMD=0: $(head -1 "$T/err")"
 
