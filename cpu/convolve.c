@@ -253,6 +253,14 @@ static void finish_row(const sf_image *in, sf_image *out, int y, const double *a
 
 /* ---- direct, general 2-D: the GPU's sums (convolve_fma.c) ---------------- */
 
+/* Ring row dst (rw floats): image row r extended by the edge mode, then zeros
+ * (the vector steps read past the row's nx + kx - 1). */
+static void ring_row(float *dst, size_t rw, const float *r, int nx, int kx, int edge, int what)
+{
+    ext_row_f(dst, r, nx, kx - 1 - kx / 2, kx / 2, edge, what);
+    memset(dst + nx + kx - 1, 0, (rw - (size_t)(nx + kx - 1)) * sizeof *dst);
+}
+
 /* Each thread takes a band of whole output rows (SF_CONV2D_RB at a time) and
  * keeps the extended input rows (edge mode applied, NaN as 0; with nanmode
  * also the validity rows) of its window in a ring of SF_CONV2D_RB + ky - 1
@@ -264,10 +272,10 @@ static void finish_row(const sf_image *in, sf_image *out, int y, const double *a
 static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int nanmode,
                            const uint8_t *flag, sf_image *out)
 {
-    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny, lx = kx - 1 - kx / 2;
+    const int nx = in->nx, ny = in->ny, kx = k->nx, ky = k->ny;
     const int top = ky - 1 - ky / 2; /* input rows above an output row */
     const int nxv = (nx + SF_CONV2D_VEC - 1) / SF_CONV2D_VEC * SF_CONV2D_VEC;
-    const int ring = SF_CONV2D_RB + ky - 1, dbl = (long)kx * ky > 225;
+    const int ring = SF_CONV2D_RB + ky - 1, dbl = (long)kx * ky > SF_CONV_FLOAT_ROWS_MAX;
     const size_t rw = (size_t)nxv + kx - 1 + SF_CONV2D_VEC; /* a ring row, with slack */
     float *wf = malloc(sf_npix(kx, ky) * sizeof *wf);
     int bad = 0;
@@ -299,16 +307,14 @@ static sf_status direct_2d(const sf_image *in, const sf_kernel *k, int edge, int
                 float *ev = buf + (size_t)slot * nset * rw, *em = ev + rw;
                 if (held[slot] != m) {
                     const float *r = src_row(in, m, edge);
-                    ext_row_f(ev, r, nx, lx, kx / 2, edge, nanmode ? EXT_CLEAN : EXT_VALUE);
-                    memset(ev + nx + kx - 1, 0, (rw - (size_t)(nx + kx - 1)) * sizeof *ev);
-                    if (nanmode) {
-                        ext_row_f(em, r, nx, lx, kx / 2, edge, EXT_VALID);
-                        memset(em + nx + kx - 1, 0, (rw - (size_t)(nx + kx - 1)) * sizeof *em);
-                    }
+                    ring_row(ev, rw, r, nx, kx, edge, nanmode ? EXT_CLEAN : EXT_VALUE);
+                    if (nanmode)
+                        ring_row(em, rw, r, nx, kx, edge, EXT_VALID);
                     held[slot] = m;
                 }
                 rv[jr] = ev;
-                rv[ring + jr] = em;
+                if (nanmode)
+                    rv[ring + jr] = em;
             }
             if (!nanmode) { /* the sums are the output */
                 sf_conv2d_band(rv, wf, kx, ky, nx, rb, dbl, out->data + (size_t)y0 * out->stride,
@@ -878,7 +884,7 @@ nomem:
 
 /* CPU policy (method auto, sf_convolve_cpu). On a CPU with FMA (x86-64
  * with AVX2 and FMA, the build's SIMD dispatch), general kernels take the
- * direct method up to CONV2D_DIRECT_MAX_TAPS, as on the GPU, whose sums
+ * direct method up to DIRECT_MAX_TAPS, as on the GPU, whose sums
  * they then are bit for bit (convolve_fma.h), and FFT above. Measured with
  * tests/tools/sf_convolve_tool --threads 1 --nan 0 (2026-12-03, the 2-core
  * VM, minimum of 5; H200 host, tests/bench/results/h200-2026-12-03-fma/),
@@ -925,8 +931,7 @@ nomem:
  * 21 x 21 direct 0.146 / 0.514 / 1.935 against FFT 0.112 / 0.407 / 1.492.
  * (Before it, 15 x 15 took 0.110 ms at 2048^2 and the FFT won there above
  * 13 x 13.) */
-#define GPU_DIRECT_MAX_TAPS 225
-#define CONV2D_DIRECT_MAX_TAPS 225
+#define DIRECT_MAX_TAPS 225 /* both backends (with FMA on the CPU) */
 
 int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
 {
@@ -934,9 +939,9 @@ int sf_convolve_pick(const sf_kernel *k, int nx, int ny, int gpu)
     if (k->nx > SF_KERNEL_MAX || k->ny > SF_KERNEL_MAX)
         return SF_CONV_FFT; /* the direct methods do not take it */
     if (gpu)
-        return sep || (long)k->nx * k->ny <= GPU_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
+        return sep || (long)k->nx * k->ny <= DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
     if (!sep && sf_simd_hw_level() >= SF_SIMD_AVX2_FMA)
-        return (long)k->nx * k->ny <= CONV2D_DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
+        return (long)k->nx * k->ny <= DIRECT_MAX_TAPS ? SF_CONV_DIRECT : SF_CONV_FFT;
     double npix = (double)nx * ny;
     double p = (double)sf_fft_size(nx + k->nx - 1) * sf_fft_size(ny + k->ny - 1);
     double direct = sep ? (CPU_NS_TAP_SEP * (k->nx + k->ny) + CPU_NS_PIX_SEP) * npix

@@ -328,7 +328,7 @@ static int rb_fits(const sf_gpu *g, const sf_kernel *k, int nans)
 // 10 rows, as before.
 static int rows_double(const sf_kernel *k)
 {
-    return k->nx * k->ny > 225 || (k->ny > 9 && env_int("SKYFIND_CONV_ROWS_DOUBLE", 0));
+    return k->nx * k->ny > SF_CONV_FLOAT_ROWS_MAX || (k->ny > 9 && env_int("SKYFIND_CONV_ROWS_DOUBLE", 0));
 }
 
 // Its sums in double (direct2d_run's choice: the same sums).

@@ -34,6 +34,12 @@ extern "C" {
 typedef enum { SF_EDGE_ZERO = 0, SF_EDGE_NEAREST = 1, SF_EDGE_REFLECT = 2, SF_EDGE_WRAP = 3 } sf_edge;
 typedef enum { SF_CONV_AUTO = 0, SF_CONV_DIRECT = 1, SF_CONV_FFT = 2 } sf_conv_method;
 
+/* The direct method's general (not rank-one) 2-D sums add their kernel
+ * rows' float partials in float up to this many taps and in double above,
+ * on both backends alike (gpu/convolve.cu, cpu/convolve_fma.h): the same
+ * bits. */
+#define SF_CONV_FLOAT_ROWS_MAX 225
+
 /* Largest kernel side the direct methods take (the GPU keeps the weights in
  * constant memory); the FFT methods take any size. */
 #define SF_KERNEL_MAX 127
