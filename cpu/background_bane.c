@@ -992,11 +992,19 @@ void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfin
 
 /* A row of both maps from its column lerps (tb, then bb, ts, bs, nx
  * apart: along the row's two node rows, of each map) and its fraction ty
- * between them (both builds, simd.h); NaN where the image is. */
+ * between them (both builds, simd.h); NaN where the image row in is NaN
+ * (in NULL: an image without NaN). */
 SF_SIMD_BODY void map_row_body(float *restrict ob, float *restrict os, const float *restrict in,
                               const double *restrict tb, double ty, int nx)
 {
     const double *restrict bb = tb + nx, *restrict ts = bb + nx, *restrict bs = ts + nx;
+    if (!in) { /* the image has no NaN */
+        for (int x = 0; x < nx; x++) {
+            ob[x] = (float)sf_bane_lerp(tb[x], bb[x], ty);
+            os[x] = (float)sf_bane_lerp(ts[x], bs[x], ty);
+        }
+        return;
+    }
     for (int x = 0; x < nx; x++) {
         const float vb = (float)sf_bane_lerp(tb[x], bb[x], ty);
         const float vs = (float)sf_bane_lerp(ts[x], bs[x], ty);
@@ -1010,29 +1018,31 @@ SF_SIMD_KERNEL_VOID(map_row,
                 const double *restrict tb, double ty, int nx),
                (ob, os, in, tb, ty, nx))
 
-sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
-                                 sf_image *bkg, sf_image *rms)
+/* The filled node grids of img (*pfb, *pfs: ncx x ncy floats each, the
+ * caller frees them), the run summary st and the image's finite pixels
+ * *pfinite: the stage but for its maps. */
+static sf_status bane_nodes(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                            float **pfb, float **pfs, long long *pfinite)
 {
     sf_status s = sf_bkg_check_params(p);
     const int nx = img->nx, ny = img->ny, step = p->step;
     int ncx, ncy, nb, nvalid = 0, niter = 0;
     float *nb_b = NULL, *nb_s = NULL, *fb = NULL, *fs = NULL, *buf = NULL, *cm = NULL;
     int *iters = NULL; /* passes per node */
-    double *xt = NULL, *lr = NULL; /* columns' places; the threads' lerps along node rows */
     int ccx, ccy;
     long long nfinite = 0;
     int nt = 1;
     /* SKYFIND_BANE_PROFILE=1 (a developer knob): the stage's phases' wall
-     * times on stderr (cell maxima, cells and nodes, fill, maps) */
+     * times on stderr (cell maxima, cells and nodes, fill; the maps in
+     * bane_maps) */
     const int prof = getenv("SKYFIND_BANE_PROFILE") != NULL;
-    double tp[5] = {0, 0, 0, 0, 0};
+    double tp[4] = {0, 0, 0, 0};
+    *pfb = *pfs = NULL;
     if (s)
         return s;
-    if (!bkg || !rms)
-        return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
     tp[0] = prof ? sf_wall_ms() : 0;
-    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
-        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    if (img->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
     ncx = sf_bane_nnodes(nx, step);
     ncy = sf_bane_nnodes(ny, step);
     if ((s = sf_bane_check_work(nx, ny, step, p->box)) != SF_OK)
@@ -1192,26 +1202,108 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
             sf_bkg_fill_one(nb_b, nb_s, ncx, ncy, i % ncx, i / ncx, &fb[i], &fs[i]);
     }
     tp[3] = prof ? sf_wall_ms() : 0;
-    /* every row has the same columns: their nodes and fractions once */
-    xt = malloc((size_t)nx * sizeof *xt);
-    if (!xt) {
-        s = sf_fail(SF_ERR_NOMEM, "background bane: %d columns", nx);
-        goto fail;
+    sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);
+    if (prof)
+        fprintf(stderr, "bane profile: %d threads, %dx%d, %d nodes: set-up and cell maxima %.2f ms, "
+                "cells and nodes %.2f ms, fill %.2f ms\n", nt, nx, ny, nb, tp[1] - tp[0],
+                tp[2] - tp[1], tp[3] - tp[2]);
+    *pfb = fb;
+    *pfs = fs;
+    *pfinite = nfinite;
+    fb = fs = NULL;
+fail:
+    free(nb_b);
+    free(nb_s);
+    free(fb);
+    free(fs);
+    free(buf);
+    free(iters);
+    free(cm);
+    return s;
+}
+
+/* The grid's memory on the host: one block, level first. */
+void sf_bane_grid_free_cpu(sf_bane_grid *grid)
+{
+    free((void *)grid->level);
+    memset(grid, 0, sizeof *grid);
+}
+
+sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *p,
+                                      sf_bkg_stats *st, sf_bane_grid *grid)
+{
+    float *fb, *fs;
+    long long nfinite;
+    sf_status s;
+    memset(grid, 0, sizeof *grid);
+    if ((s = bane_nodes(img, p, st, &fb, &fs, &nfinite)) != SF_OK)
+        return s;
+    {
+        const int nx = img->nx, ny = img->ny, step = p->step, ncx = sf_bane_nnodes(nx, step),
+                  ncy = sf_bane_nnodes(ny, step);
+        const size_t nb = (size_t)ncx * ncy;
+        /* level, rms (nb doubles each), then the columns' and the rows' places */
+        double *blk = malloc(2 * nb * sizeof(double) + ((size_t)nx + ny) * sizeof(sf_bane_at));
+        if (!blk) {
+            free(fb);
+            free(fs);
+            return sf_fail(SF_ERR_NOMEM, "background bane: the node grids (%zu nodes)", nb);
+        }
+        sf_bane_at *ax = (sf_bane_at *)(blk + 2 * nb), *ay = ax + nx;
+        for (size_t i = 0; i < nb; i++) {
+            blk[i] = fb[i];
+            blk[nb + i] = fs[i];
+        }
+        for (int x = 0; x < nx; x++)
+            sf_bane_axis(x, nx, step, ncx, &ax[x].k, &ax[x].t);
+        for (int y = 0; y < ny; y++)
+            sf_bane_axis(y, ny, step, ncy, &ay[y].k, &ay[y].t);
+        grid->level = blk;
+        grid->rms = blk + nb;
+        grid->ax = ax;
+        grid->ay = ay;
+        grid->nx = nx;
+        grid->ny = ny;
+        grid->step = step;
+        grid->ncx = ncx;
+        grid->ncy = ncy;
+        grid->nan = nfinite < (long long)sf_npix(nx, ny);
     }
-    for (int x = 0; x < nx; x++) {
-        int kx; /* x / step: the span loop below */
-        sf_bane_axis(x, nx, step, ncx, &kx, &xt[x]);
-    }
+    free(fb);
+    free(fs);
+    return SF_OK;
+}
+
+sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
+                           sf_image *rms, sf_bane_row_fn row_fn, void *ctx)
+{
+    const int nx = grid->nx, ny = grid->ny, step = grid->step, ncx = grid->ncx;
+    const double *fb = grid->level, *fs = grid->rms;
+    const sf_bane_at *ax = grid->ax, *ay = grid->ay;
+    const int prof = getenv("SKYFIND_BANE_PROFILE") != NULL;
+    const double t0 = prof ? sf_wall_ms() : 0;
+    int nt = 1;
+    double *lr; /* the threads' lerps along node rows */
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
+    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    if (img->nx != nx || img->ny != ny || bkg->nx != nx || bkg->ny != ny || rms->nx != nx ||
+        rms->ny != ny)
+        return sf_fail(SF_ERR_INTERNAL, "background bane: a %dx%d grid for a %dx%d image", nx, ny,
+                       img->nx, img->ny);
+#ifdef _OPENMP
+    nt = omp_get_max_threads();
+#endif
     /* a row at a time, by the maps' bilinear rule (sf_bane_lerp): a column's
      * lerps along the row's two node rows, of both maps, are kept in the
      * thread's arrays (lr) while its rows lie between the same two node
      * rows (a step is several rows; a thread's rows are consecutive), so a
-     * pixel takes one lerp a map; the loops vectorise */
+     * pixel takes one lerp a map; the loops vectorise. The image is read
+     * for its NaN only when it has non-finite pixels (grid->nan). */
     lr = malloc((size_t)nt * 4 * nx * sizeof *lr);
-    if (!lr) {
-        s = sf_fail(SF_ERR_NOMEM, "background bane: %d threads' rows of %d columns", nt, nx);
-        goto fail;
-    }
+    if (!lr)
+        return sf_fail(SF_ERR_NOMEM, "background bane: %d threads' rows of %d columns", nt, nx);
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0, pky = -1;
@@ -1221,11 +1313,10 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         double *tb = lr + (size_t)tid * 4 * nx, *bb = tb + nx, *ts = bb + nx, *bs = ts + nx;
 #pragma omp for schedule(static)
         for (int y = 0; y < ny; y++) {
-            const float *in = img->data + (size_t)y * img->stride;
+            const float *in = grid->nan ? img->data + (size_t)y * img->stride : NULL;
             float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
-            int ky;
-            double ty;
-            sf_bane_axis(y, ny, step, ncy, &ky, &ty);
+            const int ky = ay[y].k;
+            const double ty = ay[y].t;
             if (ky != pky) {
                 pky = ky;
                 for (int kx = 0; kx < ncx - 1; kx++) {
@@ -1234,32 +1325,37 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
                     const double b00 = fb[i], b01 = fb[i + 1], b10 = fb[i + ncx], b11 = fb[i + ncx + 1];
                     const double s00 = fs[i], s01 = fs[i + 1], s10 = fs[i + ncx], s11 = fs[i + ncx + 1];
                     for (int x = xa; x < xb; x++) {
-                        tb[x] = sf_bane_lerp(b00, b01, xt[x]);
-                        bb[x] = sf_bane_lerp(b10, b11, xt[x]);
-                        ts[x] = sf_bane_lerp(s00, s01, xt[x]);
-                        bs[x] = sf_bane_lerp(s10, s11, xt[x]);
+                        tb[x] = sf_bane_lerp(b00, b01, ax[x].t);
+                        bb[x] = sf_bane_lerp(b10, b11, ax[x].t);
+                        ts[x] = sf_bane_lerp(s00, s01, ax[x].t);
+                        bs[x] = sf_bane_lerp(s10, s11, ax[x].t);
                     }
                 }
             }
             map_row(ob, os, in, tb, ty, nx);
+            if (row_fn) /* the row's maps are in this core's cache */
+                row_fn(ctx, y, ob, os);
         }
     }
-    sf_bane_grid_stats(fb, fs, nb, nfinite, niter, st);
-    if (prof) {
-        tp[4] = sf_wall_ms();
-        fprintf(stderr, "bane profile: %d threads, %dx%d, %d nodes: set-up and cell maxima %.2f ms, "
-                "cells and nodes %.2f ms, fill %.2f ms, maps %.2f ms\n", nt, nx, ny, nb,
-                tp[1] - tp[0], tp[2] - tp[1], tp[3] - tp[2], tp[4] - tp[3]);
-    }
-fail:
-    free(nb_b);
-    free(nb_s);
-    free(fb);
-    free(fs);
-    free(buf);
-    free(iters);
-    free(cm);
-    free(xt);
     free(lr);
+    if (prof)
+        fprintf(stderr, "bane profile: %d threads, %dx%d: maps%s %.2f ms\n", nt, nx, ny,
+                row_fn ? " and their rows' epilogue" : "", sf_wall_ms() - t0);
+    return SF_OK;
+}
+
+sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms)
+{
+    sf_bane_grid grid;
+    sf_status s;
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
+    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    if ((s = sf_background_bane_grid_cpu(img, p, st, &grid)) != SF_OK)
+        return s;
+    s = sf_bane_maps_cpu(img, &grid, bkg, rms, NULL, NULL);
+    sf_bane_grid_free_cpu(&grid);
     return s;
 }

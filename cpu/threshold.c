@@ -3,6 +3,7 @@
  * the GPU (threshold_pixel.h); non-finite pixels are never set. */
 #include <math.h>
 #include "skyfind/threshold.h"
+#include "skyfind/background.h"
 #include "threshold_pixel.h"
 #include "simd.h"
 
@@ -109,4 +110,45 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
                          mask->data + (size_t)y * mask->stride, nx, sub, level, sigma, ls, ns, seed,
                          flood);
     return SF_OK;
+}
+
+/* sf_threshold_bane_cpu's rows: the mask's row y from the maps' rows the
+ * maps pass has just made (sf_bane_maps_cpu's row_fn). */
+typedef struct {
+    const sf_image *img;
+    sf_mask *mask;
+    int use_rms, sub;
+    float level, sigma, ls, ns, seed, flood;
+} thr_rows;
+
+static void thr_row_fn(void *ctx, int y, const float *b, const float *r)
+{
+    const thr_rows *t = ctx;
+    thresh_row(t->img->data + (size_t)y * t->img->stride, b, t->use_rms ? r : NULL,
+               t->mask->data + (size_t)y * t->mask->stride, t->img->nx, t->sub, t->level, t->sigma,
+               t->ls, t->ns, t->seed, t->flood);
+}
+
+sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
+                                const sf_bane_grid *grid, const sf_thresh_params *p,
+                                const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
+                                sf_mask *mask)
+{
+    sf_status s = sf_thresh_check(img, p, st, bkg, use_rms ? rms : NULL, mask);
+    thr_rows t;
+    if (s)
+        return s;
+    if (img->loc != SF_HOST || mask->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_threshold_bane_cpu needs host buffers");
+    if (orig->nx != img->nx || orig->ny != img->ny)
+        return sf_fail(SF_ERR_INTERNAL, "threshold: the grid's image %dx%d for a %dx%d image",
+                       orig->nx, orig->ny, img->nx, img->ny);
+    sf_thresh_levels(p, &t.seed, &t.flood, &t.ls, &t.ns);
+    t.img = img;
+    t.mask = mask;
+    t.use_rms = use_rms;
+    t.sub = p->subtract;
+    t.level = p->subtract ? (float)st->median * t.ls : 0.0f;
+    t.sigma = (float)st->sigma * t.ns;
+    return sf_bane_maps_cpu(orig, grid, bkg, rms, thr_row_fn, &t);
 }

@@ -2,7 +2,8 @@
  * against the sums kept value by value, the CPU twin on images with a
  * known answer (white noise, a plane, NaN blocks, a box without finite
  * pixels, parameter errors, thread independence; every whole node's level
- * the exact median of its kept pixels, check_cell_medians), and the GPU version
+ * the exact median of its kept pixels, check_cell_medians; the maps left as
+ * node grids and made in the threshold's pass, test_grid_cpu), and the GPU version
  * against the CPU twin, bit for bit, on awkward sizes, steps and boxes and
  * on real images. The agreement with BANE's own maps and Aegean's local_rms
  * is tests/py/test_background_ref.py's. */
@@ -529,6 +530,136 @@ static size_t maps_differ(const sf_image *hb, const sf_image *hr, const sf_image
     return bad;
 }
 
+/* The CPU runner's way (the maps left as node grids, as the GPU's): the
+ * grid's stats, the maps made from it (sf_bane_maps_cpu) and the threshold
+ * stage's pass that makes the maps and the mask row by row
+ * (sf_threshold_bane_cpu), on the image and on a filtered stand-in (NaN of
+ * its own), level subtracted or not, the rms map or one sigma, against the
+ * maps of sf_background_cpu and sf_threshold_cpu on them: byte for byte,
+ * whatever was in the buffers before. Returns the mask pixels set by the
+ * first threshold. */
+static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, const char *what)
+{
+    const int nx = im->nx, ny = im->ny;
+    const size_t n = sf_npix(nx, ny);
+    sf_image cb, cr, gb, gr, f;
+    sf_mask cm = {0}, gm = {0};
+    sf_bkg_stats cs, gs;
+    sf_bane_grid grid;
+    size_t set0 = 0;
+    sftest_maps_alloc(&cb, &cr, nx, ny);
+    sftest_maps_alloc(&gb, &gr, nx, ny);
+    sf_status sc = sf_background_cpu(im, p, &cs, &cb, &cr);
+    sf_status sg = sf_background_bane_grid_cpu(im, p, &gs, &grid);
+    ck_assert_msg(sc == sg, "%s: grid status %d, eager %d (%s)", what, sg, sc, sf_errdetail());
+    if (sc != SF_OK) {
+        free3(&cb, &cr, &gb);
+        sf_image_free(&gr, NULL);
+        return 0;
+    }
+    ck_assert_msg(memcmp(&gs, &cs, sizeof gs) == 0, "%s: the grid's stats differ", what);
+    ck_assert_int_eq(grid.nan, cs.nvalid < (long long)n);
+    memset(gb.data, 0x5a, n * sizeof(float));
+    memset(gr.data, 0xa5, n * sizeof(float));
+    ck_assert_int_eq(sf_bane_maps_cpu(im, &grid, &gb, &gr, NULL, NULL), SF_OK);
+    ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
+                      memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
+                  "%s: sf_bane_maps_cpu's maps differ from sf_background_cpu's", what);
+    ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int y = 0; y < ny; y++)
+        for (int x = 0; x < nx; x++) {
+            float v = im->data[(size_t)y * im->stride + x];
+            f.data[(size_t)y * f.stride + x] = (x * 7 + y * 3) % 97 == 0 ? NAN : 1.7f * v - 0.3f;
+        }
+    ck_assert_int_eq(sf_mask_alloc(&cm, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_mask_alloc(&gm, nx, ny, SF_HOST, NULL), SF_OK);
+    for (int k = 0; k < 4; k++) {
+        const int filtered = k >= 2, use_rms = k != 1, subtract = k != 3;
+        sf_thresh_params q;
+        size_t set = 0, bad = 0;
+        sf_thresh_params_default(&q);
+        q.nsigma = 2.5;
+        q.flood = 1.0;
+        q.subtract = subtract;
+        q.rms_global = !use_rms;
+        q.filtered = filtered;
+        q.level_scale = filtered ? 1.7 : 1;
+        q.noise_scale = filtered ? 1.3 : 1;
+        memset(gb.data, 0x5a, n * sizeof(float));
+        memset(gr.data, 0xa5, n * sizeof(float));
+        memset(gm.data, 0x77, n);
+        ck_assert_int_eq(sf_threshold_bane_cpu(filtered ? &f : im, im, &grid, &q, &gs, &gb, &gr,
+                                               use_rms, &gm),
+                         SF_OK);
+        ck_assert_int_eq(sf_threshold_cpu(filtered ? &f : im, &q, &cs, &cb, use_rms ? &cr : NULL, &cm),
+                         SF_OK);
+        ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
+                          memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
+                      "%s (threshold %d): the pass's maps differ", what, k);
+        for (size_t i = 0; i < n; i++) {
+            set += cm.data[i] != 0;
+            bad += gm.data[i] != cm.data[i];
+        }
+        ck_assert_msg(bad == 0, "%s (threshold %d): %zu of %zu mask pixels differ", what, k, bad, n);
+        if (k == 0)
+            set0 = set;
+    }
+    sf_bane_grid_free_cpu(&grid);
+    ck_assert_ptr_null(grid.level);
+    free3(&cb, &cr, &gb);
+    sf_image_free(&gr, NULL);
+    sf_image_free(&f, NULL);
+    sf_mask_free(&cm, NULL);
+    sf_mask_free(&gm, NULL);
+    return set0;
+}
+
+START_TEST(test_grid_cpu)
+{
+    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {30, 180}, {12, 96}};
+    const int nsteps = (int)(sizeof steps / sizeof steps[0]);
+    size_t set = 0;
+    int runs = 0;
+#ifdef _OPENMP
+    const int nt0 = omp_get_max_threads();
+#endif
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        if (sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 600 * 600)
+            continue;
+        for (int nan = 0; nan < 2; nan++)
+            for (int s = 0; s < nsteps; s++) {
+                sf_image im;
+                sf_bkg_params p = bane_params(steps[s][0], steps[s][1]);
+                char what[96];
+                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 10 * k + s, k,
+                                   nan * 0.2);
+#ifdef _OPENMP
+                omp_set_num_threads(1 + (s + nan) % 3);
+#endif
+                snprintf(what, sizeof what, "cpu grid: %dx%d step %d box %d nan=%d", im.nx, im.ny,
+                         p.step, p.box, nan);
+                set += cpu_grid_vs_eager(&im, &p, what);
+                runs++;
+                sf_image_free(&im, NULL);
+            }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(nt0);
+#endif
+    ck_assert_int_gt(runs, 20);
+    ck_assert_msg(set > 0, "no threshold set a pixel: the comparison saw empty masks only");
+    {
+        sf_image im;
+        sf_bkg_params p = bane_params(10, 60);
+        sftest_noise_image(&im, 200, 150, 3, 4, 0.0);
+        for (size_t i = 0; i < sf_npix(im.nx, im.ny); i++)
+            im.data[i] = NAN;
+        ck_assert_int_eq(cpu_grid_vs_eager(&im, &p, "cpu grid: all-nan"), 0);
+        sf_image_free(&im, NULL);
+    }
+}
+END_TEST
+
 /* The GPU runner's way (the maps left as node grids): the grid's stats and
  * the maps made from it (sf_bane_maps_gpu), and the threshold stage's pass
  * that makes the maps and the mask together (sf_threshold_bane_gpu), on the
@@ -771,6 +902,7 @@ int main(void)
     tcase_add_test(cpu, test_threads);
     tcase_add_test(cpu, test_cell_medians);
     tcase_add_test(cpu, test_cell_medians_noise);
+    tcase_add_test(cpu, test_grid_cpu);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);

@@ -90,8 +90,8 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_params *p,
                             const sf_image *img, sf_image *bkg, sf_image *rms);
 
-/* method=bane on the GPU with its maps left for later (the GPU runner's
- * way, src/core/stages.c): the filled node grids, which the maps
+/* method=bane with its maps left for later (the runner's way on both
+ * backends, src/core/stages.c). On the GPU: the filled node grids, which the maps
  * interpolate, packed in the context's buffer SF_GBUF_NODES, from which
  * sf_bane_maps_gpu, or the threshold stage's sf_threshold_bane_gpu (the
  * maps made in the pass that thresholds, so they are written once and not
@@ -108,9 +108,10 @@ typedef struct {
     int k, pad_;
 } sf_bane_at;
 typedef struct {
-    const double *level, *rms; /* device: ncx * ncy filled node values each (the
-                                  float values, widened: the maps' operands) */
-    const sf_bane_at *ax, *ay; /* device: the place of each column (nx) and row (ny) */
+    const double *level, *rms; /* ncx * ncy filled node values each (the float
+                                  values, widened: the maps' operands); device
+                                  memory from the GPU, host from the CPU */
+    const sf_bane_at *ax, *ay; /* the place of each column (nx) and row (ny) */
     int nx, ny, step, ncx, ncy;
     int nan;                  /* the image has non-finite pixels: read it where
                                  the maps are made (they are NaN where it is NaN) */
@@ -120,6 +121,19 @@ sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_b
 /* Both maps of a grid (img: the image the grid was made from, for its NaN). */
 sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
                            sf_image *rms);
+/* The CPU twins. sf_background_bane_grid_cpu: the grid in host memory (one
+ * block, freed by sf_bane_grid_free_cpu), st as sf_background_cpu's.
+ * sf_bane_maps_cpu: both maps, the same bits as sf_background_cpu's, a row
+ * at a time; row_fn (NULL: none) is called on each row y just after it is
+ * made, on the thread that made it and with its rows of bkg (b) and rms
+ * (r) still in that core's cache: the threshold stage's pass
+ * (sf_threshold_bane_cpu), so the maps are not read back from memory. */
+typedef void (*sf_bane_row_fn)(void *ctx, int y, const float *b, const float *r);
+sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *p,
+                                      sf_bkg_stats *st, sf_bane_grid *grid);
+sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
+                           sf_image *rms, sf_bane_row_fn row_fn, void *ctx);
+void sf_bane_grid_free_cpu(sf_bane_grid *grid);
 
 /* Device scratch bytes sf_background_gpu needs for an nx x ny image. */
 size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p);

@@ -54,11 +54,18 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_status st;
     sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
     s->maps_pending = 0;
-    if (gpu && q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER")) {
+    sf_state_drop_grid(s);
+    if (q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER")) {
         /* the maps left as node grids: made in the threshold stage's pass
-         * (sf_state_maps for any other reader). SKYFIND_BANE_EAGER=1: made
-         * here (the same bits; a benchmark's reference) */
-        st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
+         * (sf_state_maps for any other reader), so that they are not read
+         * back. SKYFIND_BANE_EAGER=1: made here (the same bits; a
+         * benchmark's reference) */
+        if (gpu) {
+            st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
+        } else {
+            st = sf_background_bane_grid_cpu(&s->img, &q, &s->bkg, &s->grid);
+            s->grid_host = st == SF_OK;
+        }
         s->maps_pending = st == SF_OK;
     } else {
         st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
@@ -76,7 +83,8 @@ sf_status sf_state_maps(sf_state *s)
     sf_status st;
     if (!s->maps_pending)
         return SF_OK;
-    if ((st = sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
+    if ((st = s->grid_host ? sf_bane_maps_cpu(&s->img, &s->grid, &s->bkgmap, &s->rmsmap, NULL, NULL)
+                           : sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
         return st;
     s->maps_pending = 0;
     return SF_OK;
@@ -364,9 +372,11 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
         q.level_scale = s->filt_sum;
         q.noise_scale = s->filt_gain;
     }
-    if (gpu && s->maps_pending) { /* the maps and the mask in one pass */
-        st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
-                                   &s->rmsmap, !q.rms_global, &s->mask);
+    if (s->maps_pending) { /* the maps and the mask in one pass */
+        st = s->grid_host ? sf_threshold_bane_cpu(img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
+                                                  &s->rmsmap, !q.rms_global, &s->mask)
+                          : sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg,
+                                                  &s->bkgmap, &s->rmsmap, !q.rms_global, &s->mask);
         s->maps_pending = st != SF_OK;
     } else {
         st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)

@@ -17,10 +17,12 @@ struct sf_state {
     sf_bkg_stats bkg;
     sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
     int have_maps;          /* the background stage produced per-pixel maps */
-    int maps_pending;       /* ... which the GPU's method=bane left as node grids (grid):
+    int maps_pending;       /* ... which method=bane left as node grids (grid):
                                made by the threshold stage in its pass, or by
                                sf_state_maps before anything else reads them */
     sf_bane_grid grid;
+    int grid_host;          /* grid is the CPU's (host memory, this state's to free);
+                               else the GPU's, in the context's buffer */
     sf_mask mask;
     sf_labels labels;
     int nlabels;
@@ -61,6 +63,14 @@ struct sf_state {
  * stage, which makes them itself, calls it first (the deblend, measure and
  * fit stages in src/core/stages.c; the runner's inversion and collect). */
 sf_status sf_state_maps(sf_state *s);
+
+/* Forget the CPU's node grids (the GPU's belong to its context). */
+static inline void sf_state_drop_grid(sf_state *s)
+{
+    if (s->grid_host)
+        sf_bane_grid_free_cpu(&s->grid);
+    s->grid_host = 0;
+}
 
 /* Forget a deblend stage's tables (host memory on both backends). */
 static inline void sf_state_drop_deblend(sf_state *s)
