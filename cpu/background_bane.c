@@ -1268,6 +1268,8 @@ sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *
         grid->ncx = ncx;
         grid->ncy = ncy;
         grid->nan = nfinite < (long long)sf_npix(nx, ny);
+        grid->img = img->data;
+        grid->istride = img->stride;
     }
     free(fb);
     free(fs);
@@ -1284,12 +1286,13 @@ sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_ima
     const double t0 = prof ? sf_wall_ms() : 0;
     int nt = 1;
     double *lr; /* the threads' lerps along node rows */
-    if (!bkg || !rms)
+    float *rows = NULL; /* without maps: each thread's row of both */
+    if (!bkg != !rms || (!bkg && !row_fn))
         return sf_fail(SF_ERR_PARAM, "background method=bane needs both bkg and rms maps");
-    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+    if (img->loc != SF_HOST || (bkg && (bkg->loc != SF_HOST || rms->loc != SF_HOST)))
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
-    if (img->nx != nx || img->ny != ny || bkg->nx != nx || bkg->ny != ny || rms->nx != nx ||
-        rms->ny != ny)
+    if (img->nx != nx || img->ny != ny ||
+        (bkg && (bkg->nx != nx || bkg->ny != ny || rms->nx != nx || rms->ny != ny)))
         return sf_fail(SF_ERR_INTERNAL, "background bane: a %dx%d grid for a %dx%d image", nx, ny,
                        img->nx, img->ny);
 #ifdef _OPENMP
@@ -1302,8 +1305,12 @@ sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_ima
      * pixel takes one lerp a map; the loops vectorise. The image is read
      * for its NaN only when it has non-finite pixels (grid->nan). */
     lr = malloc((size_t)nt * 4 * nx * sizeof *lr);
-    if (!lr)
+    if (!bkg)
+        rows = malloc((size_t)nt * 2 * nx * sizeof *rows);
+    if (!lr || (!bkg && !rows)) {
+        free(lr);
         return sf_fail(SF_ERR_NOMEM, "background bane: %d threads' rows of %d columns", nt, nx);
+    }
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0, pky = -1;
@@ -1314,7 +1321,8 @@ sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_ima
 #pragma omp for schedule(static)
         for (int y = 0; y < ny; y++) {
             const float *in = grid->nan ? img->data + (size_t)y * img->stride : NULL;
-            float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
+            float *ob = bkg ? bkg->data + (size_t)y * bkg->stride : rows + (size_t)tid * 2 * nx,
+                  *os = bkg ? rms->data + (size_t)y * rms->stride : ob + nx;
             const int ky = ay[y].k;
             const double ty = ay[y].t;
             if (ky != pky) {
@@ -1338,9 +1346,11 @@ sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_ima
         }
     }
     free(lr);
+    free(rows);
     if (prof)
-        fprintf(stderr, "bane profile: %d threads, %dx%d: maps%s %.2f ms\n", nt, nx, ny,
-                row_fn ? " and their rows' epilogue" : "", sf_wall_ms() - t0);
+        fprintf(stderr, "bane profile: %d threads, %dx%d: maps%s%s %.2f ms\n", nt, nx, ny,
+                bkg ? "" : " (rows, not kept)", row_fn ? " and their rows' epilogue" : "",
+                sf_wall_ms() - t0);
     return SF_OK;
 }
 

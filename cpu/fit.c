@@ -53,7 +53,8 @@ sf_status sf_fit_check(const sf_image *img, const sf_labels *labels, const sf_fi
     if (in->nobj < 0 || in->nislands < 0 || (in->nobj > 0 && !in->sources))
         return sf_fail(SF_ERR_PARAM, "fit: no source table");
     if ((in->bkg && (in->bkg->nx != img->nx || in->bkg->ny != img->ny)) ||
-        (in->rms && (in->rms->nx != img->nx || in->rms->ny != img->ny)))
+        (in->rms && (in->rms->nx != img->nx || in->rms->ny != img->ny)) ||
+        (in->grid && (in->bkg || in->rms || in->grid->nx != img->nx || in->grid->ny != img->ny)))
         return sf_fail(SF_ERR_PARAM, "fit: background maps of another shape than the image");
     if (in->parent)
         for (int l = 1; l <= in->nobj; l++)
@@ -116,6 +117,8 @@ void sf_fit_ms_in(const sf_fit_in *in, ms_in *mi)
         mi->rms = in->rms->data;
         mi->rstride = in->rms->stride;
     }
+    if (!in->bkg && !in->rms)
+        mi->grid = in->grid;
     mi->subtract = in->subtract;
     mi->level = in->subtract ? in->level : 0.0f;
     mi->level_out = in->level;

@@ -134,7 +134,10 @@ sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
                                 const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
                                 sf_mask *mask)
 {
-    sf_status s = sf_thresh_check(img, p, st, bkg, use_rms ? rms : NULL, mask);
+    /* without maps (the rows made in the pass and dropped) the image stands
+     * in for them in the check: they have its shape */
+    sf_status s = sf_thresh_check(img, p, st, bkg ? bkg : img, use_rms ? (bkg ? rms : img) : NULL,
+                                  mask);
     thr_rows t;
     if (s)
         return s;

@@ -18,6 +18,10 @@
 #include "sftest.h"
 #include "skyfind/background.h"
 #include "skyfind/threshold.h"
+#include "skyfind/segment.h"
+#include "skyfind/deblend.h"
+#include "skyfind/measure.h"
+#include "skyfind/fit.h"
 #include "skyfind/fits.h"
 #include "background_bane.h"
 #include "fixsum.h" /* sf_fkey */
@@ -565,6 +569,18 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
     ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
                       memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
                   "%s: sf_bane_maps_cpu's maps differ from sf_background_cpu's", what);
+    { /* every pixel read from the grid, as the later stages do */
+        size_t bad = 0;
+        for (int y = 0; y < ny; y++)
+            for (int x = 0; x < nx; x++) {
+                const size_t i = (size_t)y * nx + x;
+                const float b = sf_bane_grid_at(&grid, grid.level, x, y),
+                            r = sf_bane_grid_at(&grid, grid.rms, x, y);
+                bad += memcmp(&b, &cb.data[i], sizeof b) != 0 || memcmp(&r, &cr.data[i], sizeof r) != 0;
+            }
+        ck_assert_msg(bad == 0, "%s: sf_bane_grid_at differs from the maps at %zu of %zu pixels",
+                      what, bad, n);
+    }
     ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
     for (int y = 0; y < ny; y++)
         for (int x = 0; x < nx; x++) {
@@ -601,6 +617,13 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
             bad += gm.data[i] != cm.data[i];
         }
         ck_assert_msg(bad == 0, "%s (threshold %d): %zu of %zu mask pixels differ", what, k, bad, n);
+        /* the pass that drops the maps' rows (the runner's): the same mask */
+        memset(gm.data, 0x77, n);
+        ck_assert_int_eq(sf_threshold_bane_cpu(filtered ? &f : im, im, &grid, &q, &gs, NULL, NULL,
+                                               use_rms, &gm),
+                         SF_OK);
+        ck_assert_msg(memcmp(gm.data, cm.data, n) == 0, "%s (threshold %d, maps not kept): the mask differs",
+                      what, k);
         if (k == 0)
             set0 = set;
     }
@@ -657,6 +680,132 @@ START_TEST(test_grid_cpu)
         ck_assert_int_eq(cpu_grid_vs_eager(&im, &p, "cpu grid: all-nan"), 0);
         sf_image_free(&im, NULL);
     }
+}
+END_TEST
+
+/* The stages after the threshold reading the maps' pixels from the grid
+ * (the CPU runner's way) against the same stages given the maps: deblend
+ * (with the rms map and with one sigma), measure and fit, on a sky of
+ * sources and noise with and without NaN, outputs byte for byte. */
+static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int *nsrc, int *ncomp)
+{
+    const int nx = im->nx, ny = im->ny;
+    sf_image cb, cr;
+    sf_bkg_stats cs, gs;
+    sf_bane_grid grid;
+    sf_mask m;
+    sf_labels l0, la, lb;
+    sf_thresh_params q;
+    sf_seg_params sp;
+    int nl = 0;
+    sftest_maps_alloc(&cb, &cr, nx, ny);
+    ck_assert_int_eq(sf_background_cpu(im, p, &cs, &cb, &cr), SF_OK);
+    ck_assert_int_eq(sf_background_bane_grid_cpu(im, p, &gs, &grid), SF_OK);
+    sf_thresh_params_default(&q);
+    q.nsigma = 5;
+    q.flood = 3;
+    ck_assert_int_eq(sf_mask_alloc(&m, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_threshold_cpu(im, &q, &cs, &cb, &cr, &m), SF_OK);
+    sf_seg_params_default(&sp);
+    sp.connectivity = 8;
+    sp.min_area = 3;
+    ck_assert_int_eq(sf_labels_alloc(&l0, nx, ny, SF_HOST, NULL), SF_OK);
+    ck_assert_int_eq(sf_segment_cpu(&m, &sp, &l0, &nl), SF_OK);
+    ck_assert_int_gt(nl, 3);
+    for (int rms_map = 0; rms_map < 2; rms_map++) {
+        sf_deblend_params dp;
+        sf_deblend_in a, b;
+        int na = 0, nb = 0, *pa = NULL, *pb = NULL, *ca = NULL, *cbh = NULL;
+        sf_deblend_params_default(&dp);
+        dp.connectivity = 8;
+        dp.minarea = 3;
+        memset(&a, 0, sizeof a);
+        a.level_scale = a.noise_scale = 1;
+        a.subtract = 1;
+        a.level = (float)cs.median;
+        a.sigma = (float)cs.sigma;
+        a.t0 = 3;
+        b = a;
+        a.bkg = &cb;
+        a.rms = rms_map ? &cr : NULL;
+        b.grid = &grid;
+        b.grid_rms = rms_map;
+        ck_assert_int_eq(sf_labels_alloc(&la, nx, ny, SF_HOST, NULL), SF_OK);
+        ck_assert_int_eq(sf_labels_alloc(&lb, nx, ny, SF_HOST, NULL), SF_OK);
+        memcpy(la.data, l0.data, sf_npix(nx, ny) * sizeof *la.data);
+        memcpy(lb.data, l0.data, sf_npix(nx, ny) * sizeof *lb.data);
+        ck_assert_int_eq(sf_deblend_cpu(im, &a, &dp, &la, nl, &na, &pa, &ca), SF_OK);
+        ck_assert_int_eq(sf_deblend_cpu(im, &b, &dp, &lb, nl, &nb, &pb, &cbh), SF_OK);
+        ck_assert_int_eq(na, nb);
+        ck_assert_msg(memcmp(la.data, lb.data, sf_npix(nx, ny) * sizeof *la.data) == 0 &&
+                          memcmp(pa, pb, (size_t)(na + 1) * sizeof *pa) == 0,
+                      "deblend by the grid (rms map %d): other objects", rms_map);
+        if (rms_map) { /* measure and fit on the deblended labels */
+            sf_measure_aux ma = {&cs, &cb, &cr, &m, 1, NULL}, mb = {&cs, NULL, NULL, &m, 1, &grid};
+            sf_measure_params mp;
+            sf_source *sa = calloc((size_t)na + 1, sizeof *sa), *sb = calloc((size_t)na + 1, sizeof *sb);
+            sf_fit_params fp;
+            sf_fit_in fa, fb;
+            sf_component *qa = NULL, *qb = NULL;
+            int ka = 0, kb = 0;
+            sf_measure_params_default(&mp);
+            ck_assert_int_eq(sf_measure_cpu(im, &la, na, &ma, &mp, sa), SF_OK);
+            ck_assert_int_eq(sf_measure_cpu(im, &la, na, &mb, &mp, sb), SF_OK);
+            ck_assert_msg(memcmp(sa, sb, (size_t)na * sizeof *sa) == 0,
+                          "measure by the grid: other sources");
+            sf_fit_params_default(&fp);
+            memset(&fa, 0, sizeof fa);
+            fa.mask = &m;
+            fa.level = (float)cs.median;
+            fa.sigma = (float)cs.sigma;
+            fa.subtract = 1;
+            fa.sources = sa;
+            fa.nobj = na;
+            fa.parent = pa;
+            fa.nislands = nl;
+            fa.beam_maj = fa.beam_min = 4;
+            fb = fa;
+            fa.bkg = &cb;
+            fa.rms = &cr;
+            fb.grid = &grid;
+            ck_assert_int_eq(sf_fit_cpu(im, &la, &fa, &fp, &qa, &ka), SF_OK);
+            ck_assert_int_eq(sf_fit_cpu(im, &la, &fb, &fp, &qb, &kb), SF_OK);
+            ck_assert_int_eq(ka, kb);
+            ck_assert_msg(ka == 0 || memcmp(qa, qb, (size_t)ka * sizeof *qa) == 0,
+                          "fit by the grid: other components");
+            *nsrc += na;
+            *ncomp += ka;
+            free(sa);
+            free(sb);
+            free(qa);
+            free(qb);
+        }
+        free(pa);
+        free(pb);
+        free(ca);
+        free(cbh);
+        sf_labels_free(&la, NULL);
+        sf_labels_free(&lb, NULL);
+    }
+    sf_bane_grid_free_cpu(&grid);
+    sf_labels_free(&l0, NULL);
+    sf_mask_free(&m, NULL);
+    sf_image_free(&cb, NULL);
+    sf_image_free(&cr, NULL);
+}
+
+START_TEST(test_grid_readers)
+{
+    int nsrc = 0, ncomp = 0;
+    for (int nan = 0; nan < 2; nan++) {
+        sf_image im;
+        sf_bkg_params p = bane_params(16, 96);
+        sftest_noise_image(&im, 400 + 37 * nan, 300, 7 + nan, 40, nan * 0.1);
+        readers_grid_vs_maps(&im, &p, &nsrc, &ncomp);
+        sf_image_free(&im, NULL);
+    }
+    ck_assert_int_gt(nsrc, 20);
+    ck_assert_int_gt(ncomp, 20);
 }
 END_TEST
 
@@ -903,6 +1052,7 @@ int main(void)
     tcase_add_test(cpu, test_cell_medians);
     tcase_add_test(cpu, test_cell_medians_noise);
     tcase_add_test(cpu, test_grid_cpu);
+    tcase_add_test(cpu, test_grid_readers);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);

@@ -115,6 +115,9 @@ typedef struct {
     int nx, ny, step, ncx, ncy;
     int nan;                  /* the image has non-finite pixels: read it where
                                  the maps are made (they are NaN where it is NaN) */
+    const float *img;         /* CPU: the image it was made from (host), for its
+                                 NaN (sf_bane_grid_at) */
+    size_t istride;
 } sf_bane_grid;
 sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                       sf_bkg_stats *st, sf_bane_grid *grid);
@@ -122,12 +125,16 @@ sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_b
 sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
                            sf_image *rms);
 /* The CPU twins. sf_background_bane_grid_cpu: the grid in host memory (one
- * block, freed by sf_bane_grid_free_cpu), st as sf_background_cpu's.
- * sf_bane_maps_cpu: both maps, the same bits as sf_background_cpu's, a row
- * at a time; row_fn (NULL: none) is called on each row y just after it is
- * made, on the thread that made it and with its rows of bkg (b) and rms
- * (r) still in that core's cache: the threshold stage's pass
- * (sf_threshold_bane_cpu), so the maps are not read back from memory. */
+ * block, freed by sf_bane_grid_free_cpu; it points at img, which must
+ * outlive it), st as sf_background_cpu's. sf_bane_maps_cpu: both maps, the
+ * same bits as sf_background_cpu's, a row at a time; row_fn (NULL: none) is
+ * called on each row y just after it is made, on the thread that made it,
+ * with its rows of both maps (b, r) in that core's cache: the threshold
+ * stage's pass (sf_threshold_bane_cpu). With row_fn, bkg and rms may be
+ * NULL: the rows are then made in each thread's scratch and the maps are
+ * never written (the CPU runner's way: the stages after the threshold read
+ * the few pixels they need from the grid, sf_bane_grid_at, and the maps'
+ * memory is never touched unless they are kept). */
 typedef void (*sf_bane_row_fn)(void *ctx, int y, const float *b, const float *r);
 sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *p,
                                       sf_bkg_stats *st, sf_bane_grid *grid);

@@ -63,7 +63,8 @@ sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const sf_image *
                                 sf_mask *mask);
 /* Its CPU twin, on a grid from sf_background_bane_grid_cpu: the same maps
  * and mask as sf_bane_maps_cpu then sf_threshold_cpu, each row of the mask
- * made just after its rows of the maps, while they are in cache. */
+ * made just after its rows of the maps, while they are in cache; bkg and
+ * rms NULL: the maps are not kept (sf_bane_maps_cpu). */
 sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
                                 const sf_bane_grid *grid, const sf_thresh_params *p,
                                 const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,

@@ -407,7 +407,7 @@ SF_FIX_FN void sf_fit_substitute(const double *L, const double *b, double *x, in
  * when unknown) and sigma. */
 SF_FIX_FN void sf_fit_at(const ms_in *mi, int x, int y, float *bkg, float *rms)
 {
-    *bkg = mi->bkg ? mi->bkg[(size_t)y * mi->bstride + (size_t)x] : mi->level_out;
+    *bkg = ms_level_at(mi, x, y);
     *rms = ms_noise(mi, x, y);
 }
 

@@ -10,6 +10,7 @@
 
 #include "skyfind/measure.h"
 #include "fixsum.h"
+#include "background_bane.h" /* sf_bane_grid_at */
 
 /* The sums kept per label, relative to the peak pixel (dx = x - peak_x,
  * dy = y - peak_y): value sums with tv = m * 2^e, noise sums with
@@ -36,6 +37,7 @@ enum {
 typedef struct {
     const float *bkg, *rms;  /* maps, or NULL */
     size_t bstride, rstride;
+    const sf_bane_grid *grid; /* CPU: both maps as BANE node grids (bkg, rms NULL), or NULL */
     const uint8_t *mask;     /* or NULL */
     size_t mstride;
     float level;             /* subtracted when subtract and no maps (0 without stats) */
@@ -53,17 +55,30 @@ SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
     float b, m;
     if (!in->subtract)
         return v;
-    b = in->bkg ? in->bkg[(size_t)y * in->bstride + (size_t)x] : in->level;
+    b = in->bkg    ? in->bkg[(size_t)y * in->bstride + (size_t)x]
+        : in->grid ? sf_bane_grid_at(in->grid, in->grid->level, x, y)
+                   : in->level;
     m = v - b;
     if (isinf(m) && isfinite(v) && isfinite(b))
         m = m > 0 ? 3.40282346638528859812e+38f : -3.40282346638528859812e+38f;
     return m;
 }
 
+/* Background level of pixel (x, y): the map, else level_out (the global
+ * level, NaN when unknown). */
+SF_FIX_FN float ms_level_at(const ms_in *in, int x, int y)
+{
+    return in->bkg    ? in->bkg[(size_t)y * in->bstride + (size_t)x]
+           : in->grid ? sf_bane_grid_at(in->grid, in->grid->level, x, y)
+                      : in->level_out;
+}
+
 /* Noise of pixel (x, y). */
 SF_FIX_FN float ms_noise(const ms_in *in, int x, int y)
 {
-    return in->rms ? in->rms[(size_t)y * in->rstride + (size_t)x] : in->sigma;
+    return in->rms    ? in->rms[(size_t)y * in->rstride + (size_t)x]
+           : in->grid ? sf_bane_grid_at(in->grid, in->grid->rms, x, y)
+                      : in->sigma;
 }
 
 /* The 8 neighbours of a measured pixel (x, y) of label l with value m:

@@ -90,6 +90,13 @@ sf_status sf_state_maps(sf_state *s)
     return SF_OK;
 }
 
+/* The CPU's maps are still node grids: a stage reads their pixels from the
+ * grid (sf_bane_grid_at) rather than making them (sf_state_maps). */
+static int maps_by_grid(const sf_state *s, int gpu)
+{
+    return !gpu && s->maps_pending && s->grid_host;
+}
+
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
 static sf_status bkg_check(const void *pp)
 {
@@ -372,11 +379,16 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
         q.level_scale = s->filt_sum;
         q.noise_scale = s->filt_gain;
     }
-    if (s->maps_pending) { /* the maps and the mask in one pass */
-        st = s->grid_host ? sf_threshold_bane_cpu(img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
-                                                  &s->rmsmap, !q.rms_global, &s->mask)
-                          : sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg,
-                                                  &s->bkgmap, &s->rmsmap, !q.rms_global, &s->mask);
+    if (s->maps_pending && s->grid_host) {
+        /* the maps' rows made in the pass and dropped: they stay node grids,
+         * whose few pixels the deblend, measure and fit stages read
+         * (sf_bane_grid_at), so the maps' memory is never touched unless a
+         * caller keeps them (sf_state_maps) */
+        st = sf_threshold_bane_cpu(img, &s->img, &s->grid, &q, &s->bkg, NULL, NULL, !q.rms_global,
+                                   &s->mask);
+    } else if (s->maps_pending) { /* the maps and the mask in one pass */
+        st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
+                                   &s->rmsmap, !q.rms_global, &s->mask);
         s->maps_pending = st != SF_OK;
     } else {
         st = gpu ? sf_threshold_gpu(s->g, img, &q, &s->bkg, b, r, &s->mask)
@@ -456,7 +468,8 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "deblend needs the threshold and segment stages before it");
     if (s->db_parent)
         return sf_fail(SF_ERR_PARAM, "deblend runs once after each segment stage");
-    if ((st = sf_state_maps(s)))
+    const int by_grid = maps_by_grid(s, gpu);
+    if (!by_grid && (st = sf_state_maps(s)))
         return st;
     if (q.minarea == 0)
         q.minarea = s->seg_min_area > 0 ? s->seg_min_area : 1;
@@ -474,8 +487,12 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
     memset(&hb, 0, sizeof hb);
     memset(&hr, 0, sizeof hr);
     memset(&hl, 0, sizeof hl);
-    in.bkg = s->have_maps ? &s->bkgmap : NULL;
-    in.rms = s->have_maps && !t->rms_global ? &s->rmsmap : NULL;
+    in.bkg = s->have_maps && !by_grid ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !by_grid && !t->rms_global ? &s->rmsmap : NULL;
+    if (by_grid) {
+        in.grid = &s->grid;
+        in.grid_rms = !t->rms_global;
+    }
     if (!gpu) {
         st = sf_deblend_cpu(&det, &in, &q, &s->labels, s->nlabels, &nobj, &parent, &nchild);
     } else {
@@ -548,9 +565,13 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
     sf_measure_aux aux = {(s->have & SF_DATA_BKG) ? &s->bkg : NULL,
                           s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
                           (s->have & SF_DATA_MASK) ? &s->mask : NULL,
-                          (s->have & SF_DATA_MASK) && s->labels_in_mask};
-    if ((st = sf_state_maps(s)))
+                          (s->have & SF_DATA_MASK) && s->labels_in_mask, NULL};
+    if (maps_by_grid(s, gpu)) {
+        aux.bkg = aux.rms = NULL;
+        aux.grid = &s->grid;
+    } else if ((st = sf_state_maps(s))) {
         return st;
+    }
     /* the catalogue's buffer: its size is known only now */
     if (gpu) { /* the context's kept catalogue buffer, grown when needed */
         s->sources = NULL;
@@ -608,11 +629,13 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
     if (s->comps || s->comps_dev)
         return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
-    if ((st = sf_state_maps(s)))
+    const int by_grid = maps_by_grid(s, gpu);
+    if (!by_grid && (st = sf_state_maps(s)))
         return st;
     memset(&in, 0, sizeof in);
-    in.bkg = s->have_maps ? &s->bkgmap : NULL;
-    in.rms = s->have_maps ? &s->rmsmap : NULL;
+    in.bkg = s->have_maps && !by_grid ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !by_grid ? &s->rmsmap : NULL;
+    in.grid = by_grid ? &s->grid : NULL;
     in.mask = (s->have & SF_DATA_MASK) && s->labels_in_mask ? &s->mask : NULL;
     in.level = (float)s->bkg.median;
     in.sigma = (float)s->bkg.sigma;

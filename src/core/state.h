@@ -18,8 +18,13 @@ struct sf_state {
     sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
     int have_maps;          /* the background stage produced per-pixel maps */
     int maps_pending;       /* ... which method=bane left as node grids (grid):
-                               made by the threshold stage in its pass, or by
-                               sf_state_maps before anything else reads them */
+                               on the GPU made by the threshold stage in its
+                               pass, or by sf_state_maps before anything else
+                               reads them; on the CPU the threshold's pass
+                               makes their rows and drops them, the deblend,
+                               measure and fit stages read their pixels from
+                               the grid, and sf_state_maps makes them only for
+                               a caller who keeps them, or the negative pass */
     sf_bane_grid grid;
     int grid_host;          /* grid is the CPU's (host memory, this state's to free);
                                else the GPU's, in the context's buffer */
