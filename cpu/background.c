@@ -1004,3 +1004,67 @@ fail:
     free(c);
     return s;
 }
+
+/* ---- the CPU runner's maps before they are made (sf_bkg_view) ----------- */
+struct sf_bkg_view {
+    sf_image img;              /* the image the maps belong to (its NaN) */
+    int nan;                   /* it has non-finite pixels */
+    int bane;                  /* method=bane: grid; else mesh */
+    sf_bane_grid grid;
+    sf_bkg_mesh_interp *mesh;
+};
+
+sf_status sf_background_view_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_bkg_view **view)
+{
+    sf_status s = sf_bkg_check_params(p);
+    sf_bkg_view *v;
+    *view = NULL;
+    if (s)
+        return s;
+    if (p->method != SF_BKG_MESH && p->method != SF_BKG_BANE)
+        return sf_fail(SF_ERR_PARAM, "background: method=global has no maps to view");
+    if (img->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs a host image");
+    if (!(v = calloc(1, sizeof *v)))
+        return sf_fail(SF_ERR_NOMEM, "background: a view of the maps");
+    v->img = *img;
+    v->bane = p->method == SF_BKG_BANE;
+    s = v->bane ? sf_background_bane_grid_cpu(img, p, st, &v->grid)
+                : sf_background_mesh_interp_cpu(img, p, st, &v->mesh);
+    if (s) {
+        free(v);
+        return s;
+    }
+    v->nan = st->nvalid < (long long)sf_npix(img->nx, img->ny);
+    *view = v;
+    return SF_OK;
+}
+
+float sf_bkg_view_at(const sf_bkg_view *v, int r, int x, int y)
+{
+    if (v->bane) /* NaN where the image is NaN: the grid knows the image */
+        return sf_bane_grid_at(&v->grid, r ? v->grid.rms : v->grid.level, x, y);
+    if (v->nan && isnan(v->img.data[(size_t)y * v->img.stride + x]))
+        return NAN;
+    return sf_bkg_mesh_interp_at(v->mesh, r, x, y);
+}
+
+sf_status sf_bkg_view_rows(const sf_bkg_view *v, sf_image *bkg, sf_image *rms, int level_only,
+                           sf_bkg_row_fn row_fn, void *ctx)
+{
+    level_only = level_only && !bkg;
+    return v->bane ? sf_bane_maps_cpu(&v->img, &v->grid, bkg, rms, level_only, row_fn, ctx)
+                   : sf_bkg_mesh_interp_rows(v->mesh, &v->img, bkg, rms, level_only, row_fn, ctx);
+}
+
+void sf_bkg_view_free(sf_bkg_view *v)
+{
+    if (!v)
+        return;
+    if (v->bane)
+        sf_bane_grid_free_cpu(&v->grid);
+    else
+        sf_bkg_mesh_interp_free(v->mesh);
+    free(v);
+}

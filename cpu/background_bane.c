@@ -993,11 +993,18 @@ void sf_bane_grid_stats(const float *fb, const float *fs, int nb, long long nfin
 /* A row of both maps from its column lerps (tb, then bb, ts, bs, nx
  * apart: along the row's two node rows, of each map) and its fraction ty
  * between them (both builds, simd.h); NaN where the image row in is NaN
- * (in NULL: an image without NaN). */
+ * (in NULL: an image without NaN); os NULL: the levels alone. */
 SF_SIMD_BODY void map_row_body(float *restrict ob, float *restrict os, const float *restrict in,
                               const double *restrict tb, double ty, int nx)
 {
     const double *restrict bb = tb + nx, *restrict ts = bb + nx, *restrict bs = ts + nx;
+    if (!os) { /* the levels alone */
+        for (int x = 0; x < nx; x++) {
+            const float vb = (float)sf_bane_lerp(tb[x], bb[x], ty);
+            ob[x] = in && isnan(in[x]) ? NAN : vb;
+        }
+        return;
+    }
     if (!in) { /* the image has no NaN */
         for (int x = 0; x < nx; x++) {
             ob[x] = (float)sf_bane_lerp(tb[x], bb[x], ty);
@@ -1277,7 +1284,7 @@ sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *
 }
 
 sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
-                           sf_image *rms, sf_bane_row_fn row_fn, void *ctx)
+                           sf_image *rms, int level_only, sf_bkg_row_fn row_fn, void *ctx)
 {
     const int nx = grid->nx, ny = grid->ny, step = grid->step, ncx = grid->ncx;
     const double *fb = grid->level, *fs = grid->rms;
@@ -1322,7 +1329,7 @@ sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_ima
         for (int y = 0; y < ny; y++) {
             const float *in = grid->nan ? img->data + (size_t)y * img->stride : NULL;
             float *ob = bkg ? bkg->data + (size_t)y * bkg->stride : rows + (size_t)tid * 2 * nx,
-                  *os = bkg ? rms->data + (size_t)y * rms->stride : ob + nx;
+                  *os = bkg ? rms->data + (size_t)y * rms->stride : level_only ? NULL : ob + nx;
             const int ky = ay[y].k;
             const double ty = ay[y].t;
             if (ky != pky) {
@@ -1365,7 +1372,7 @@ sf_status sf_background_bane_cpu(const sf_image *img, const sf_bkg_params *p, sf
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
     if ((s = sf_background_bane_grid_cpu(img, p, st, &grid)) != SF_OK)
         return s;
-    s = sf_bane_maps_cpu(img, &grid, bkg, rms, NULL, NULL);
+    s = sf_bane_maps_cpu(img, &grid, bkg, rms, 0, NULL, NULL);
     sf_bane_grid_free_cpu(&grid);
     return s;
 }

@@ -384,7 +384,8 @@ static void bkg_grids(const float *m, int nbx, int nby, int cubic, float *my, fl
  * (both builds, simd.h): sf_bkg_cubic_k with each column's terms from the
  * tables (dxt, then cxt, ccx, ttx, nx apart), segment by segment of
  * columns between two nodes; NaN pixels of the image get NaN after. */
-SF_SIMD_BODY void interp_row_body(float *restrict ob, float *restrict os, const float *nodeb,
+SF_SIMD_BODY void interp_row_body(float *restrict ob, float *restrict os /* NULL: levels only */,
+                                 const float *nodeb,
                                  const float *nodes, const float *dnb, const float *dns,
                                  const bkg_seg *seg, int nseg, const float *restrict dxt,
                                  const float *restrict in, int nx)
@@ -395,6 +396,11 @@ SF_SIMD_BODY void interp_row_body(float *restrict ob, float *restrict os, const 
         int k = seg[g].k;
         float b0 = nodeb[k], b1 = nodeb[k + 1], db0 = dnb[k], db1 = dnb[k + 1];
         float s0 = nodes[k], s1 = nodes[k + 1], ds0 = dns[k], ds1 = dns[k + 1];
+        if (!os) { /* the levels alone */
+            for (int x = seg[g].start; x < seg[g].end; x++)
+                ob[x] = sf_bkg_cubic_k(b0, b1, db0, db1, cxt[x], ccx[x], dxt[x], ttx[x]);
+            continue;
+        }
         for (int x = seg[g].start; x < seg[g].end; x++) {
             ob[x] = sf_bkg_cubic_k(b0, b1, db0, db1, cxt[x], ccx[x], dxt[x], ttx[x]);
             os[x] = sf_bkg_cubic_k(s0, s1, ds0, ds1, cxt[x], ccx[x], dxt[x], ttx[x]);
@@ -402,8 +408,9 @@ SF_SIMD_BODY void interp_row_body(float *restrict ob, float *restrict os, const 
     }
     for (int x = 0; x < nx; x++)
         ob[x] = isnan(in[x]) ? NAN : ob[x];
-    for (int x = 0; x < nx; x++)
-        os[x] = isnan(in[x]) ? NAN : os[x];
+    if (os)
+        for (int x = 0; x < nx; x++)
+            os[x] = isnan(in[x]) ? NAN : os[x];
 }
 SF_SIMD_KERNEL_VOID(interp_row,
                (float *restrict ob, float *restrict os, const float *nodeb, const float *nodes,
@@ -411,100 +418,203 @@ SF_SIMD_KERNEL_VOID(interp_row,
                 const float *restrict dxt, const float *restrict in, int nx),
                (ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx))
 
-sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
-                            sf_image *bkg, sf_image *rms)
-{
-    sf_status s = SF_OK;
-    int nbx = mesh->nbx, nby = mesh->nby, nx = img->nx, ny = img->ny, nt = nthreads();
-    int ebx, eby, nseg = 0, cubic = p->interp == SF_BKG_INTERP_BICUBIC;
-    size_t nb = (size_t)nbx * nby;
-    float *grid = NULL, *dxt = NULL, *cxt = NULL, *ccx = NULL, *ttx = NULL, *scratch = NULL;
-    bkg_seg *seg = NULL;
+/* The interpolation's set-up, shared by the maps (sf_bkg_interp_cpu) and
+ * the CPU runner's view of them (sf_bkg_view): the derivative grids of both
+ * maps and each column's place and cubic terms; the meshes are copied. */
+struct sf_bkg_mesh_interp {
+    int nbx, nby, box, nx, ny, nseg, cubic;
+    float *mb, *mr;   /* the meshes' levels and rms (nbx*nby each) */
+    float *grid;      /* 6 nbx*nby: my, g, gy of the levels, then of the rms */
+    float *dxt;       /* 4 nx: each column's fraction, then its cubic terms c, cc, tt */
+    int *kx;          /* nx: each column's node k */
+    bkg_seg *seg;
+};
 
+void sf_bkg_mesh_interp_free(sf_bkg_mesh_interp *ip)
+{
+    if (!ip)
+        return;
+    free(ip->mb);
+    free(ip->grid);
+    free(ip->dxt);
+    free(ip->kx);
+    free(ip->seg);
+    free(ip);
+}
+
+sf_status sf_bkg_mesh_interp_make(const sf_bkg_mesh *mesh, const sf_bkg_params *p, int nx, int ny,
+                                  sf_bkg_mesh_interp **out)
+{
+    const int nbx = mesh->nbx, nby = mesh->nby;
+    const size_t nb = (size_t)nbx * nby;
+    int ebx, eby;
+    sf_bkg_mesh_interp *ip;
+    float *u;
+    *out = NULL;
     if (p->interp != SF_BKG_INTERP_BICUBIC && p->interp != SF_BKG_INTERP_BILINEAR)
         return sf_fail(SF_ERR_PARAM, "background interp %d is unknown", p->interp);
-    if (mesh->loc != SF_HOST || img->loc != SF_HOST || !mesh->bkg || !mesh->rms || !img->data)
+    if (mesh->loc != SF_HOST || !mesh->bkg || !mesh->rms)
         return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
-    if (!check_map(bkg, img) || !check_map(rms, img))
-        return sf_fail(SF_ERR_PARAM,
-                       "sf_bkg_interp_cpu needs host bkg and rms maps of the image's size %dx%d",
-                       nx, ny);
     sf_bkg_mesh_shape(nx, ny, mesh->box, &ebx, &eby);
     if (mesh->box < 1 || ebx != nbx || eby != nby)
         return sf_fail(SF_ERR_PARAM,
                        "sf_bkg_interp_cpu: a %dx%d mesh grid of box %d does not fit a %dx%d image",
                        nbx, nby, mesh->box, nx, ny);
-
-    grid = malloc(6 * nb * sizeof *grid);
-    dxt = malloc((size_t)nx * 4 * sizeof *dxt);
-    seg = malloc((size_t)(nbx + 1) * sizeof *seg);
-    /* per thread: node values and derivatives along x (bkg, rms); spline scratch */
-    scratch = malloc((size_t)(nt > 1 ? nt : 1) * 4 * (nbx + 1) * sizeof *scratch +
-                     (size_t)(nbx > nby ? nbx : nby) * sizeof *scratch);
-    if (!grid || !dxt || !seg || !scratch) {
-        s = sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
-        goto fail;
+    ip = calloc(1, sizeof *ip);
+    u = malloc((size_t)(nbx > nby ? nbx : nby) * sizeof *u);
+    if (ip) {
+        ip->mb = malloc(2 * nb * sizeof *ip->mb);
+        ip->grid = malloc(6 * nb * sizeof *ip->grid);
+        ip->dxt = malloc((size_t)nx * 4 * sizeof *ip->dxt);
+        ip->kx = malloc((size_t)nx * sizeof *ip->kx);
+        ip->seg = malloc((size_t)(nbx + 1) * sizeof *ip->seg);
     }
-    cxt = dxt + nx;
-    ccx = dxt + 2 * (size_t)nx;
-    ttx = dxt + 3 * (size_t)nx;
+    if (!ip || !u || !ip->mb || !ip->grid || !ip->dxt || !ip->kx || !ip->seg) {
+        free(u);
+        sf_bkg_mesh_interp_free(ip);
+        return sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
+    }
+    ip->nbx = nbx;
+    ip->nby = nby;
+    ip->box = mesh->box;
+    ip->nx = nx;
+    ip->ny = ny;
+    ip->cubic = p->interp == SF_BKG_INTERP_BICUBIC;
+    ip->mr = ip->mb + nb;
+    memcpy(ip->mb, mesh->bkg, nb * sizeof *ip->mb);
+    memcpy(ip->mr, mesh->rms, nb * sizeof *ip->mr);
+    bkg_grids(ip->mb, nbx, nby, ip->cubic, ip->grid, ip->grid + nb, ip->grid + 2 * nb, u);
+    bkg_grids(ip->mr, nbx, nby, ip->cubic, ip->grid + 3 * nb, ip->grid + 4 * nb, ip->grid + 5 * nb, u);
+    free(u);
     {
-        float *u = scratch + (size_t)(nt > 1 ? nt : 1) * 4 * (nbx + 1);
-        bkg_grids(mesh->bkg, nbx, nby, cubic, grid, grid + nb, grid + 2 * nb, u);
-        bkg_grids(mesh->rms, nbx, nby, cubic, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, u);
-    }
-    /* the x position of each pixel is the same on every row */
-    for (int x = 0; x < nx; x++) {
-        int k;
-        sf_bkg_axis_pos(x, mesh->box, nbx, 1, &k, &dxt[x]);
-        sf_bkg_cubic_terms(dxt[x], &cxt[x], &ccx[x], &ttx[x]);
-        if (nseg == 0 || seg[nseg - 1].k != k) {
-            seg[nseg].k = k;
-            seg[nseg].start = x;
-            nseg++;
+        float *dxt = ip->dxt, *cxt = dxt + nx, *ccx = dxt + 2 * (size_t)nx, *ttx = dxt + 3 * (size_t)nx;
+        /* the x position of each pixel is the same on every row */
+        for (int x = 0; x < nx; x++) {
+            int k;
+            sf_bkg_axis_pos(x, mesh->box, nbx, 1, &k, &dxt[x]);
+            sf_bkg_cubic_terms(dxt[x], &cxt[x], &ccx[x], &ttx[x]);
+            ip->kx[x] = k;
+            if (ip->nseg == 0 || ip->seg[ip->nseg - 1].k != k) {
+                ip->seg[ip->nseg].k = k;
+                ip->seg[ip->nseg].start = x;
+                ip->nseg++;
+            }
+            ip->seg[ip->nseg - 1].end = x + 1;
         }
-        seg[nseg - 1].end = x + 1;
     }
+    *out = ip;
+    return SF_OK;
+}
 
+/* Node column k of image row y (its fraction dy and mesh row ky): value and
+ * x-derivative of map r (0 levels, 1 rms), as the row loop makes them. */
+static void interp_node(const sf_bkg_mesh_interp *ip, int r, int ky, float dy, int k, float *v,
+                        float *d)
+{
+    const size_t nb = (size_t)ip->nbx * ip->nby;
+    const float *m = r ? ip->mr : ip->mb, *g = ip->grid + (r ? 3 : 0) * nb;
+    if (ip->nby > 1) {
+        const size_t lo = (size_t)ky * ip->nbx + k, hi = lo + ip->nbx;
+        sf_bkg_node(m, g, g + nb, g + 2 * nb, lo, hi, dy, v, d);
+    } else { /* one row of meshes: the nodes as they are, x linear */
+        *v = m[k];
+        *d = 0.0f;
+    }
+}
+
+float sf_bkg_mesh_interp_at(const sf_bkg_mesh_interp *ip, int r, int x, int y)
+{
+    int ky = 0;
+    float dy = 0.0f, v0, d0, v1, d1;
+    const int nx = ip->nx, k = ip->kx[x];
+    if (ip->nby > 1)
+        sf_bkg_axis_pos(y, ip->box, ip->nby, 0, &ky, &dy);
+    if (ip->nbx < 2) {
+        interp_node(ip, r, ky, dy, 0, &v0, &d0);
+        return v0;
+    }
+    interp_node(ip, r, ky, dy, k, &v0, &d0);
+    interp_node(ip, r, ky, dy, k + 1, &v1, &d1);
+    return sf_bkg_cubic_k(v0, v1, d0, d1, ip->dxt[nx + x], ip->dxt[2 * (size_t)nx + x], ip->dxt[x],
+                          ip->dxt[3 * (size_t)nx + x]);
+}
+
+sf_status sf_bkg_mesh_interp_rows(const sf_bkg_mesh_interp *ip, const sf_image *img, sf_image *bkg,
+                                  sf_image *rms, int level_only, sf_bkg_row_fn row_fn, void *ctx)
+{
+    const int nbx = ip->nbx, nby = ip->nby, nx = ip->nx, ny = ip->ny, nt = nthreads();
+    const size_t nb = (size_t)nbx * nby;
+    const float *grid = ip->grid;
+    float *scratch;
+    if (img->loc != SF_HOST || !img->data || img->nx != nx || img->ny != ny)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
+    if (!bkg != !rms || (!bkg && !row_fn) ||
+        (bkg && (!check_map(bkg, img) || !check_map(rms, img))))
+        return sf_fail(SF_ERR_PARAM,
+                       "sf_bkg_interp_cpu needs host bkg and rms maps of the image's size %dx%d",
+                       nx, ny);
+    /* per thread: node values and derivatives along x (bkg, rms); without
+     * maps, the thread's rows of both */
+    const size_t per = 4 * (size_t)(nbx + 1) + (bkg ? 0 : 2 * (size_t)nx);
+    scratch = malloc((size_t)(nt > 1 ? nt : 1) * per * sizeof *scratch);
+    if (!scratch)
+        return sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++) {
-        float *nb_ = scratch + (size_t)thread_id() * 4 * (nbx + 1);
+        float *nb_ = scratch + (size_t)thread_id() * per;
         float *nodeb = nb_, *nodes = nb_ + (nbx + 1), *dnb = nb_ + 2 * (nbx + 1),
               *dns = nb_ + 3 * (nbx + 1);
         const float *in = img->data + (size_t)y * img->stride;
-        float *ob = bkg->data + (size_t)y * bkg->stride, *os = rms->data + (size_t)y * rms->stride;
+        float *ob = bkg ? bkg->data + (size_t)y * bkg->stride : nb_ + 4 * (size_t)(nbx + 1),
+              *os = bkg ? rms->data + (size_t)y * rms->stride : level_only ? NULL : ob + nx;
         if (nby > 1) { /* subbackline: each column of nodes at this row (sf_bkg_node) */
             int ky;
             float dy;
-            sf_bkg_axis_pos(y, mesh->box, nby, 0, &ky, &dy);
+            sf_bkg_axis_pos(y, ip->box, nby, 0, &ky, &dy);
             for (int x = 0; x < nbx; x++) {
                 size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
-                sf_bkg_node(mesh->bkg, grid, grid + nb, grid + 2 * nb, lo, hi, dy, &nodeb[x],
-                            &dnb[x]);
-                sf_bkg_node(mesh->rms, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, lo, hi, dy,
-                            &nodes[x], &dns[x]);
+                sf_bkg_node(ip->mb, grid, grid + nb, grid + 2 * nb, lo, hi, dy, &nodeb[x], &dnb[x]);
+                if (os)
+                    sf_bkg_node(ip->mr, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, lo, hi, dy,
+                                &nodes[x], &dns[x]);
             }
         } else { /* one row of meshes: SExtractor uses the nodes and their (zero)
                     y-derivatives as they are, so x is linear */
-            memcpy(nodeb, mesh->bkg, (size_t)nbx * sizeof *nodeb);
-            memcpy(nodes, mesh->rms, (size_t)nbx * sizeof *nodes);
+            memcpy(nodeb, ip->mb, (size_t)nbx * sizeof *nodeb);
+            memcpy(nodes, ip->mr, (size_t)nbx * sizeof *nodes);
             memset(dnb, 0, (size_t)nbx * sizeof *dnb);
             memset(dns, 0, (size_t)nbx * sizeof *dns);
         }
         if (nbx > 1)
-            interp_row(ob, os, nodeb, nodes, dnb, dns, seg, nseg, dxt, in, nx);
+            interp_row(ob, os, nodeb, nodes, dnb, dns, ip->seg, ip->nseg, ip->dxt, in, nx);
         else {
             for (int x = 0; x < nx; x++)
                 ob[x] = isnan(in[x]) ? NAN : nodeb[0];
-            for (int x = 0; x < nx; x++)
+            for (int x = 0; x < nx && os; x++)
                 os[x] = isnan(in[x]) ? NAN : nodes[0];
         }
+        if (row_fn) /* the row's maps are in this core's cache */
+            row_fn(ctx, y, ob, os);
     }
-fail:
-    free(grid);
-    free(dxt);
-    free(seg);
     free(scratch);
+    return SF_OK;
+}
+
+sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, const sf_image *img,
+                            sf_image *bkg, sf_image *rms)
+{
+    sf_bkg_mesh_interp *ip;
+    sf_status s;
+    if (mesh->loc != SF_HOST || img->loc != SF_HOST || !mesh->bkg || !mesh->rms || !img->data)
+        return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
+    if (!check_map(bkg, img) || !check_map(rms, img))
+        return sf_fail(SF_ERR_PARAM,
+                       "sf_bkg_interp_cpu needs host bkg and rms maps of the image's size %dx%d",
+                       img->nx, img->ny);
+    if ((s = sf_bkg_mesh_interp_make(mesh, p, img->nx, img->ny, &ip)) != SF_OK)
+        return s;
+    s = sf_bkg_mesh_interp_rows(ip, img, bkg, rms, 0, NULL, NULL);
+    sf_bkg_mesh_interp_free(ip);
     return s;
 }
 
@@ -520,8 +630,11 @@ static int cmp_float(const void *a, const void *b)
  * sigma 0), mean = mean of the mesh levels, nvalid = nused = finite pixels,
  * niter = the most histogram-clipping passes any mesh ran, converged = 1
  * when every valid mesh stopped on SExtractor's criterion before maxiter. */
-sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
-                                 sf_image *bkg, sf_image *rms)
+/* The stage but for its maps: the meshes, the run summary st and the
+ * interpolation's set-up (*ip), from which the maps or their pixels are
+ * made. */
+sf_status sf_background_mesh_interp_cpu(const sf_image *img, const sf_bkg_params *p,
+                                        sf_bkg_stats *st, sf_bkg_mesh_interp **ip)
 {
     sf_status s = sf_bkg_mesh_check_params(p);
     sf_bkg_mesh mesh = {0, 0, 0, NULL, NULL, SF_HOST};
@@ -531,11 +644,10 @@ sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf
     double sum = 0;
     sf_bkg_stats r;
 
+    *ip = NULL;
     if (s)
         return s;
-    if (!bkg || !rms)
-        return sf_fail(SF_ERR_PARAM, "background method=mesh needs both bkg and rms maps");
-    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+    if (img->loc != SF_HOST)
         return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
     sf_bkg_mesh_shape(img->nx, img->ny, p->box, &nbx, &nby);
     nb = nbx * nby;
@@ -551,12 +663,12 @@ sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf
         if ((s = bkg_mesh_run(img, p, &mesh, &info)) != SF_OK)
             goto fail;
         t1 = sf_wall_ms();
-        if ((s = sf_bkg_interp_cpu(&mesh, p, img, bkg, rms)) != SF_OK)
+        if ((s = sf_bkg_mesh_interp_make(&mesh, p, img->nx, img->ny, ip)) != SF_OK)
             goto fail;
-        /* SKYFIND_MESH_PROFILE=1 (a developer knob): the two phases' wall
-         * times on stderr (the meshes' statistics, the maps) */
+        /* SKYFIND_MESH_PROFILE=1 (a developer knob): the phases' wall times
+         * on stderr (the meshes' statistics, the interpolation's set-up) */
         if (getenv("SKYFIND_MESH_PROFILE"))
-            fprintf(stderr, "mesh profile: %dx%d, %d meshes: statistics %.2f ms, maps %.2f ms\n",
+            fprintf(stderr, "mesh profile: %dx%d, %d meshes: statistics %.2f ms, set-up %.2f ms\n",
                     img->nx, img->ny, nb, t1 - t0, sf_wall_ms() - t1);
     }
     memset(&r, 0, sizeof r);
@@ -577,5 +689,25 @@ fail:
     free(mesh.bkg);
     free(mesh.rms);
     free(sorted);
+    return s;
+}
+
+sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_image *bkg, sf_image *rms)
+{
+    sf_bkg_mesh_interp *ip;
+    sf_status s;
+    double t0;
+    if (!bkg || !rms)
+        return sf_fail(SF_ERR_PARAM, "background method=mesh needs both bkg and rms maps");
+    if (img->loc != SF_HOST || bkg->loc != SF_HOST || rms->loc != SF_HOST)
+        return sf_fail(SF_ERR_PARAM, "sf_background_cpu needs host image and maps");
+    if ((s = sf_background_mesh_interp_cpu(img, p, st, &ip)) != SF_OK)
+        return s;
+    t0 = sf_wall_ms();
+    s = sf_bkg_mesh_interp_rows(ip, img, bkg, rms, 0, NULL, NULL);
+    if (getenv("SKYFIND_MESH_PROFILE"))
+        fprintf(stderr, "mesh profile: maps %.2f ms\n", sf_wall_ms() - t0);
+    sf_bkg_mesh_interp_free(ip);
     return s;
 }

@@ -19,7 +19,6 @@
 #endif
 #include "skyfind/deblend.h"
 #include "deblend_calc.h"
-#include "background_bane.h" /* sf_bane_grid_at */
 #include "unionfind.h"
 #include "labels_scan.h"
 
@@ -175,9 +174,9 @@ static int deblend_island(db_work *w, const sf_image *det, const sf_deblend_in *
         size_t q = pix[i];
         int x = (int)(q % (size_t)nx), y = (int)(q / (size_t)nx);
         float v = det->data[(size_t)y * det->stride + (size_t)x], lev, sg;
-        if (in->grid) { /* the maps' pixels from the grid: the same bits */
-            lev = in->subtract ? SF_THR_FMUL(sf_bane_grid_at(in->grid, in->grid->level, x, y), in->level_scale) : 0.0f;
-            sg = in->grid_rms ? SF_THR_FMUL(sf_bane_grid_at(in->grid, in->grid->rms, x, y), in->noise_scale)
+        if (in->view) { /* the maps' pixels from the view: the same bits */
+            lev = in->subtract ? SF_THR_FMUL(sf_bkg_view_at(in->view, 0, x, y), in->level_scale) : 0.0f;
+            sg = in->view_rms ? SF_THR_FMUL(sf_bkg_view_at(in->view, 1, x, y), in->noise_scale)
                               : in->sigma;
         } else if (in->bkg) {
             lev = in->subtract ? SF_THR_FMUL(in->bkg->data[(size_t)y * in->bkg->stride + x], in->level_scale) : 0.0f;
@@ -436,8 +435,8 @@ sf_status sf_deblend_check(const sf_image *det, const sf_deblend_in *in, const s
                        labels->ny, det->nx, det->ny);
     if (!in->bkg && in->rms)
         return sf_fail(SF_ERR_INTERNAL, "deblend: a noise map needs its background map");
-    if (in->grid && (in->bkg || in->rms || in->grid->nx != det->nx || in->grid->ny != det->ny))
-        return sf_fail(SF_ERR_INTERNAL, "deblend: a BANE grid replaces the maps, for its own image");
+    if (in->view && (in->bkg || in->rms))
+        return sf_fail(SF_ERR_INTERNAL, "deblend: a view of the maps is in their place");
     return SF_OK;
 }
 

@@ -54,7 +54,7 @@ sf_status sf_fit_check(const sf_image *img, const sf_labels *labels, const sf_fi
         return sf_fail(SF_ERR_PARAM, "fit: no source table");
     if ((in->bkg && (in->bkg->nx != img->nx || in->bkg->ny != img->ny)) ||
         (in->rms && (in->rms->nx != img->nx || in->rms->ny != img->ny)) ||
-        (in->grid && (in->bkg || in->rms || in->grid->nx != img->nx || in->grid->ny != img->ny)))
+        (in->view && (in->bkg || in->rms)))
         return sf_fail(SF_ERR_PARAM, "fit: background maps of another shape than the image");
     if (in->parent)
         for (int l = 1; l <= in->nobj; l++)
@@ -118,7 +118,7 @@ void sf_fit_ms_in(const sf_fit_in *in, ms_in *mi)
         mi->rstride = in->rms->stride;
     }
     if (!in->bkg && !in->rms)
-        mi->grid = in->grid;
+        mi->view = in->view;
     mi->subtract = in->subtract;
     mi->level = in->subtract ? in->level : 0.0f;
     mi->level_out = in->level;

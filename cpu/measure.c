@@ -100,10 +100,8 @@ sf_status sf_measure_check(const sf_image *img, const sf_labels *labels, int nla
         const sf_mask *m = aux->mask;
         if (!aux->bkg != !aux->rms)
             return sf_fail(SF_ERR_PARAM, "measure: give both background maps or neither");
-        if (aux->grid && (aux->bkg || loc != SF_HOST || aux->grid->nx != img->nx ||
-                          aux->grid->ny != img->ny))
-            return sf_fail(SF_ERR_PARAM, "measure: a BANE grid is the CPU's maps, for its own image, "
-                           "and replaces them");
+        if (aux->view && (aux->bkg || loc != SF_HOST))
+            return sf_fail(SF_ERR_PARAM, "measure: a view of the maps is the CPU's, in their place");
         if (aux->bkg && (!ms_same_shape(aux->bkg, img->nx, img->ny, loc) ||
                          !ms_same_shape(aux->rms, img->nx, img->ny, loc)))
             return sf_fail(SF_ERR_PARAM, "measure: background maps do not match the %dx%d image",
@@ -129,8 +127,8 @@ void sf_measure_inputs(const sf_measure_aux *aux, const sf_measure_params *p, ms
         in->bstride = aux->bkg->stride;
         in->rms = aux->rms->data;
         in->rstride = aux->rms->stride;
-    } else if (aux && aux->grid) {
-        in->grid = aux->grid;
+    } else if (aux && aux->view) {
+        in->view = aux->view;
     }
     if (aux && aux->mask) {
         in->mask = aux->mask->data;

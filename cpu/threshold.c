@@ -112,8 +112,8 @@ sf_status sf_threshold_cpu(const sf_image *img, const sf_thresh_params *p,
     return SF_OK;
 }
 
-/* sf_threshold_bane_cpu's rows: the mask's row y from the maps' rows the
- * maps pass has just made (sf_bane_maps_cpu's row_fn). */
+/* sf_threshold_view_cpu's rows: the mask's row y from the maps' rows the
+ * maps pass has just made (sf_bkg_view_rows's row_fn). */
 typedef struct {
     const sf_image *img;
     sf_mask *mask;
@@ -129,10 +129,9 @@ static void thr_row_fn(void *ctx, int y, const float *b, const float *r)
                t->ls, t->ns, t->seed, t->flood);
 }
 
-sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
-                                const sf_bane_grid *grid, const sf_thresh_params *p,
-                                const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
-                                sf_mask *mask)
+sf_status sf_threshold_view_cpu(const sf_image *img, const sf_bkg_view *view,
+                                const sf_thresh_params *p, const sf_bkg_stats *st, sf_image *bkg,
+                                sf_image *rms, int use_rms, sf_mask *mask)
 {
     /* without maps (the rows made in the pass and dropped) the image stands
      * in for them in the check: they have its shape */
@@ -142,10 +141,7 @@ sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
     if (s)
         return s;
     if (img->loc != SF_HOST || mask->loc != SF_HOST)
-        return sf_fail(SF_ERR_PARAM, "sf_threshold_bane_cpu needs host buffers");
-    if (orig->nx != img->nx || orig->ny != img->ny)
-        return sf_fail(SF_ERR_INTERNAL, "threshold: the grid's image %dx%d for a %dx%d image",
-                       orig->nx, orig->ny, img->nx, img->ny);
+        return sf_fail(SF_ERR_PARAM, "sf_threshold_view_cpu needs host buffers");
     sf_thresh_levels(p, &t.seed, &t.flood, &t.ls, &t.ns);
     t.img = img;
     t.mask = mask;
@@ -153,5 +149,6 @@ sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
     t.sub = p->subtract;
     t.level = p->subtract ? (float)st->median * t.ls : 0.0f;
     t.sigma = (float)st->sigma * t.ns;
-    return sf_bane_maps_cpu(orig, grid, bkg, rms, thr_row_fn, &t);
+    /* without maps to keep and rms=global, the levels' rows alone */
+    return sf_bkg_view_rows(view, bkg, rms, !bkg && !use_rms, thr_row_fn, &t);
 }

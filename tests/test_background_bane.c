@@ -534,53 +534,77 @@ static size_t maps_differ(const sf_image *hb, const sf_image *hr, const sf_image
     return bad;
 }
 
-/* The CPU runner's way (the maps left as node grids, as the GPU's): the
- * grid's stats, the maps made from it (sf_bane_maps_cpu) and the threshold
- * stage's pass that makes the maps and the mask row by row
- * (sf_threshold_bane_cpu), on the image and on a filtered stand-in (NaN of
- * its own), level subtracted or not, the rms map or one sigma, against the
- * maps of sf_background_cpu and sf_threshold_cpu on them: byte for byte,
- * whatever was in the buffers before. Returns the mask pixels set by the
- * first threshold. */
+/* The CPU runner's way, for method=bane or mesh (p): the maps left unmade
+ * (sf_background_view_cpu), the view's stats, every pixel read from it
+ * (sf_bkg_view_at), the maps made from it (sf_bkg_view_rows) and the
+ * threshold stage's pass over it (sf_threshold_view_cpu, the maps written
+ * or dropped), on the image and on a filtered stand-in (NaN of its own),
+ * level subtracted or not, the rms map or one sigma, against
+ * sf_background_cpu's maps and sf_threshold_cpu on them: byte for byte,
+ * whatever was in the buffers before. For method=bane also the grid itself
+ * (sf_background_bane_grid_cpu, sf_bane_maps_cpu, sf_bane_grid_at). Returns
+ * the mask pixels set by the first threshold. */
 static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, const char *what)
 {
     const int nx = im->nx, ny = im->ny;
     const size_t n = sf_npix(nx, ny);
     sf_image cb, cr, gb, gr, f;
     sf_mask cm = {0}, gm = {0};
-    sf_bkg_stats cs, gs;
-    sf_bane_grid grid;
-    size_t set0 = 0;
+    sf_bkg_stats cs, gs, vs;
+    sf_bkg_view *view = NULL;
+    size_t set0 = 0, bad = 0;
     sftest_maps_alloc(&cb, &cr, nx, ny);
     sftest_maps_alloc(&gb, &gr, nx, ny);
     sf_status sc = sf_background_cpu(im, p, &cs, &cb, &cr);
-    sf_status sg = sf_background_bane_grid_cpu(im, p, &gs, &grid);
-    ck_assert_msg(sc == sg, "%s: grid status %d, eager %d (%s)", what, sg, sc, sf_errdetail());
+    sf_status sv = sf_background_view_cpu(im, p, &vs, &view);
+    ck_assert_msg(sc == sv, "%s: view status %d, eager %d (%s)", what, sv, sc, sf_errdetail());
+    if (p->method == SF_BKG_BANE) {
+        sf_bane_grid grid;
+        sf_status sg = sf_background_bane_grid_cpu(im, p, &gs, &grid);
+        ck_assert_msg(sc == sg, "%s: grid status %d, eager %d (%s)", what, sg, sc, sf_errdetail());
+        if (sg == SF_OK) {
+            ck_assert_msg(memcmp(&gs, &cs, sizeof gs) == 0, "%s: the grid's stats differ", what);
+            ck_assert_int_eq(grid.nan, cs.nvalid < (long long)n);
+            memset(gb.data, 0x5a, n * sizeof(float));
+            memset(gr.data, 0xa5, n * sizeof(float));
+            ck_assert_int_eq(sf_bane_maps_cpu(im, &grid, &gb, &gr, 0, NULL, NULL), SF_OK);
+            ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
+                              memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
+                          "%s: sf_bane_maps_cpu's maps differ from sf_background_cpu's", what);
+            for (int y = 0; y < ny; y++)
+                for (int x = 0; x < nx; x++) {
+                    const size_t i = (size_t)y * nx + x;
+                    const float b = sf_bane_grid_at(&grid, grid.level, x, y),
+                                r = sf_bane_grid_at(&grid, grid.rms, x, y);
+                    bad += memcmp(&b, &cb.data[i], sizeof b) != 0 || memcmp(&r, &cr.data[i], sizeof r) != 0;
+                }
+            ck_assert_msg(bad == 0, "%s: sf_bane_grid_at differs from the maps at %zu of %zu pixels",
+                          what, bad, n);
+            sf_bane_grid_free_cpu(&grid);
+            ck_assert_ptr_null(grid.level);
+        }
+    }
     if (sc != SF_OK) {
+        ck_assert_ptr_null(view);
         free3(&cb, &cr, &gb);
         sf_image_free(&gr, NULL);
         return 0;
     }
-    ck_assert_msg(memcmp(&gs, &cs, sizeof gs) == 0, "%s: the grid's stats differ", what);
-    ck_assert_int_eq(grid.nan, cs.nvalid < (long long)n);
+    ck_assert_msg(memcmp(&vs, &cs, sizeof vs) == 0, "%s: the view's stats differ", what);
+    for (int y = 0; y < ny; y++) /* every pixel read from the view, as the later stages do */
+        for (int x = 0; x < nx; x++) {
+            const size_t i = (size_t)y * nx + x;
+            const float b = sf_bkg_view_at(view, 0, x, y), r = sf_bkg_view_at(view, 1, x, y);
+            bad += memcmp(&b, &cb.data[i], sizeof b) != 0 || memcmp(&r, &cr.data[i], sizeof r) != 0;
+        }
+    ck_assert_msg(bad == 0, "%s: sf_bkg_view_at differs from the maps at %zu of %zu pixels", what,
+                  bad, n);
     memset(gb.data, 0x5a, n * sizeof(float));
     memset(gr.data, 0xa5, n * sizeof(float));
-    ck_assert_int_eq(sf_bane_maps_cpu(im, &grid, &gb, &gr, NULL, NULL), SF_OK);
+    ck_assert_int_eq(sf_bkg_view_rows(view, &gb, &gr, 0, NULL, NULL), SF_OK);
     ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
                       memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
-                  "%s: sf_bane_maps_cpu's maps differ from sf_background_cpu's", what);
-    { /* every pixel read from the grid, as the later stages do */
-        size_t bad = 0;
-        for (int y = 0; y < ny; y++)
-            for (int x = 0; x < nx; x++) {
-                const size_t i = (size_t)y * nx + x;
-                const float b = sf_bane_grid_at(&grid, grid.level, x, y),
-                            r = sf_bane_grid_at(&grid, grid.rms, x, y);
-                bad += memcmp(&b, &cb.data[i], sizeof b) != 0 || memcmp(&r, &cr.data[i], sizeof r) != 0;
-            }
-        ck_assert_msg(bad == 0, "%s: sf_bane_grid_at differs from the maps at %zu of %zu pixels",
-                      what, bad, n);
-    }
+                  "%s: sf_bkg_view_rows's maps differ from sf_background_cpu's", what);
     ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
     for (int y = 0; y < ny; y++)
         for (int x = 0; x < nx; x++) {
@@ -592,7 +616,7 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
     for (int k = 0; k < 4; k++) {
         const int filtered = k >= 2, use_rms = k != 1, subtract = k != 3;
         sf_thresh_params q;
-        size_t set = 0, bad = 0;
+        size_t set = 0;
         sf_thresh_params_default(&q);
         q.nsigma = 2.5;
         q.flood = 1.0;
@@ -604,14 +628,14 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
         memset(gb.data, 0x5a, n * sizeof(float));
         memset(gr.data, 0xa5, n * sizeof(float));
         memset(gm.data, 0x77, n);
-        ck_assert_int_eq(sf_threshold_bane_cpu(filtered ? &f : im, im, &grid, &q, &gs, &gb, &gr,
-                                               use_rms, &gm),
+        ck_assert_int_eq(sf_threshold_view_cpu(filtered ? &f : im, view, &q, &vs, &gb, &gr, use_rms, &gm),
                          SF_OK);
         ck_assert_int_eq(sf_threshold_cpu(filtered ? &f : im, &q, &cs, &cb, use_rms ? &cr : NULL, &cm),
                          SF_OK);
         ck_assert_msg(memcmp(gb.data, cb.data, n * sizeof(float)) == 0 &&
                           memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
                       "%s (threshold %d): the pass's maps differ", what, k);
+        bad = 0;
         for (size_t i = 0; i < n; i++) {
             set += cm.data[i] != 0;
             bad += gm.data[i] != cm.data[i];
@@ -619,16 +643,14 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
         ck_assert_msg(bad == 0, "%s (threshold %d): %zu of %zu mask pixels differ", what, k, bad, n);
         /* the pass that drops the maps' rows (the runner's): the same mask */
         memset(gm.data, 0x77, n);
-        ck_assert_int_eq(sf_threshold_bane_cpu(filtered ? &f : im, im, &grid, &q, &gs, NULL, NULL,
-                                               use_rms, &gm),
+        ck_assert_int_eq(sf_threshold_view_cpu(filtered ? &f : im, view, &q, &vs, NULL, NULL, use_rms, &gm),
                          SF_OK);
-        ck_assert_msg(memcmp(gm.data, cm.data, n) == 0, "%s (threshold %d, maps not kept): the mask differs",
-                      what, k);
+        ck_assert_msg(memcmp(gm.data, cm.data, n) == 0,
+                      "%s (threshold %d, maps not kept): the mask differs", what, k);
         if (k == 0)
             set0 = set;
     }
-    sf_bane_grid_free_cpu(&grid);
-    ck_assert_ptr_null(grid.level);
+    sf_bkg_view_free(view);
     free3(&cb, &cr, &gb);
     sf_image_free(&gr, NULL);
     sf_image_free(&f, NULL);
@@ -669,7 +691,37 @@ START_TEST(test_grid_cpu)
 #ifdef _OPENMP
     omp_set_num_threads(nt0);
 #endif
-    ck_assert_int_gt(runs, 20);
+    /* method=mesh: bicubic and bilinear, boxes of 1 mesh to several, one
+     * row or column of meshes */
+    for (int k = 0; sftest_sizes[k][0]; k++) {
+        if (sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 600 * 600)
+            continue;
+        for (int nan = 0; nan < 2; nan++)
+            for (int b = 0; b < 3; b++) {
+                static const int boxes[] = {64, 17, 300};
+                sf_image im;
+                sf_bkg_params p;
+                char what[96];
+                sf_bkg_params_default(&p);
+                p.method = SF_BKG_MESH;
+                p.box = boxes[b];
+                p.interp = b == 1 ? SF_BKG_INTERP_BILINEAR : SF_BKG_INTERP_BICUBIC;
+                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 70 + 10 * k + b, k,
+                                   nan * 0.2);
+#ifdef _OPENMP
+                omp_set_num_threads(1 + (b + nan) % 3);
+#endif
+                snprintf(what, sizeof what, "cpu view: %dx%d mesh box %d interp %d nan=%d", im.nx,
+                         im.ny, p.box, p.interp, nan);
+                set += cpu_grid_vs_eager(&im, &p, what);
+                runs++;
+                sf_image_free(&im, NULL);
+            }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(nt0);
+#endif
+    ck_assert_int_gt(runs, 40);
     ck_assert_msg(set > 0, "no threshold set a pixel: the comparison saw empty masks only");
     {
         sf_image im;
@@ -683,8 +735,9 @@ START_TEST(test_grid_cpu)
 }
 END_TEST
 
-/* The stages after the threshold reading the maps' pixels from the grid
- * (the CPU runner's way) against the same stages given the maps: deblend
+/* The stages after the threshold reading the maps' pixels from a view (the
+ * CPU runner's way, method=bane or mesh) against the same stages given the
+ * maps: deblend
  * (with the rms map and with one sigma), measure and fit, on a sky of
  * sources and noise with and without NaN, outputs byte for byte. */
 static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int *nsrc, int *ncomp)
@@ -692,7 +745,7 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
     const int nx = im->nx, ny = im->ny;
     sf_image cb, cr;
     sf_bkg_stats cs, gs;
-    sf_bane_grid grid;
+    sf_bkg_view *view;
     sf_mask m;
     sf_labels l0, la, lb;
     sf_thresh_params q;
@@ -700,7 +753,7 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
     int nl = 0;
     sftest_maps_alloc(&cb, &cr, nx, ny);
     ck_assert_int_eq(sf_background_cpu(im, p, &cs, &cb, &cr), SF_OK);
-    ck_assert_int_eq(sf_background_bane_grid_cpu(im, p, &gs, &grid), SF_OK);
+    ck_assert_int_eq(sf_background_view_cpu(im, p, &gs, &view), SF_OK);
     sf_thresh_params_default(&q);
     q.nsigma = 5;
     q.flood = 3;
@@ -728,8 +781,8 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
         b = a;
         a.bkg = &cb;
         a.rms = rms_map ? &cr : NULL;
-        b.grid = &grid;
-        b.grid_rms = rms_map;
+        b.view = view;
+        b.view_rms = rms_map;
         ck_assert_int_eq(sf_labels_alloc(&la, nx, ny, SF_HOST, NULL), SF_OK);
         ck_assert_int_eq(sf_labels_alloc(&lb, nx, ny, SF_HOST, NULL), SF_OK);
         memcpy(la.data, l0.data, sf_npix(nx, ny) * sizeof *la.data);
@@ -739,9 +792,9 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
         ck_assert_int_eq(na, nb);
         ck_assert_msg(memcmp(la.data, lb.data, sf_npix(nx, ny) * sizeof *la.data) == 0 &&
                           memcmp(pa, pb, (size_t)(na + 1) * sizeof *pa) == 0,
-                      "deblend by the grid (rms map %d): other objects", rms_map);
+                      "deblend by the view (rms map %d): other objects", rms_map);
         if (rms_map) { /* measure and fit on the deblended labels */
-            sf_measure_aux ma = {&cs, &cb, &cr, &m, 1, NULL}, mb = {&cs, NULL, NULL, &m, 1, &grid};
+            sf_measure_aux ma = {&cs, &cb, &cr, &m, 1, NULL}, mb = {&cs, NULL, NULL, &m, 1, view};
             sf_measure_params mp;
             sf_source *sa = calloc((size_t)na + 1, sizeof *sa), *sb = calloc((size_t)na + 1, sizeof *sb);
             sf_fit_params fp;
@@ -752,7 +805,7 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
             ck_assert_int_eq(sf_measure_cpu(im, &la, na, &ma, &mp, sa), SF_OK);
             ck_assert_int_eq(sf_measure_cpu(im, &la, na, &mb, &mp, sb), SF_OK);
             ck_assert_msg(memcmp(sa, sb, (size_t)na * sizeof *sa) == 0,
-                          "measure by the grid: other sources");
+                          "measure by the view: other sources");
             sf_fit_params_default(&fp);
             memset(&fa, 0, sizeof fa);
             fa.mask = &m;
@@ -767,12 +820,12 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
             fb = fa;
             fa.bkg = &cb;
             fa.rms = &cr;
-            fb.grid = &grid;
+            fb.view = view;
             ck_assert_int_eq(sf_fit_cpu(im, &la, &fa, &fp, &qa, &ka), SF_OK);
             ck_assert_int_eq(sf_fit_cpu(im, &la, &fb, &fp, &qb, &kb), SF_OK);
             ck_assert_int_eq(ka, kb);
             ck_assert_msg(ka == 0 || memcmp(qa, qb, (size_t)ka * sizeof *qa) == 0,
-                          "fit by the grid: other components");
+                          "fit by the view: other components");
             *nsrc += na;
             *ncomp += ka;
             free(sa);
@@ -787,7 +840,7 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
         sf_labels_free(&la, NULL);
         sf_labels_free(&lb, NULL);
     }
-    sf_bane_grid_free_cpu(&grid);
+    sf_bkg_view_free(view);
     sf_labels_free(&l0, NULL);
     sf_mask_free(&m, NULL);
     sf_image_free(&cb, NULL);
@@ -797,15 +850,20 @@ static void readers_grid_vs_maps(const sf_image *im, const sf_bkg_params *p, int
 START_TEST(test_grid_readers)
 {
     int nsrc = 0, ncomp = 0;
-    for (int nan = 0; nan < 2; nan++) {
-        sf_image im;
-        sf_bkg_params p = bane_params(16, 96);
-        sftest_noise_image(&im, 400 + 37 * nan, 300, 7 + nan, 40, nan * 0.1);
-        readers_grid_vs_maps(&im, &p, &nsrc, &ncomp);
-        sf_image_free(&im, NULL);
-    }
-    ck_assert_int_gt(nsrc, 20);
-    ck_assert_int_gt(ncomp, 20);
+    for (int nan = 0; nan < 2; nan++)
+        for (int mesh = 0; mesh < 2; mesh++) {
+            sf_image im;
+            sf_bkg_params p = bane_params(16, 96);
+            if (mesh) {
+                p.method = SF_BKG_MESH;
+                p.box = 48;
+            }
+            sftest_noise_image(&im, 400 + 37 * nan, 300, 7 + nan, 40, nan * 0.1);
+            readers_grid_vs_maps(&im, &p, &nsrc, &ncomp);
+            sf_image_free(&im, NULL);
+        }
+    ck_assert_int_gt(nsrc, 40);
+    ck_assert_int_gt(ncomp, 40);
 }
 END_TEST
 

@@ -90,6 +90,10 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 sf_status sf_bkg_interp_gpu(sf_gpu *g, const sf_bkg_mesh *mesh, const sf_bkg_params *p,
                             const sf_image *img, sf_image *bkg, sf_image *rms);
 
+/* A row function of the CPU's map passes: called on row y of both maps (b,
+ * r) just after they are made, on the thread that made them. */
+typedef void (*sf_bkg_row_fn)(void *ctx, int y, const float *b, const float *r);
+
 /* method=bane with its maps left for later (the runner's way on both
  * backends, src/core/stages.c). On the GPU: the filled node grids, which the maps
  * interpolate, packed in the context's buffer SF_GBUF_NODES, from which
@@ -131,16 +135,35 @@ sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *g
  * called on each row y just after it is made, on the thread that made it,
  * with its rows of both maps (b, r) in that core's cache: the threshold
  * stage's pass (sf_threshold_bane_cpu). With row_fn, bkg and rms may be
- * NULL: the rows are then made in each thread's scratch and the maps are
- * never written (the CPU runner's way: the stages after the threshold read
+ * NULL: the rows are then made in each thread's scratch (with level_only
+ * the levels alone, row_fn's r NULL) and the maps are never written (the CPU runner's way: the stages after the threshold read
  * the few pixels they need from the grid, sf_bane_grid_at, and the maps'
  * memory is never touched unless they are kept). */
-typedef void (*sf_bane_row_fn)(void *ctx, int y, const float *b, const float *r);
 sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *p,
                                       sf_bkg_stats *st, sf_bane_grid *grid);
 sf_status sf_bane_maps_cpu(const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
-                           sf_image *rms, sf_bane_row_fn row_fn, void *ctx);
+                           sf_image *rms, int level_only, sf_bkg_row_fn row_fn, void *ctx);
 void sf_bane_grid_free_cpu(sf_bane_grid *grid);
+
+/* The CPU runner's local maps before they are made (method=mesh or bane):
+ * the grid they are interpolated from, with the image they belong to (it
+ * must outlive the view). sf_background_view_cpu: the stage but for its
+ * maps, st as sf_background_cpu's; SF_ERR_PARAM for method=global.
+ * sf_bkg_view_at: map r (0 the level, 1 the rms) at one pixel, the bits
+ * sf_background_cpu writes there. sf_bkg_view_rows: both maps a row at a
+ * time into bkg and rms (the maps themselves), or, both NULL, into each
+ * thread's scratch rows for row_fn alone (with level_only the levels alone,
+ * and row_fn's r NULL; sf_bane_maps_cpu's rule). The
+ * threshold stage makes its mask in that pass (sf_threshold_view_cpu), the
+ * deblend, measure and fit stages read the few pixels they need (their
+ * inputs' view), and the maps are made only when a caller keeps them. */
+typedef struct sf_bkg_view sf_bkg_view;
+sf_status sf_background_view_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_stats *st,
+                                 sf_bkg_view **view);
+float sf_bkg_view_at(const sf_bkg_view *v, int r, int x, int y);
+sf_status sf_bkg_view_rows(const sf_bkg_view *v, sf_image *bkg, sf_image *rms, int level_only,
+                           sf_bkg_row_fn row_fn, void *ctx);
+void sf_bkg_view_free(sf_bkg_view *v);
 
 /* Device scratch bytes sf_background_gpu needs for an nx x ny image. */
 size_t sf_background_gpu_scratch(int nx, int ny, const sf_bkg_params *p);

@@ -75,10 +75,10 @@ typedef struct {
                                   the stage need not count them; 0: it counts them. A
                                   wrong count is reported as SF_ERR_INTERNAL. The CPU
                                   twin ignores it. */
-    const sf_bane_grid *grid;  /* CPU: the maps as BANE node grids (sf_measure_aux's
-                                  grid) in place of bkg (and of rms with grid_rms), which
+    const sf_bkg_view *view;   /* CPU: the maps before they are made (sf_measure_aux's
+                                  view) in place of bkg (and of rms with view_rms), which
                                   are NULL; or NULL */
-    int grid_rms;
+    int view_rms;
 } sf_deblend_in;
 
 /* labels: the segment stage's map, rewritten in place with the objects;

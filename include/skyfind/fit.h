@@ -148,8 +148,8 @@ typedef struct {
                                    without reading the exact total back), 0 unknown */
     double beam_maj, beam_min, beam_angle; /* beam FWHM (pix) and angle of its major axis
                                               (deg counter-clockwise from +x); 0: none */
-    const sf_bane_grid *grid;   /* CPU: both maps as BANE node grids (sf_measure_aux's
-                                   grid), bkg and rms NULL; or NULL */
+    const sf_bkg_view *view;    /* CPU: both maps before they are made (sf_measure_aux's
+                                   view), bkg and rms NULL; or NULL */
 } sf_fit_in;
 
 /* Fit every island. *comps (malloc'd on the host, *ncomps entries, island

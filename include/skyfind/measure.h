@@ -76,9 +76,9 @@ typedef struct {
     int labels_in_mask;        /* 1: the labels were made from mask (every labelled pixel
                                   is set in it): the GPU looks for labels only where it
                                   is set; 0: in every pixel */
-    const sf_bane_grid *grid;  /* CPU: both maps as BANE node grids
-                                  (sf_background_bane_grid_cpu), read where they are
-                                  needed (sf_bane_grid_at); bkg and rms NULL; or NULL */
+    const sf_bkg_view *view;   /* CPU: both maps before they are made
+                                  (sf_background_view_cpu), read where they are needed
+                                  (sf_bkg_view_at); bkg and rms NULL; or NULL */
 } sf_measure_aux;
 
 /* Bits of sf_source.flags. */

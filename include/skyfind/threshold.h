@@ -61,14 +61,14 @@ sf_status sf_threshold_bane_gpu(sf_gpu *g, const sf_image *img, const sf_image *
                                 const sf_bane_grid *grid, const sf_thresh_params *p,
                                 const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
                                 sf_mask *mask);
-/* Its CPU twin, on a grid from sf_background_bane_grid_cpu: the same maps
- * and mask as sf_bane_maps_cpu then sf_threshold_cpu, each row of the mask
- * made just after its rows of the maps, while they are in cache; bkg and
- * rms NULL: the maps are not kept (sf_bane_maps_cpu). */
-sf_status sf_threshold_bane_cpu(const sf_image *img, const sf_image *orig,
-                                const sf_bane_grid *grid, const sf_thresh_params *p,
-                                const sf_bkg_stats *st, sf_image *bkg, sf_image *rms, int use_rms,
-                                sf_mask *mask);
+/* Its CPU twin, for the maps of method=mesh or bane before they are made
+ * (sf_background_view_cpu): the same maps and mask as sf_bkg_view_rows then
+ * sf_threshold_cpu, each row of the mask made just after its rows of the
+ * maps, while they are in cache; bkg and rms NULL: the maps' rows are
+ * dropped (the CPU runner's way). */
+sf_status sf_threshold_view_cpu(const sf_image *img, const sf_bkg_view *view,
+                                const sf_thresh_params *p, const sf_bkg_stats *st, sf_image *bkg,
+                                sf_image *rms, int use_rms, sf_mask *mask);
 
 #ifdef __cplusplus
 }

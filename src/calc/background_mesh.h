@@ -539,6 +539,23 @@ sf_status sf_background_mesh_cpu(const sf_image *img, const sf_bkg_params *p, sf
                                  sf_image *bkg, sf_image *rms);
 /* Parameter checks of method=mesh (called by sf_bkg_check_params). */
 sf_status sf_bkg_mesh_check_params(const sf_bkg_params *p);
+/* The maps' interpolation on the CPU as a reusable set-up (the derivative
+ * grids and each column's place): made from a mesh grid, then the maps
+ * a row at a time (sf_bkg_mesh_interp_rows: into bkg and rms, or, both
+ * NULL, into each thread's scratch rows for row_fn alone, with level_only
+ * the levels alone and r NULL; as sf_bkg_view_rows) or one pixel (sf_bkg_mesh_interp_at, r 0 the level, 1
+ * the rms: the bits the rows hold there, before NaN pixels of the image
+ * are set NaN). sf_background_mesh_interp_cpu: the stage but for its maps
+ * (st as sf_background_cpu's). */
+typedef struct sf_bkg_mesh_interp sf_bkg_mesh_interp;
+sf_status sf_bkg_mesh_interp_make(const sf_bkg_mesh *mesh, const sf_bkg_params *p, int nx, int ny,
+                                  sf_bkg_mesh_interp **out);
+sf_status sf_bkg_mesh_interp_rows(const sf_bkg_mesh_interp *ip, const sf_image *img, sf_image *bkg,
+                                  sf_image *rms, int level_only, sf_bkg_row_fn row_fn, void *ctx);
+float sf_bkg_mesh_interp_at(const sf_bkg_mesh_interp *ip, int r, int x, int y);
+void sf_bkg_mesh_interp_free(sf_bkg_mesh_interp *ip);
+sf_status sf_background_mesh_interp_cpu(const sf_image *img, const sf_bkg_params *p,
+                                        sf_bkg_stats *st, sf_bkg_mesh_interp **ip);
 
 #ifdef __cplusplus
 }

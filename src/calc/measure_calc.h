@@ -10,7 +10,13 @@
 
 #include "skyfind/measure.h"
 #include "fixsum.h"
-#include "background_bane.h" /* sf_bane_grid_at */
+#include "skyfind/background.h" /* sf_bkg_view_at */
+/* A map's pixel from a CPU view (sf_bkg_view_at); never on the device */
+#ifdef __CUDA_ARCH__
+#define MS_VIEW_AT(v, r, x, y) (0.0f)
+#else
+#define MS_VIEW_AT(v, r, x, y) sf_bkg_view_at((v), (r), (x), (y))
+#endif
 
 /* The sums kept per label, relative to the peak pixel (dx = x - peak_x,
  * dy = y - peak_y): value sums with tv = m * 2^e, noise sums with
@@ -37,7 +43,7 @@ enum {
 typedef struct {
     const float *bkg, *rms;  /* maps, or NULL */
     size_t bstride, rstride;
-    const sf_bane_grid *grid; /* CPU: both maps as BANE node grids (bkg, rms NULL), or NULL */
+    const sf_bkg_view *view; /* CPU: both maps before they are made (bkg, rms NULL), or NULL */
     const uint8_t *mask;     /* or NULL */
     size_t mstride;
     float level;             /* subtracted when subtract and no maps (0 without stats) */
@@ -56,7 +62,7 @@ SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
     if (!in->subtract)
         return v;
     b = in->bkg    ? in->bkg[(size_t)y * in->bstride + (size_t)x]
-        : in->grid ? sf_bane_grid_at(in->grid, in->grid->level, x, y)
+        : in->view ? MS_VIEW_AT(in->view, 0, x, y)
                    : in->level;
     m = v - b;
     if (isinf(m) && isfinite(v) && isfinite(b))
@@ -69,7 +75,7 @@ SF_FIX_FN float ms_value(float v, const ms_in *in, int x, int y)
 SF_FIX_FN float ms_level_at(const ms_in *in, int x, int y)
 {
     return in->bkg    ? in->bkg[(size_t)y * in->bstride + (size_t)x]
-           : in->grid ? sf_bane_grid_at(in->grid, in->grid->level, x, y)
+           : in->view ? MS_VIEW_AT(in->view, 0, x, y)
                       : in->level_out;
 }
 
@@ -77,7 +83,7 @@ SF_FIX_FN float ms_level_at(const ms_in *in, int x, int y)
 SF_FIX_FN float ms_noise(const ms_in *in, int x, int y)
 {
     return in->rms    ? in->rms[(size_t)y * in->rstride + (size_t)x]
-           : in->grid ? sf_bane_grid_at(in->grid, in->grid->rms, x, y)
+           : in->view ? MS_VIEW_AT(in->view, 1, x, y)
                       : in->sigma;
 }
 

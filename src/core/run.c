@@ -27,7 +27,7 @@ static void state_free(sf_state *s)
 {
     sf_state_drop_deblend(s); /* host memory on both backends */
     sf_state_drop_fit(s);
-    sf_state_drop_grid(s);
+    sf_state_drop_view(s);
     if (s->backend == SF_BACKEND_GPU) {
         memset(s, 0, sizeof *s);
         return;

@@ -54,18 +54,22 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_status st;
     sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
     s->maps_pending = 0;
-    sf_state_drop_grid(s);
-    if (q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER")) {
+    sf_state_drop_view(s);
+    if (gpu && q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER") &&
+        !getenv("SKYFIND_MAPS_EAGER")) {
         /* the maps left as node grids: made in the threshold stage's pass
          * (sf_state_maps for any other reader), so that they are not read
          * back. SKYFIND_BANE_EAGER=1: made here (the same bits; a
          * benchmark's reference) */
-        if (gpu) {
-            st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
-        } else {
-            st = sf_background_bane_grid_cpu(&s->img, &q, &s->bkg, &s->grid);
-            s->grid_host = st == SF_OK;
-        }
+        st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
+        s->maps_pending = st == SF_OK;
+    } else if (!gpu && q.method != SF_BKG_GLOBAL && b && r && !getenv("SKYFIND_MAPS_EAGER") &&
+               !getenv("SKYFIND_BANE_EAGER")) {
+        /* the CPU's maps left unmade: the threshold's pass makes their rows
+         * and drops them, the stages after it read their pixels from the
+         * view, sf_state_maps makes them for a caller who keeps them.
+         * SKYFIND_MAPS_EAGER=1: made here (the same bytes; the reference) */
+        st = sf_background_view_cpu(&s->img, &q, &s->bkg, &s->view);
         s->maps_pending = st == SF_OK;
     } else {
         st = gpu ? sf_background_gpu(s->g, &s->img, &q, &s->bkg, b, r)
@@ -83,18 +87,18 @@ sf_status sf_state_maps(sf_state *s)
     sf_status st;
     if (!s->maps_pending)
         return SF_OK;
-    if ((st = s->grid_host ? sf_bane_maps_cpu(&s->img, &s->grid, &s->bkgmap, &s->rmsmap, NULL, NULL)
-                           : sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
+    if ((st = s->view ? sf_bkg_view_rows(s->view, &s->bkgmap, &s->rmsmap, 0, NULL, NULL)
+                      : sf_bane_maps_gpu(s->g, &s->img, &s->grid, &s->bkgmap, &s->rmsmap)))
         return st;
     s->maps_pending = 0;
     return SF_OK;
 }
 
-/* The CPU's maps are still node grids: a stage reads their pixels from the
- * grid (sf_bane_grid_at) rather than making them (sf_state_maps). */
-static int maps_by_grid(const sf_state *s, int gpu)
+/* The CPU's maps are not made yet: a stage reads their pixels from the
+ * view (sf_bkg_view_at) rather than making them (sf_state_maps). */
+static int maps_by_view(const sf_state *s, int gpu)
 {
-    return !gpu && s->maps_pending && s->grid_host;
+    return !gpu && s->maps_pending && s->view;
 }
 
 static sf_status bkg_cpu(sf_state *s, const void *p) { return bkg_run(s, p, 0); }
@@ -379,13 +383,12 @@ static sf_status thr_run(sf_state *s, const void *pp, int gpu)
         q.level_scale = s->filt_sum;
         q.noise_scale = s->filt_gain;
     }
-    if (s->maps_pending && s->grid_host) {
-        /* the maps' rows made in the pass and dropped: they stay node grids,
-         * whose few pixels the deblend, measure and fit stages read
-         * (sf_bane_grid_at), so the maps' memory is never touched unless a
+    if (s->maps_pending && s->view) {
+        /* the maps' rows made in the pass and dropped: the deblend, measure
+         * and fit stages read their few pixels from the view
+         * (sf_bkg_view_at), so the maps' memory is never touched unless a
          * caller keeps them (sf_state_maps) */
-        st = sf_threshold_bane_cpu(img, &s->img, &s->grid, &q, &s->bkg, NULL, NULL, !q.rms_global,
-                                   &s->mask);
+        st = sf_threshold_view_cpu(img, s->view, &q, &s->bkg, NULL, NULL, !q.rms_global, &s->mask);
     } else if (s->maps_pending) { /* the maps and the mask in one pass */
         st = sf_threshold_bane_gpu(s->g, img, &s->img, &s->grid, &q, &s->bkg, &s->bkgmap,
                                    &s->rmsmap, !q.rms_global, &s->mask);
@@ -468,8 +471,8 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "deblend needs the threshold and segment stages before it");
     if (s->db_parent)
         return sf_fail(SF_ERR_PARAM, "deblend runs once after each segment stage");
-    const int by_grid = maps_by_grid(s, gpu);
-    if (!by_grid && (st = sf_state_maps(s)))
+    const int by_view = maps_by_view(s, gpu);
+    if (!by_view && (st = sf_state_maps(s)))
         return st;
     if (q.minarea == 0)
         q.minarea = s->seg_min_area > 0 ? s->seg_min_area : 1;
@@ -487,11 +490,11 @@ static sf_status db_run(sf_state *s, const void *pp, int gpu)
     memset(&hb, 0, sizeof hb);
     memset(&hr, 0, sizeof hr);
     memset(&hl, 0, sizeof hl);
-    in.bkg = s->have_maps && !by_grid ? &s->bkgmap : NULL;
-    in.rms = s->have_maps && !by_grid && !t->rms_global ? &s->rmsmap : NULL;
-    if (by_grid) {
-        in.grid = &s->grid;
-        in.grid_rms = !t->rms_global;
+    in.bkg = s->have_maps && !by_view ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !by_view && !t->rms_global ? &s->rmsmap : NULL;
+    if (by_view) {
+        in.view = s->view;
+        in.view_rms = !t->rms_global;
     }
     if (!gpu) {
         st = sf_deblend_cpu(&det, &in, &q, &s->labels, s->nlabels, &nobj, &parent, &nchild);
@@ -566,9 +569,9 @@ static sf_status meas_run(sf_state *s, const void *pp, int gpu)
                           s->have_maps ? &s->bkgmap : NULL, s->have_maps ? &s->rmsmap : NULL,
                           (s->have & SF_DATA_MASK) ? &s->mask : NULL,
                           (s->have & SF_DATA_MASK) && s->labels_in_mask, NULL};
-    if (maps_by_grid(s, gpu)) {
+    if (maps_by_view(s, gpu)) {
         aux.bkg = aux.rms = NULL;
-        aux.grid = &s->grid;
+        aux.view = s->view;
     } else if ((st = sf_state_maps(s))) {
         return st;
     }
@@ -629,13 +632,13 @@ static sf_status fit_run(sf_state *s, const void *pp, int gpu)
         return sf_fail(SF_ERR_PARAM, "fit needs a background stage (its weights are the noise)");
     if (s->comps || s->comps_dev)
         return sf_fail(SF_ERR_PARAM, "fit runs once after each measure stage");
-    const int by_grid = maps_by_grid(s, gpu);
-    if (!by_grid && (st = sf_state_maps(s)))
+    const int by_view = maps_by_view(s, gpu);
+    if (!by_view && (st = sf_state_maps(s)))
         return st;
     memset(&in, 0, sizeof in);
-    in.bkg = s->have_maps && !by_grid ? &s->bkgmap : NULL;
-    in.rms = s->have_maps && !by_grid ? &s->rmsmap : NULL;
-    in.grid = by_grid ? &s->grid : NULL;
+    in.bkg = s->have_maps && !by_view ? &s->bkgmap : NULL;
+    in.rms = s->have_maps && !by_view ? &s->rmsmap : NULL;
+    in.view = by_view ? s->view : NULL;
     in.mask = (s->have & SF_DATA_MASK) && s->labels_in_mask ? &s->mask : NULL;
     in.level = (float)s->bkg.median;
     in.sigma = (float)s->bkg.sigma;

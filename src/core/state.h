@@ -17,17 +17,18 @@ struct sf_state {
     sf_bkg_stats bkg;
     sf_image bkgmap, rmsmap; /* allocated for method=mesh, or when kept */
     int have_maps;          /* the background stage produced per-pixel maps */
-    int maps_pending;       /* ... which method=bane left as node grids (grid):
-                               on the GPU made by the threshold stage in its
-                               pass, or by sf_state_maps before anything else
-                               reads them; on the CPU the threshold's pass
+    int maps_pending;       /* ... which are not made yet. The GPU's method=bane
+                               leaves node grids (grid): the threshold stage
+                               makes the maps in its pass, or sf_state_maps
+                               before anything else reads them. The CPU's mesh
+                               and bane leave a view: the threshold's pass
                                makes their rows and drops them, the deblend,
                                measure and fit stages read their pixels from
-                               the grid, and sf_state_maps makes them only for
+                               the view, and sf_state_maps makes them only for
                                a caller who keeps them, or the negative pass */
-    sf_bane_grid grid;
-    int grid_host;          /* grid is the CPU's (host memory, this state's to free);
-                               else the GPU's, in the context's buffer */
+    sf_bane_grid grid;      /* the GPU's (in the context's buffer) */
+    sf_bkg_view *view;      /* the CPU's maps before they are made (method=mesh or
+                               bane; this state's to free): maps_pending */
     sf_mask mask;
     sf_labels labels;
     int nlabels;
@@ -69,12 +70,11 @@ struct sf_state {
  * fit stages in src/core/stages.c; the runner's inversion and collect). */
 sf_status sf_state_maps(sf_state *s);
 
-/* Forget the CPU's node grids (the GPU's belong to its context). */
-static inline void sf_state_drop_grid(sf_state *s)
+/* Forget the CPU's view of the maps (the GPU's grids belong to its context). */
+static inline void sf_state_drop_view(sf_state *s)
 {
-    if (s->grid_host)
-        sf_bane_grid_free_cpu(&s->grid);
-    s->grid_host = 0;
+    sf_bkg_view_free(s->view);
+    s->view = NULL;
 }
 
 /* Forget a deblend stage's tables (host memory on both backends). */
