@@ -534,6 +534,32 @@ static size_t maps_differ(const sf_image *hb, const sf_image *hr, const sf_image
     return bad;
 }
 
+/* The threshold cases of the grid and view checks: two levels, the image
+ * or the filtered stand-in (scales 1.7, 1.3), the rms map or one sigma,
+ * the level subtracted or not. */
+static void thr_case(sf_thresh_params *q, int filtered, int use_rms, int subtract)
+{
+    sf_thresh_params_default(q);
+    q->nsigma = 2.5;
+    q->flood = 1.0;
+    q->subtract = subtract;
+    q->rms_global = !use_rms;
+    q->filtered = filtered;
+    q->level_scale = filtered ? 1.7 : 1;
+    q->noise_scale = filtered ? 1.3 : 1;
+}
+
+/* A stand-in for a filtered image (f, allocated like im): 1.7 v - 0.3, NaN
+ * at some finite pixels. */
+static void filtered_standin(const sf_image *im, sf_image *f)
+{
+    for (int y = 0; y < im->ny; y++)
+        for (int x = 0; x < im->nx; x++) {
+            float v = im->data[(size_t)y * im->stride + x];
+            f->data[(size_t)y * f->stride + x] = (x * 7 + y * 3) % 97 == 0 ? NAN : 1.7f * v - 0.3f;
+        }
+}
+
 /* The CPU runner's way, for method=bane or mesh (p): the maps left unmade
  * (sf_background_view_cpu), the view's stats, every pixel read from it
  * (sf_bkg_view_at), the maps made from it (sf_bkg_view_rows) and the
@@ -606,25 +632,14 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
                       memcmp(gr.data, cr.data, n * sizeof(float)) == 0,
                   "%s: sf_bkg_view_rows's maps differ from sf_background_cpu's", what);
     ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
-    for (int y = 0; y < ny; y++)
-        for (int x = 0; x < nx; x++) {
-            float v = im->data[(size_t)y * im->stride + x];
-            f.data[(size_t)y * f.stride + x] = (x * 7 + y * 3) % 97 == 0 ? NAN : 1.7f * v - 0.3f;
-        }
+    filtered_standin(im, &f);
     ck_assert_int_eq(sf_mask_alloc(&cm, nx, ny, SF_HOST, NULL), SF_OK);
     ck_assert_int_eq(sf_mask_alloc(&gm, nx, ny, SF_HOST, NULL), SF_OK);
     for (int k = 0; k < 4; k++) {
         const int filtered = k >= 2, use_rms = k != 1, subtract = k != 3;
         sf_thresh_params q;
         size_t set = 0;
-        sf_thresh_params_default(&q);
-        q.nsigma = 2.5;
-        q.flood = 1.0;
-        q.subtract = subtract;
-        q.rms_global = !use_rms;
-        q.filtered = filtered;
-        q.level_scale = filtered ? 1.7 : 1;
-        q.noise_scale = filtered ? 1.3 : 1;
+        thr_case(&q, filtered, use_rms, subtract);
         memset(gb.data, 0x5a, n * sizeof(float));
         memset(gr.data, 0xa5, n * sizeof(float));
         memset(gm.data, 0x77, n);
@@ -903,11 +918,7 @@ static void gpu_grid_vs_cpu(sf_gpu *g, const sf_image *im, const sf_image *d, co
     ck_assert_msg(bad == 0, "%s (sf_bane_maps_gpu): %zu of %zu pixels differ", what, bad, n);
     /* the filtered stand-in: 1.7 v - 0.3, NaN at some finite pixels */
     ck_assert_int_eq(sf_image_alloc(&f, nx, ny, SF_HOST, NULL), SF_OK);
-    for (int y = 0; y < ny; y++)
-        for (int x = 0; x < nx; x++) {
-            float v = im->data[(size_t)y * im->stride + x];
-            f.data[(size_t)y * f.stride + x] = (x * 7 + y * 3) % 97 == 0 ? NAN : 1.7f * v - 0.3f;
-        }
+    filtered_standin(im, &f);
     ck_assert_int_eq(sf_image_alloc(&df, nx, ny, SF_DEVICE, g), SF_OK);
     ck_assert_int_eq(sf_image_upload(g, &f, &df), SF_OK);
     ck_assert_int_eq(sf_mask_alloc(&dm, nx, ny, SF_DEVICE, g), SF_OK);
@@ -917,14 +928,7 @@ static void gpu_grid_vs_cpu(sf_gpu *g, const sf_image *im, const sf_image *d, co
         const int filtered = k >= 2, use_rms = k != 1, subtract = k != 3;
         sf_thresh_params q;
         char how[64];
-        sf_thresh_params_default(&q);
-        q.nsigma = 2.5;
-        q.flood = 1.0;
-        q.subtract = subtract;
-        q.rms_global = !use_rms;
-        q.filtered = filtered;
-        q.level_scale = filtered ? 1.7 : 1;
-        q.noise_scale = filtered ? 1.3 : 1;
+        thr_case(&q, filtered, use_rms, subtract);
         snprintf(how, sizeof how, "threshold: %s, rms %s, subtract %d", filtered ? "filtered" : "image",
                  use_rms ? "map" : "global", subtract);
         sftest_poison(g, db.data, n * sizeof(float));
