@@ -2,7 +2,11 @@
  * around the median to convergence, exactly as the GPU-programming lesson's
  * numpy code (median of the current set, population std, keep
  * median - k*std < v < median + k*std, stop when nothing is clipped).
- * Bounds are formed in float32 as numpy does with float32 data. */
+ * Bounds are formed in float32 as numpy does with float32 data. The file:
+ * the parameters' defaults and checks; the global clipping's passes and
+ * sf_background_cpu (which hands mesh and bane to their files); last, the
+ * CPU runner's view of local maps before they are made (sf_bkg_view: BANE's
+ * grid or the mesh's interpolation, one pixel or the rows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1043,11 +1047,10 @@ sf_status sf_background_view_cpu(const sf_image *img, const sf_bkg_params *p, sf
 
 float sf_bkg_view_at(const sf_bkg_view *v, int r, int x, int y)
 {
-    if (v->bane) /* NaN where the image is NaN: the grid knows the image */
-        return sf_bane_grid_at(&v->grid, r ? v->grid.rms : v->grid.level, x, y);
-    if (v->nan && isnan(v->img.data[(size_t)y * v->img.stride + x]))
+    if (v->nan && isnan(v->img.data[(size_t)y * v->img.stride + x])) /* both maps' rule */
         return NAN;
-    return sf_bkg_mesh_interp_at(v->mesh, r, x, y);
+    return v->bane ? sf_bane_grid_at(&v->grid, r ? v->grid.rms : v->grid.level, x, y)
+                   : sf_bkg_mesh_interp_at(v->mesh, r, x, y);
 }
 
 sf_status sf_bkg_view_rows(const sf_bkg_view *v, sf_image *bkg, sf_image *rms, int level_only,

@@ -22,9 +22,13 @@
  *   - its median from a window placed by its left neighbour's level:
  *     middle_small, median_near; bane_node_cells, the node;
  * - the stage: bane_per, sf_bane_no_node, grid_median and
- *   sf_bane_grid_stats (the run summary), map_row (a row of both maps),
- *   sf_background_bane_cpu (node rows a group at a time, the group's cells
- *   first; the fill; the maps a node span at a time).
+ *   sf_bane_grid_stats (the run summary), map_row (a row of both maps);
+ *   bane_nodes (node rows a group at a time, the group's cells first; the
+ *   fill), sf_background_bane_grid_cpu (the nodes as a grid with each
+ *   column's and row's place: what the CPU runner keeps, sf_bkg_view in
+ *   cpu/background.c), sf_bane_maps_cpu (the maps from a grid a node span
+ *   at a time, into the maps or each thread's scratch rows for a row
+ *   function: the threshold's pass), sf_background_bane_cpu (both).
  * Nodes run in parallel (OpenMP); each is computed alone, so the maps do not
  * depend on the thread count. bane_node, bane_cell_fill, bane_node_cells
  * and map_row have an AVX2 and a baseline build (src/calc/simd.h: the same
@@ -1275,8 +1279,6 @@ sf_status sf_background_bane_grid_cpu(const sf_image *img, const sf_bkg_params *
         grid->ncx = ncx;
         grid->ncy = ncy;
         grid->nan = nfinite < (long long)sf_npix(nx, ny);
-        grid->img = img->data;
-        grid->istride = img->stride;
     }
     free(fb);
     free(fs);

@@ -1,7 +1,14 @@
 /* Stage `background`, method=mesh, CPU twin: SExtractor's background as SEP
  * implements it (per-mesh clipped histogram mode and rms, bad meshes filled,
  * median filter, bicubic spline to every pixel). The per-mesh arithmetic
- * lives in background_mesh.h, shared with gpu/background_mesh.cu. */
+ * lives in background_mesh.h, shared with gpu/background_mesh.cu. In order:
+ * the meshes' statistics (bkg_mesh_stat .. bkg_mesh_run, sf_bkg_mesh_cpu);
+ * the spline's derivative grids (bkg_grids) and a row of both maps
+ * (interp_row); the interpolation as a set-up the CPU runner keeps
+ * (sf_bkg_mesh_interp: make, interp_node, one pixel, the rows into the
+ * maps or scratch rows for a row function) and sf_bkg_interp_cpu on it;
+ * the stage without its maps (sf_background_mesh_interp_cpu, for
+ * sf_bkg_view in cpu/background.c) and with them (sf_background_mesh_cpu). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,7 +514,9 @@ sf_status sf_bkg_mesh_interp_make(const sf_bkg_mesh *mesh, const sf_bkg_params *
 }
 
 /* Node column k of image row y (its fraction dy and mesh row ky): value and
- * x-derivative of map r (0 levels, 1 rms), as the row loop makes them. */
+ * x-derivative of map r (0 levels, 1 rms), for the row loop and for one
+ * pixel alike. One row of meshes: SExtractor uses the nodes and their
+ * (zero) y-derivatives as they are, so x is linear. */
 static void interp_node(const sf_bkg_mesh_interp *ip, int r, int ky, float dy, int k, float *v,
                         float *d)
 {
@@ -516,7 +525,7 @@ static void interp_node(const sf_bkg_mesh_interp *ip, int r, int ky, float dy, i
     if (ip->nby > 1) {
         const size_t lo = (size_t)ky * ip->nbx + k, hi = lo + ip->nbx;
         sf_bkg_node(m, g, g + nb, g + 2 * nb, lo, hi, dy, v, d);
-    } else { /* one row of meshes: the nodes as they are, x linear */
+    } else {
         *v = m[k];
         *d = 0.0f;
     }
@@ -543,8 +552,6 @@ sf_status sf_bkg_mesh_interp_rows(const sf_bkg_mesh_interp *ip, const sf_image *
                                   sf_image *rms, int level_only, sf_bkg_row_fn row_fn, void *ctx)
 {
     const int nbx = ip->nbx, nby = ip->nby, nx = ip->nx, ny = ip->ny, nt = nthreads();
-    const size_t nb = (size_t)nbx * nby;
-    const float *grid = ip->grid;
     float *scratch;
     if (img->loc != SF_HOST || !img->data || img->nx != nx || img->ny != ny)
         return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
@@ -558,7 +565,8 @@ sf_status sf_bkg_mesh_interp_rows(const sf_bkg_mesh_interp *ip, const sf_image *
     const size_t per = 4 * (size_t)(nbx + 1) + (bkg ? 0 : 2 * (size_t)nx);
     scratch = malloc((size_t)(nt > 1 ? nt : 1) * per * sizeof *scratch);
     if (!scratch)
-        return sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes", (int)nb);
+        return sf_fail(SF_ERR_NOMEM, "background interpolation: work space for %d meshes",
+                       nbx * nby);
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < ny; y++) {
         float *nb_ = scratch + (size_t)thread_id() * per;
@@ -567,23 +575,14 @@ sf_status sf_bkg_mesh_interp_rows(const sf_bkg_mesh_interp *ip, const sf_image *
         const float *in = img->data + (size_t)y * img->stride;
         float *ob = bkg ? bkg->data + (size_t)y * bkg->stride : nb_ + 4 * (size_t)(nbx + 1),
               *os = bkg ? rms->data + (size_t)y * rms->stride : level_only ? NULL : ob + nx;
-        if (nby > 1) { /* subbackline: each column of nodes at this row (sf_bkg_node) */
-            int ky;
-            float dy;
+        int ky = 0;
+        float dy = 0.0f;
+        if (nby > 1) /* subbackline: each column of nodes at this row */
             sf_bkg_axis_pos(y, ip->box, nby, 0, &ky, &dy);
-            for (int x = 0; x < nbx; x++) {
-                size_t lo = (size_t)ky * nbx + x, hi = lo + nbx;
-                sf_bkg_node(ip->mb, grid, grid + nb, grid + 2 * nb, lo, hi, dy, &nodeb[x], &dnb[x]);
-                if (os)
-                    sf_bkg_node(ip->mr, grid + 3 * nb, grid + 4 * nb, grid + 5 * nb, lo, hi, dy,
-                                &nodes[x], &dns[x]);
-            }
-        } else { /* one row of meshes: SExtractor uses the nodes and their (zero)
-                    y-derivatives as they are, so x is linear */
-            memcpy(nodeb, ip->mb, (size_t)nbx * sizeof *nodeb);
-            memcpy(nodes, ip->mr, (size_t)nbx * sizeof *nodes);
-            memset(dnb, 0, (size_t)nbx * sizeof *dnb);
-            memset(dns, 0, (size_t)nbx * sizeof *dns);
+        for (int x = 0; x < nbx; x++) {
+            interp_node(ip, 0, ky, dy, x, &nodeb[x], &dnb[x]);
+            if (os)
+                interp_node(ip, 1, ky, dy, x, &nodes[x], &dns[x]);
         }
         if (nbx > 1)
             interp_row(ob, os, nodeb, nodes, dnb, dns, ip->seg, ip->nseg, ip->dxt, in, nx);
@@ -605,9 +604,7 @@ sf_status sf_bkg_interp_cpu(const sf_bkg_mesh *mesh, const sf_bkg_params *p, con
 {
     sf_bkg_mesh_interp *ip;
     sf_status s;
-    if (mesh->loc != SF_HOST || img->loc != SF_HOST || !mesh->bkg || !mesh->rms || !img->data)
-        return sf_fail(SF_ERR_PARAM, "sf_bkg_interp_cpu needs host mesh arrays and a host image");
-    if (!check_map(bkg, img) || !check_map(rms, img))
+    if (!bkg || !rms) /* the rows would go to scratch: sf_bkg_mesh_interp_rows checks the rest */
         return sf_fail(SF_ERR_PARAM,
                        "sf_bkg_interp_cpu needs host bkg and rms maps of the image's size %dx%d",
                        img->nx, img->ny);

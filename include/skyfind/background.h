@@ -119,9 +119,6 @@ typedef struct {
     int nx, ny, step, ncx, ncy;
     int nan;                  /* the image has non-finite pixels: read it where
                                  the maps are made (they are NaN where it is NaN) */
-    const float *img;         /* CPU: the image it was made from (host), for its
-                                 NaN (sf_bane_grid_at) */
-    size_t istride;
 } sf_bane_grid;
 sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_bkg_params *p,
                                       sf_bkg_stats *st, sf_bane_grid *grid);
@@ -129,8 +126,7 @@ sf_status sf_background_bane_grid_gpu(sf_gpu *g, const sf_image *img, const sf_b
 sf_status sf_bane_maps_gpu(sf_gpu *g, const sf_image *img, const sf_bane_grid *grid, sf_image *bkg,
                            sf_image *rms);
 /* The CPU twins. sf_background_bane_grid_cpu: the grid in host memory (one
- * block, freed by sf_bane_grid_free_cpu; it points at img, which must
- * outlive it), st as sf_background_cpu's. sf_bane_maps_cpu: both maps, the
+ * block, freed by sf_bane_grid_free_cpu), st as sf_background_cpu's. sf_bane_maps_cpu: both maps, the
  * same bits as sf_background_cpu's, a row at a time; row_fn (NULL: none) is
  * called on each row y just after it is made, on the thread that made it,
  * with its rows of both maps (b, r) in that core's cache: the threshold

@@ -209,17 +209,13 @@ SF_BKG_HD static inline double sf_bane_lerp(double a, double b, double t)
 }
 
 /* One pixel of a map of a host grid (sf_background_bane_grid_cpu; v its
- * level or rms), the rule above: the bits sf_bane_maps_cpu writes there.
- * The CPU's deblend, measure and fit stages read the maps this way when
- * the runner left them as grids (sf_deblend_in, sf_measure_aux and
- * sf_fit_in's grid). */
+ * level or rms), the rule above: the bits sf_bane_maps_cpu writes there
+ * where the image is not NaN (the caller sets NaN: sf_bkg_view_at). */
 SF_BKG_HD static inline float sf_bane_grid_at(const sf_bane_grid *g, const double *v, int x, int y)
 {
     const int ncx = g->ncx;
     const size_t i = (size_t)g->ay[y].k * ncx + g->ax[x].k;
     const double tx = g->ax[x].t;
-    if (g->nan && isnan(g->img[(size_t)y * g->istride + x]))
-        return NAN;
     return (float)sf_bane_lerp(sf_bane_lerp(v[i], v[i + 1], tx),
                                sf_bane_lerp(v[i + ncx], v[i + ncx + 1], tx), g->ay[y].t);
 }

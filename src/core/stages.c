@@ -53,22 +53,21 @@ static sf_status bkg_run(sf_state *s, const void *pp, int gpu)
     sf_bkg_params q = *p;
     sf_status st;
     sf_bkg_resolve_auto(&q, s->beam_pix, s->beam_min_pix);
+    /* SKYFIND_MAPS_EAGER=1 (or its older name SKYFIND_BANE_EAGER): the maps
+     * made here, as before (the same bytes; a benchmark's reference) */
+    const int later = b && r && !getenv("SKYFIND_MAPS_EAGER") && !getenv("SKYFIND_BANE_EAGER");
     s->maps_pending = 0;
     sf_state_drop_view(s);
-    if (gpu && q.method == SF_BKG_BANE && b && r && !getenv("SKYFIND_BANE_EAGER") &&
-        !getenv("SKYFIND_MAPS_EAGER")) {
+    if (gpu && q.method == SF_BKG_BANE && later) {
         /* the maps left as node grids: made in the threshold stage's pass
          * (sf_state_maps for any other reader), so that they are not read
-         * back. SKYFIND_BANE_EAGER=1: made here (the same bits; a
-         * benchmark's reference) */
+         * back */
         st = sf_background_bane_grid_gpu(s->g, &s->img, &q, &s->bkg, &s->grid);
         s->maps_pending = st == SF_OK;
-    } else if (!gpu && q.method != SF_BKG_GLOBAL && b && r && !getenv("SKYFIND_MAPS_EAGER") &&
-               !getenv("SKYFIND_BANE_EAGER")) {
+    } else if (!gpu && q.method != SF_BKG_GLOBAL && later) {
         /* the CPU's maps left unmade: the threshold's pass makes their rows
          * and drops them, the stages after it read their pixels from the
-         * view, sf_state_maps makes them for a caller who keeps them.
-         * SKYFIND_MAPS_EAGER=1: made here (the same bytes; the reference) */
+         * view, sf_state_maps makes them for a caller who keeps them */
         st = sf_background_view_cpu(&s->img, &q, &s->bkg, &s->view);
         s->maps_pending = st == SF_OK;
     } else {
