@@ -677,62 +677,47 @@ static size_t cpu_grid_vs_eager(const sf_image *im, const sf_bkg_params *p, cons
 
 START_TEST(test_grid_cpu)
 {
-    static const int steps[][2] = {{16, 96}, {5, 31}, {3, 1}, {30, 180}, {12, 96}};
-    const int nsteps = (int)(sizeof steps / sizeof steps[0]);
+    /* method=bane (step, box; seeds 10 k + i) and method=mesh (box, interp;
+     * seeds 70 + 10 k + i): boxes of 1 mesh to several, one row or column
+     * of meshes, bicubic and bilinear */
+    static const struct {
+        int mesh, a, b, seed0;
+    } cases[] = {{0, 16, 96, 0},  {0, 5, 31, 0},   {0, 3, 1, 0},
+                 {0, 30, 180, 0}, {0, 12, 96, 0},  {1, 64, SF_BKG_INTERP_BICUBIC, 70},
+                 {1, 17, SF_BKG_INTERP_BILINEAR, 70}, {1, 300, SF_BKG_INTERP_BICUBIC, 70}};
     size_t set = 0;
     int runs = 0;
 #ifdef _OPENMP
     const int nt0 = omp_get_max_threads();
 #endif
-    for (int k = 0; sftest_sizes[k][0]; k++) {
-        if (sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 600 * 600)
-            continue;
-        for (int nan = 0; nan < 2; nan++)
-            for (int s = 0; s < nsteps; s++) {
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        const int i = cases[c].mesh ? c - 5 : c; /* the case's place among its method's */
+        for (int k = 0; sftest_sizes[k][0]; k++) {
+            if (sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 600 * 600)
+                continue;
+            for (int nan = 0; nan < 2; nan++) {
                 sf_image im;
-                sf_bkg_params p = bane_params(steps[s][0], steps[s][1]);
+                sf_bkg_params p = bane_params(cases[c].a, cases[c].b);
                 char what[96];
-                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 10 * k + s, k,
-                                   nan * 0.2);
+                if (cases[c].mesh) {
+                    sf_bkg_params_default(&p);
+                    p.method = SF_BKG_MESH;
+                    p.box = cases[c].a;
+                    p.interp = cases[c].b;
+                }
+                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1],
+                                   cases[c].seed0 + 10 * k + i, k, nan * 0.2);
 #ifdef _OPENMP
-                omp_set_num_threads(1 + (s + nan) % 3);
+                omp_set_num_threads(1 + (i + nan) % 3);
 #endif
-                snprintf(what, sizeof what, "cpu grid: %dx%d step %d box %d nan=%d", im.nx, im.ny,
-                         p.step, p.box, nan);
+                snprintf(what, sizeof what, "cpu %s: %dx%d %d %d nan=%d",
+                         cases[c].mesh ? "view: mesh box, interp" : "grid: step, box", im.nx,
+                         im.ny, cases[c].a, cases[c].b, nan);
                 set += cpu_grid_vs_eager(&im, &p, what);
                 runs++;
                 sf_image_free(&im, NULL);
             }
-    }
-#ifdef _OPENMP
-    omp_set_num_threads(nt0);
-#endif
-    /* method=mesh: bicubic and bilinear, boxes of 1 mesh to several, one
-     * row or column of meshes */
-    for (int k = 0; sftest_sizes[k][0]; k++) {
-        if (sf_npix(sftest_sizes[k][0], sftest_sizes[k][1]) > 600 * 600)
-            continue;
-        for (int nan = 0; nan < 2; nan++)
-            for (int b = 0; b < 3; b++) {
-                static const int boxes[] = {64, 17, 300};
-                sf_image im;
-                sf_bkg_params p;
-                char what[96];
-                sf_bkg_params_default(&p);
-                p.method = SF_BKG_MESH;
-                p.box = boxes[b];
-                p.interp = b == 1 ? SF_BKG_INTERP_BILINEAR : SF_BKG_INTERP_BICUBIC;
-                sftest_noise_image(&im, sftest_sizes[k][0], sftest_sizes[k][1], 70 + 10 * k + b, k,
-                                   nan * 0.2);
-#ifdef _OPENMP
-                omp_set_num_threads(1 + (b + nan) % 3);
-#endif
-                snprintf(what, sizeof what, "cpu view: %dx%d mesh box %d interp %d nan=%d", im.nx,
-                         im.ny, p.box, p.interp, nan);
-                set += cpu_grid_vs_eager(&im, &p, what);
-                runs++;
-                sf_image_free(&im, NULL);
-            }
+        }
     }
 #ifdef _OPENMP
     omp_set_num_threads(nt0);
