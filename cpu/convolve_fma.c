@@ -2,16 +2,18 @@
  * AVX-512 build, an AVX2 + FMA build and a scalar fmaf() build of the same
  * chains, picked by sf_simd_level.
  *
- * The vector builds keep a step's input vectors in registers: for each of
- * the band's input rows, the KX shifted vectors of a 16-column block (two
- * blocks for KX <= 15 in AVX-512; 8 columns in AVX2) are loaded once and
- * serve every output row that reads the row (up to SF_CONV2D_RB), each
- * output row's partial a chain of KX FMAs whose weight is broadcast from
- * memory. KX is a compile-time constant there (one copy per width up to 27
- * in AVX-512 and 15 in AVX2; wider kernels take a copy that loads the input
- * at every tap). The rows' sums sit in a 64-byte aligned block in L1
- * (float, or double with dbl): unaligned, its loads and stores split cache
- * lines, which took the H200 host's 15x15 at 2048^2 from 24 to 37 ms. */
+ * The vector builds take a band's input rows one at a time; each feeds up
+ * to SF_CONV2D_RB output rows, whose partials (each a chain of KX FMAs over
+ * the row's taps, the weight broadcast from memory) are computed four rows
+ * side by side, then two, then one, over SF_CONV2D_VEC columns in AVX-512
+ * (four vectors) and 16 in AVX2 (two): many independent chains, so the FMA
+ * units are not left waiting on one chain's latency. The input vectors are
+ * loaded at each tap (L1 hits), the same loads for every row of a group. KX
+ * is a compile-time constant up to 27 (one copy per width; wider kernels
+ * take a copy with a runtime loop). The rows' sums sit in a 64-byte
+ * aligned block in L1 (float, or double with dbl): unaligned, its loads and
+ * stores split cache lines, which took the H200 host's 15x15 at 2048^2 from
+ * 24 to 37 ms. */
 #include <math.h>
 #include <string.h>
 #include "simd.h"
@@ -55,6 +57,7 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
 /* ---- AVX-512 --------------------------------------------------------------- */
 
 #define T512 __attribute__((target("avx512f,fma")))
+#define NB512 (SF_CONV2D_VEC / 16) /* blocks of 16 columns a step */
 
 /* s (float, or double with dbl) += the 16 partials p */
 static inline __attribute__((always_inline)) T512 void add16(float *sf, double *sd, int dbl,
@@ -96,67 +99,78 @@ static inline __attribute__((always_inline)) void zero_block(float *sf, double *
             memset(sf + r * SF_CONV2D_VEC, 0, (size_t)w * sizeof *sf);
 }
 
-/* KX a constant (kx < 0: the runtime width -kx, the input loaded at every tap). */
+/* R <= 4 output rows' chains side by side (rows r0 .. r0 + R - 1 read
+ * kernel rows jr - r0 down to jr - r0 - R + 1: weights w0, w0 - n, ...),
+ * each over NB512 blocks of 16 columns: up to 16 independent chains, which
+ * share each tap's input vectors (loaded from the input row e) and each
+ * weight's broadcast. The chains of one row alone wait on each FMA's
+ * latency: that schedule (the input vectors held in registers, the rows one
+ * or two at a time) took the H200 host 24 against 23 ms for 15x15 at 2048^2
+ * and 200 against 116 ms for 31x31, and the VM's AVX2 build 53 against
+ * 35 ms (tests/bench/RESULTS.md, stop 57). */
 static inline __attribute__((always_inline)) T512 void
-band512_body(const float *const *rows, const float *wf, const int KX, const int NB, int kx, int ky,
-             int nx, int rb, int dbl, float *out, size_t ostride)
+chains512(const float *e, const float *w0, const int KX, int n, const int R, float *sf, double *sd,
+          int dbl)
+{
+    __m512 p[4][NB512];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NB512; c++)
+            p[r][c] = _mm512_setzero_ps();
+    (void)KX;
+#pragma GCC unroll 32
+    for (int t = 0; t < n; t++) {
+        __m512 v[NB512];
+#pragma GCC unroll 4
+        for (int c = 0; c < NB512; c++)
+            v[c] = _mm512_loadu_ps(e + 16 * c + t);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 wt = _mm512_set1_ps(w0[t - (ptrdiff_t)r * n]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NB512; c++)
+                p[r][c] = _mm512_fmadd_ps(wt, v[c], p[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NB512; c++)
+            add16(sf + r * SF_CONV2D_VEC + 16 * c, sd + r * SF_CONV2D_VEC + 16 * c, dbl, p[r][c]);
+}
+
+/* KX a constant (0: the runtime width kx, its loop not unrolled). Each
+ * input row of the band feeds the output rows [rlo, rhi]: four at a time,
+ * then two, then one; each row's partials are added in kernel-row order,
+ * so the sums are those of convolve_fma.h whatever the grouping. */
+static inline __attribute__((always_inline)) T512 void
+band512_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
+             int rb, int dbl, float *out, size_t ostride)
 {
     const int n = KX > 0 ? KX : kx;
     _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];
     _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];
-    for (int x = 0; x < nx; x += 16 * NB) {
-        zero_block(sf, sd, dbl, rb, 16 * NB);
+    for (int x = 0; x < nx; x += 16 * NB512) {
+        zero_block(sf, sd, dbl, rb, 16 * NB512);
         for (int jr = 0; jr < rb + ky - 1; jr++) {
             const float *e = rows[jr] + x;
             ROW_RANGE(jr, ky, rb, rlo, rhi);
-            if (KX > 0) {
-                __m512 v[2][KX > 0 ? KX : 1];
-#pragma GCC unroll 32
-                for (int t = 0; t < KX; t++)
-                    for (int c = 0; c < NB; c++)
-                        v[c][t] = _mm512_loadu_ps(e + 16 * c + t);
-                int r = rlo;
-                if (NB == 1) /* two output rows' chains side by side (21x21 at 2048^2 on
-                              * the VM: 36 against 39-47 ms one at a time) */
-                    for (; r < rhi; r += 2) {
-                        const float *w0 = wf + (size_t)(jr - r) * KX, *w1 = w0 - KX;
-                        __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
-#pragma GCC unroll 32
-                        for (int t = 0; t < KX; t++) {
-                            p0 = _mm512_fmadd_ps(_mm512_set1_ps(w0[t]), v[0][t], p0);
-                            p1 = _mm512_fmadd_ps(_mm512_set1_ps(w1[t]), v[0][t], p1);
-                        }
-                        add16(sf + r * SF_CONV2D_VEC, sd + r * SF_CONV2D_VEC, dbl, p0);
-                        add16(sf + (r + 1) * SF_CONV2D_VEC, sd + (r + 1) * SF_CONV2D_VEC, dbl, p1);
-                    }
-                for (; r <= rhi; r++) {
-                    const float *w = wf + (size_t)(jr - r) * KX;
-                    __m512 p[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-#pragma GCC unroll 32
-                    for (int t = 0; t < KX; t++) {
-                        const __m512 wt = _mm512_set1_ps(w[t]);
-                        for (int c = 0; c < NB; c++)
-                            p[c] = _mm512_fmadd_ps(wt, v[c][t], p[c]);
-                    }
-                    for (int c = 0; c < NB; c++)
-                        add16(sf + r * SF_CONV2D_VEC + 16 * c, sd + r * SF_CONV2D_VEC + 16 * c, dbl,
-                              p[c]);
-                }
-            } else {
-                for (int r = rlo; r <= rhi; r++) {
-                    const float *w = wf + (size_t)(jr - r) * n;
-                    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
-                    for (int t = 0; t < n; t++) {
-                        const __m512 wt = _mm512_set1_ps(w[t]);
-                        p0 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(e + t), p0);
-                        p1 = _mm512_fmadd_ps(wt, _mm512_loadu_ps(e + 16 + t), p1);
-                    }
-                    add16(sf + r * SF_CONV2D_VEC, sd + r * SF_CONV2D_VEC, dbl, p0);
-                    add16(sf + r * SF_CONV2D_VEC + 16, sd + r * SF_CONV2D_VEC + 16, dbl, p1);
-                }
+            int r = rlo;
+            for (; r + 3 <= rhi; r += 4)
+                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
+            if (r + 1 <= rhi) {
+                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
+                r += 2;
             }
+            if (r <= rhi)
+                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
         }
-        store_block(sf, sd, dbl, rb, nx - x < 16 * NB ? nx - x : 16 * NB, out, ostride, x);
+        store_block(sf, sd, dbl, rb, nx - x < 16 * NB512 ? nx - x : 16 * NB512, out,
+                    ostride, x);
     }
 }
 
@@ -168,14 +182,12 @@ static T512 void band512(const float *const *rows, const float *wf, int kx, int 
                          int dbl, float *out, size_t ostride)
 {
     switch (kx) {
-#define CASE2(K) case K: band512_body(rows, wf, K, 2, kx, ky, nx, rb, dbl, out, ostride); return;
-#define CASE1(K) case K: band512_body(rows, wf, K, 1, kx, ky, nx, rb, dbl, out, ostride); return;
-        KX_1_15(CASE2)
-        KX_16_27(CASE1)
-#undef CASE1
-#undef CASE2
+#define CASE(K) case K: band512_body(rows, wf, K, kx, ky, nx, rb, dbl, out, ostride); return;
+        KX_1_15(CASE)
+        KX_16_27(CASE)
+#undef CASE
     default:
-        band512_body(rows, wf, 0, 2, kx, ky, nx, rb, dbl, out, ostride);
+        band512_body(rows, wf, 0, kx, ky, nx, rb, dbl, out, ostride);
     }
 }
 
@@ -195,6 +207,34 @@ static inline __attribute__((always_inline)) T256 void add8(float *sf, double *s
     }
 }
 
+/* chains512's schedule in AVX2 + FMA: R <= 4 rows' chains over two blocks
+ * of 8 columns (16 registers: 8 sums, 2 inputs, a weight). */
+static inline __attribute__((always_inline)) T256 void
+chains256(const float *e, const float *w0, const int KX, int n, const int R, float *sf, double *sd,
+          int dbl)
+{
+    __m256 p[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        p[r][0] = p[r][1] = _mm256_setzero_ps();
+    (void)KX;
+#pragma GCC unroll 32
+    for (int t = 0; t < n; t++) {
+        const __m256 v0 = _mm256_loadu_ps(e + t), v1 = _mm256_loadu_ps(e + 8 + t);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 wt = _mm256_set1_ps(w0[t - (ptrdiff_t)r * n]);
+            p[r][0] = _mm256_fmadd_ps(wt, v0, p[r][0]);
+            p[r][1] = _mm256_fmadd_ps(wt, v1, p[r][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        add8(sf + r * SF_CONV2D_VEC, sd + r * SF_CONV2D_VEC, dbl, p[r][0]);
+        add8(sf + r * SF_CONV2D_VEC + 8, sd + r * SF_CONV2D_VEC + 8, dbl, p[r][1]);
+    }
+}
+
 static inline __attribute__((always_inline)) T256 void
 band256_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
              int rb, int dbl, float *out, size_t ostride)
@@ -202,35 +242,25 @@ band256_body(const float *const *rows, const float *wf, const int KX, int kx, in
     const int n = KX > 0 ? KX : kx;
     _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];
     _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];
-    for (int x = 0; x < nx; x += 8) {
-        zero_block(sf, sd, dbl, rb, 8);
+    for (int x = 0; x < nx; x += 16) {
+        zero_block(sf, sd, dbl, rb, 16);
         for (int jr = 0; jr < rb + ky - 1; jr++) {
             const float *e = rows[jr] + x;
             ROW_RANGE(jr, ky, rb, rlo, rhi);
-            if (KX > 0) {
-                __m256 v[KX > 0 ? KX : 1];
-#pragma GCC unroll 16
-                for (int t = 0; t < KX; t++)
-                    v[t] = _mm256_loadu_ps(e + t);
-                for (int r = rlo; r <= rhi; r++) {
-                    const float *w = wf + (size_t)(jr - r) * KX;
-                    __m256 p = _mm256_setzero_ps();
-#pragma GCC unroll 16
-                    for (int t = 0; t < KX; t++)
-                        p = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), v[t], p);
-                    add8(sf + r * SF_CONV2D_VEC, sd + r * SF_CONV2D_VEC, dbl, p);
-                }
-            } else {
-                for (int r = rlo; r <= rhi; r++) {
-                    const float *w = wf + (size_t)(jr - r) * n;
-                    __m256 p = _mm256_setzero_ps();
-                    for (int t = 0; t < n; t++)
-                        p = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(e + t), p);
-                    add8(sf + r * SF_CONV2D_VEC, sd + r * SF_CONV2D_VEC, dbl, p);
-                }
+            int r = rlo;
+            for (; r + 3 <= rhi; r += 4)
+                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
+            if (r + 1 <= rhi) {
+                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
+                r += 2;
             }
+            if (r <= rhi)
+                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,
+                          sd + r * SF_CONV2D_VEC, dbl);
         }
-        store_block(sf, sd, dbl, rb, nx - x < 8 ? nx - x : 8, out, ostride, x);
+        store_block(sf, sd, dbl, rb, nx - x < 16 ? nx - x : 16, out, ostride, x);
     }
 }
 
@@ -240,6 +270,7 @@ static T256 void band256(const float *const *rows, const float *wf, int kx, int 
     switch (kx) {
 #define CASE(K) case K: band256_body(rows, wf, K, kx, ky, nx, rb, dbl, out, ostride); return;
         KX_1_15(CASE)
+        KX_16_27(CASE)
 #undef CASE
     default:
         band256_body(rows, wf, 0, kx, ky, nx, rb, dbl, out, ostride);

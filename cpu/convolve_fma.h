@@ -24,7 +24,7 @@
 #include <stddef.h>
 
 #define SF_CONV2D_RB 8   /* output rows a band */
-#define SF_CONV2D_VEC 32 /* columns a step (two AVX-512 vectors) */
+#define SF_CONV2D_VEC 64 /* columns a step (four AVX-512 vectors) */
 
 void sf_conv2d_band(const float *const *rows, const float *wf, int kx, int ky, int nx, int rb,
                     int dbl, float *out, size_t ostride);
