@@ -102,7 +102,7 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
 #define BKG_BINS 2048
 
 /* SKYFIND_BKG_PROFILE=1 (a developer knob): method=global's phases' wall
- * times on stderr (work space, first window with its gather and sort, FULL
+ * times on stderr (work space, first window with its gather and ranks, FULL
  * passes, EDGE passes, the window's sorts, the image selections, the
  * constant maps). */
 enum { BP_SPACE, BP_FIRST, BP_FULL, BP_EDGE, BP_SORT, BP_SELECT, BP_MAPS, BP_N };
@@ -126,7 +126,7 @@ typedef struct {
     size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
     unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
     int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
-    double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and sort */
+    double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and rank selection */
 } bkg_ctx;
 
 /* Pixels [i, end) of chunk rows: the run starting at raster index i, at
@@ -598,49 +598,19 @@ static void radix_pass(const uint32_t *src, uint32_t *dst, size_t n, int shift, 
 }
 
 /* radix_sort on the calling thread (fewer than RADIX_SERIAL_MAX keys, or one
- * thread):
- * the three digits counted in one pass, then the three placements, with
- * 32-bit counters that stay in L1. On the H200 host's 16 threads the
+ * thread): sf_radix_sort_keys (select.c). On the H200 host's 16 threads the
  * parallel passes' cleared count arrays and their serial prefix took
  * longer than the work for the first window's 65536 samples (the sort
  * 1.1-1.3 ms at 16 threads, 0.9-1.0 ms at one; tests/bench/RESULTS.md,
  * calls V and W). */
 #define RADIX_SERIAL_MAX ((size_t)1 << 17)
-static void radix_sort_serial(uint32_t *a, uint32_t *b, size_t n)
-{
-    uint32_t c0[2048] = {0}, c1[2048] = {0}, c2[1024] = {0}, r0 = 0, r1 = 0, r2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        c0[a[i] & 2047u]++;
-        c1[(a[i] >> 11) & 2047u]++;
-        c2[a[i] >> 22]++;
-    }
-    for (int d = 0; d < 2048; d++) {
-        const uint32_t k0 = c0[d], k1 = c1[d];
-        c0[d] = r0;
-        c1[d] = r1;
-        r0 += k0;
-        r1 += k1;
-        if (d < 1024) {
-            const uint32_t k2 = c2[d];
-            c2[d] = r2;
-            r2 += k2;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        b[c0[a[i] & 2047u]++] = a[i];
-    for (size_t i = 0; i < n; i++)
-        a[c1[(b[i] >> 11) & 2047u]++] = b[i];
-    for (size_t i = 0; i < n; i++)
-        b[c2[a[i] >> 22]++] = a[i];
-}
-
 /* The n keys a sorted into b, by three radix passes (11, 11 and 10 bits)
  * through both buffers (a is left holding the second pass's order); a few
  * keys on the calling thread. */
 static void radix_sort(uint32_t *a, uint32_t *b, size_t n, int nth, size_t *cnt)
 {
     if (n < RADIX_SERIAL_MAX || (nth == 1 && n <= UINT32_MAX)) { /* 32-bit counters */
-        radix_sort_serial(a, b, n);
+        sf_radix_sort_keys(a, b, n);
         return;
     }
     radix_pass(a, b, n, 0, 2047u, nth, cnt);
@@ -785,15 +755,15 @@ static uint32_t window_key(bkg_ctx *c, size_t j)
  * [*ehi, inf), from m >= 256 finite pixels sampled at a fixed step
  * (background_global.h); 0 when the image has too few. The samples are
  * gathered by the threads (a load from memory each, which one thread waits
- * for in turn) and their keys sorted by the parallel radix passes, from
- * which the three ranks are read (three quickselects, or radix selections
- * with their 256 KB of counts each, took one thread 2-3 ms at 4096^2). */
+ * for in turn) and the three ranks selected from their keys (sf_select_key_ranks; three quickselects, or radix selections with their 256 KB of counts each,
+ * took one thread 2-3 ms at 4096^2, and the sort of every key 0.7-1.1 ms). */
 static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo, float *ehi)
 {
     const sf_image *img = c->img;
     const size_t n = c->n, step = sf_bkg_sample_step(n);
     const size_t ns = n > step / 2 ? (n - step / 2 - 1) / step + 1 : 0;
     size_t m = 0, ka, kb;
+    uint32_t rk[3];
     double q = 0, q2 = 0, t0 = sf_wall_ms(), t1;
     float ms;
     float *smp = malloc((ns + 1) * sizeof *smp);
@@ -820,18 +790,21 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
     }
     t1 = sf_wall_ms();
     c->t_gather = t1 - t0;
-    radix_sort(key, key + m, m, c->nth, c->cnt);
-    c->t_fsort = sf_wall_ms() - t1;
     sf_bkg_first_ranks(m, &ka, &kb);
-    ms = sf_fkey_value(key[m + m / 2]);
+    {
+        const size_t ks[3] = {ka, m / 2, kb};
+        sf_select_key_ranks(key, key + m, m, ks, 3, rk);
+    }
+    c->t_fsort = sf_wall_ms() - t1;
+    ms = sf_fkey_value(rk[1]);
     for (size_t i = 0; i < m; i++) {
         const double d = (double)smp[i] - ms;
         q += d;
         q2 += d * d;
     }
     sf_bkg_first_edges(ms, sf_bkg_first_sigma(q, q2, m), kappa, elo, ehi);
-    *a = sf_fkey_value(key[m + ka]);
-    *b = sf_fkey_value(key[m + kb]);
+    *a = sf_fkey_value(rk[0]);
+    *b = sf_fkey_value(rk[2]);
     free(smp);
     free(key);
     return 1;
@@ -990,7 +963,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
     if (prof)
         fprintf(stderr,
                 "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms "
-                "(gather %.2f, sort %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
+                "(gather %.2f, ranks %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
                 "selections %.2f ms, maps %.2f ms\n",
                 c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->t_gather, c->t_fsort,
                 nfull, bp[BP_FULL], nedge,

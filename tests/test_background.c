@@ -12,6 +12,8 @@
 #endif
 #include "skyfind/background.h"
 #include "skyfind/fits.h"
+#include "select.h" /* sf_select_key_ranks */
+#include "fixsum.h" /* sf_fkey */
 
 static int cmpf(const void *a, const void *b)
 {
@@ -399,6 +401,73 @@ START_TEST(test_gpu_real)
 }
 END_TEST
 
+static int cmpu(const void *a, const void *b)
+{
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* sf_select_key_ranks (the first window's three ranks) against a sort, on
+ * keys spread over the whole range, floats' keys around 0 and around a
+ * level far above the noise (every key in one of the top digits), ties,
+ * keys that differ in the lowest bit only, one key, and rank sets from one
+ * rank to every rank. */
+START_TEST(test_key_ranks)
+{
+    const size_t sizes[] = {1, 2, 3, 47, 256, 4099, 65536, 100003};
+    uint64_t seed = 12345;
+    int checked = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const size_t n = sizes[si];
+        uint32_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *ref = malloc(n * sizeof *ref);
+        ck_assert(a && b && ref);
+        for (int kind = 0; kind < 6; kind++) {
+            for (size_t i = 0; i < n; i++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                const uint32_t r = (uint32_t)(seed >> 32);
+                const double u = ((r >> 8) + 0.5) / 16777216.0, g = (u - 0.5) * 6.0;
+                switch (kind) {
+                case 0: ref[i] = r; break;                                   /* the whole range */
+                case 1: ref[i] = sf_fkey((float)(g * 1e-4)); break;          /* noise around 0 */
+                case 2: ref[i] = sf_fkey((float)(1000.0 + g * 1e-2)); break; /* a level above it */
+                case 3: ref[i] = sf_fkey((float)(r % 5)); break;             /* ties */
+                case 4: ref[i] = 0x40000000u | (r & 1u); break;              /* the lowest bit */
+                default: ref[i] = 0x3f800000u; break;                        /* one value */
+                }
+            }
+            qsort(ref, n, sizeof *ref, cmpu);
+            const size_t half = (size_t)(3.0 * sqrt((double)n));
+            size_t sets[6][3] = {{0, 0, 0}, {n - 1, n - 1, n - 1}, {0, n / 2, n - 1},
+                                 {n / 2 > half ? n / 2 - half : 0, n / 2,
+                                  n / 2 + half < n ? n / 2 + half : n - 1},
+                                 {n / 3, n / 3, n / 3 + (n > 3)}, {n / 2, n / 2, n / 2}};
+            for (int q = 0; q < 6; q++) {
+                for (int nk = 1; nk <= 3; nk++) {
+                    size_t ks[3];
+                    uint32_t out[3];
+                    for (int j = 0; j < nk; j++)
+                        ks[j] = sets[q][3 - nk + j] < n ? sets[q][3 - nk + j] : n - 1;
+                    /* the keys shuffled (7919 is prime to every n): no order to rely on */
+                    for (size_t i = 0; i < n; i++)
+                        a[i] = ref[(i * 7919u) % n];
+                    sf_select_key_ranks(a, b, n, ks, nk, out);
+                    for (int j = 0; j < nk; j++) {
+                        ck_assert_msg(out[j] == ref[ks[j]],
+                                      "n %zu kind %d set %d rank %zu: %08x, sorted %08x", n, kind,
+                                      q, ks[j], out[j], ref[ks[j]]);
+                        checked++;
+                    }
+                }
+            }
+        }
+        free(a);
+        free(b);
+        free(ref);
+    }
+    ck_assert_int_gt(checked, 800);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("background");
@@ -408,6 +477,7 @@ int main(void)
     tcase_add_test(cpu, test_cpu_vs_reference);
     tcase_add_test(cpu, test_cpu_special);
     tcase_add_test(cpu, test_cpu_paths);
+    tcase_add_test(cpu, test_key_ranks);
     suite_add_tcase(s, cpu);
     tcase_add_test(gpu, test_gpu_random);
     tcase_add_test(gpu, test_gpu_special);

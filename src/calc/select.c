@@ -109,3 +109,69 @@ float sf_select_radix(const float *a, size_t n, size_t k, float *prev)
     free(cnt);
     return sf_fkey_value(key);
 }
+
+void sf_radix_sort_keys(uint32_t *a, uint32_t *b, size_t n)
+{
+    uint32_t c0[2048] = {0}, c1[2048] = {0}, c2[1024] = {0}, r0 = 0, r1 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        c0[a[i] & 2047u]++;
+        c1[(a[i] >> 11) & 2047u]++;
+        c2[a[i] >> 22]++;
+    }
+    for (int d = 0; d < 2048; d++) {
+        const uint32_t k0 = c0[d], k1 = c1[d];
+        c0[d] = r0;
+        c1[d] = r1;
+        r0 += k0;
+        r1 += k1;
+        if (d < 1024) {
+            const uint32_t k2 = c2[d];
+            c2[d] = r2;
+            r2 += k2;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        b[c0[a[i] & 2047u]++] = a[i];
+    for (size_t i = 0; i < n; i++)
+        a[c1[(b[i] >> 11) & 2047u]++] = b[i];
+    for (size_t i = 0; i < n; i++)
+        b[c2[a[i] >> 22]++] = a[i];
+}
+
+void sf_select_key_ranks(uint32_t *a, uint32_t *b, size_t n, const size_t *ks, int nk,
+                         uint32_t *out)
+{
+    uint32_t lo = a[0], hi = a[0], cnt[2048] = {0};
+    size_t below = 0, c = 0, run = 0;
+    int top, shift, dlo = -1, dhi = -1;
+    for (size_t i = 1; i < n; i++) {
+        lo = a[i] < lo ? a[i] : lo;
+        hi = a[i] > hi ? a[i] : hi;
+    }
+    if (lo == hi) {
+        for (int j = 0; j < nk; j++)
+            out[j] = lo;
+        return;
+    }
+    top = 31 - __builtin_clz(lo ^ hi);
+    shift = top >= 10 ? top - 10 : 0;
+    for (size_t i = 0; i < n; i++)
+        cnt[(a[i] >> shift) & 2047u]++;
+    for (int d = 0; d < 2048 && dhi < 0; d++) { /* the digits that hold ranks ks[0], ks[nk-1] */
+        if (dlo < 0 && run + cnt[d] > ks[0]) {
+            dlo = d;
+            below = run;
+        }
+        if (run + cnt[d] > ks[nk - 1])
+            dhi = d;
+        run += cnt[d];
+    }
+    for (size_t i = 0; i < n; i++) {
+        const int d = (int)((a[i] >> shift) & 2047u);
+        b[c] = a[i];
+        c += d >= dlo && d <= dhi;
+    }
+    sf_radix_sort_keys(b, a, c); /* sorted into a */
+    for (int j = 0; j < nk; j++)
+        out[j] = a[ks[j] - below];
+}
