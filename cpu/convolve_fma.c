@@ -54,6 +54,35 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
 #define ROW_RANGE(jr, ky, rb, rlo, rhi)                                                   \
     const int rlo = (jr) - (ky) + 1 < 0 ? 0 : (jr) - (ky) + 1, rhi = (jr) < (rb) - 1 ? (jr) : (rb) - 1
 
+/* A band body (band512_body, band256_body): W columns a step, each input
+ * row's output rows [rlo, rhi] four at a time, then two, then one, by CHAINS
+ * (chains512 or chains256); each row's partials are added in kernel-row
+ * order, so the sums are those of convolve_fma.h whatever the grouping. */
+#define BAND_BODY(CHAINS, W)                                                                  \
+    const int n = KX > 0 ? KX : kx;                                                           \
+    _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];                                      \
+    _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];                                     \
+    for (int x = 0; x < nx; x += (W)) {                                                       \
+        zero_block(sf, sd, dbl, rb, (W));                                                     \
+        for (int jr = 0; jr < rb + ky - 1; jr++) {                                            \
+            const float *e = rows[jr] + x;                                                    \
+            ROW_RANGE(jr, ky, rb, rlo, rhi);                                                  \
+            int r = rlo;                                                                      \
+            for (; r + 3 <= rhi; r += 4)                                                      \
+                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,        \
+                       sd + r * SF_CONV2D_VEC, dbl);                                          \
+            if (r + 1 <= rhi) {                                                               \
+                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,        \
+                       sd + r * SF_CONV2D_VEC, dbl);                                          \
+                r += 2;                                                                       \
+            }                                                                                 \
+            if (r <= rhi)                                                                     \
+                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,        \
+                       sd + r * SF_CONV2D_VEC, dbl);                                          \
+        }                                                                                     \
+        store_block(sf, sd, dbl, rb, nx - x < (W) ? nx - x : (W), out, ostride, x);          \
+    }
+
 /* ---- AVX-512 --------------------------------------------------------------- */
 
 #define T512 __attribute__((target("avx512f,fma")))
@@ -140,38 +169,12 @@ chains512(const float *e, const float *w0, const int KX, int n, const int R, flo
             add16(sf + r * SF_CONV2D_VEC + 16 * c, sd + r * SF_CONV2D_VEC + 16 * c, dbl, p[r][c]);
 }
 
-/* KX a constant (0: the runtime width kx, its loop not unrolled). Each
- * input row of the band feeds the output rows [rlo, rhi]: four at a time,
- * then two, then one; each row's partials are added in kernel-row order,
- * so the sums are those of convolve_fma.h whatever the grouping. */
+/* KX a constant (0: the runtime width kx, its loop not unrolled). */
 static inline __attribute__((always_inline)) T512 void
 band512_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
              int rb, int dbl, float *out, size_t ostride)
 {
-    const int n = KX > 0 ? KX : kx;
-    _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];
-    _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];
-    for (int x = 0; x < nx; x += 16 * NB512) {
-        zero_block(sf, sd, dbl, rb, 16 * NB512);
-        for (int jr = 0; jr < rb + ky - 1; jr++) {
-            const float *e = rows[jr] + x;
-            ROW_RANGE(jr, ky, rb, rlo, rhi);
-            int r = rlo;
-            for (; r + 3 <= rhi; r += 4)
-                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-            if (r + 1 <= rhi) {
-                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-                r += 2;
-            }
-            if (r <= rhi)
-                chains512(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-        }
-        store_block(sf, sd, dbl, rb, nx - x < 16 * NB512 ? nx - x : 16 * NB512, out,
-                    ostride, x);
-    }
+    BAND_BODY(chains512, 16 * NB512)
 }
 
 #define KX_1_13(F) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13)
@@ -239,29 +242,7 @@ static inline __attribute__((always_inline)) T256 void
 band256_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
              int rb, int dbl, float *out, size_t ostride)
 {
-    const int n = KX > 0 ? KX : kx;
-    _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];
-    _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];
-    for (int x = 0; x < nx; x += 16) {
-        zero_block(sf, sd, dbl, rb, 16);
-        for (int jr = 0; jr < rb + ky - 1; jr++) {
-            const float *e = rows[jr] + x;
-            ROW_RANGE(jr, ky, rb, rlo, rhi);
-            int r = rlo;
-            for (; r + 3 <= rhi; r += 4)
-                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-            if (r + 1 <= rhi) {
-                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-                r += 2;
-            }
-            if (r <= rhi)
-                chains256(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,
-                          sd + r * SF_CONV2D_VEC, dbl);
-        }
-        store_block(sf, sd, dbl, rb, nx - x < 16 ? nx - x : 16, out, ostride, x);
-    }
+    BAND_BODY(chains256, 16)
 }
 
 static T256 void band256(const float *const *rows, const float *wf, int kx, int ky, int nx, int rb,
