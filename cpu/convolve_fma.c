@@ -3,14 +3,16 @@
  * chains, picked by sf_simd_level.
  *
  * The vector builds take a band's input rows one at a time; each feeds up
- * to SF_CONV2D_RB output rows, whose partials (each a chain of KX FMAs over
+ * to SF_CONV2D_RB output rows, whose partials (each a chain of kx FMAs over
  * the row's taps, the weight broadcast from memory) are computed four rows
  * side by side, then two, then one, over SF_CONV2D_VEC columns in AVX-512
  * (four vectors) and 16 in AVX2 (two): many independent chains, so the FMA
  * units are not left waiting on one chain's latency. The input vectors are
- * loaded at each tap (L1 hits), the same loads for every row of a group. KX
- * is a compile-time constant up to 27 (one copy per width; wider kernels
- * take a copy with a runtime loop). The rows' sums sit in a 64-byte
+ * loaded at each tap (L1 hits), the same loads for every row of a group.
+ * The width is a runtime loop, unrolled by four: with nothing held in
+ * registers across taps, a copy per width (up to 27, as the schedule before
+ * this one had) ran no faster on the H200 host and took a minute to compile
+ * (tests/bench/RESULTS.md, stop 57, call F). The rows' sums sit in a 64-byte
  * aligned block in L1 (float, or double with dbl): unaligned, its loads and
  * stores split cache lines, which took the H200 host's 15x15 at 2048^2 from
  * 24 to 37 ms. */
@@ -59,7 +61,7 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
  * (chains512 or chains256); each row's partials are added in kernel-row
  * order, so the sums are those of convolve_fma.h whatever the grouping. */
 #define BAND_BODY(CHAINS, W)                                                                  \
-    const int n = KX > 0 ? KX : kx;                                                           \
+    const int n = kx;                                                                         \
     _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];                                      \
     _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];                                     \
     for (int x = 0; x < nx; x += (W)) {                                                       \
@@ -69,15 +71,15 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
             ROW_RANGE(jr, ky, rb, rlo, rhi);                                                  \
             int r = rlo;                                                                      \
             for (; r + 3 <= rhi; r += 4)                                                      \
-                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 4, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * n, n, 4, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
             if (r + 1 <= rhi) {                                                               \
-                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 2, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * n, n, 2, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
                 r += 2;                                                                       \
             }                                                                                 \
             if (r <= rhi)                                                                     \
-                CHAINS(e, wf + (size_t)(jr - r) * n, KX, n, 1, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * n, n, 1, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
         }                                                                                     \
         store_block(sf, sd, dbl, rb, nx - x < (W) ? nx - x : (W), out, ostride, x);          \
@@ -138,8 +140,7 @@ static inline __attribute__((always_inline)) void zero_block(float *sf, double *
  * and 200 against 116 ms for 31x31, and the VM's AVX2 build 53 against
  * 35 ms (tests/bench/RESULTS.md, stop 57). */
 static inline __attribute__((always_inline)) T512 void
-chains512(const float *e, const float *w0, const int KX, int n, const int R, float *sf, double *sd,
-          int dbl)
+chains512(const float *e, const float *w0, int n, const int R, float *sf, double *sd, int dbl)
 {
     __m512 p[4][NB512];
 #pragma GCC unroll 4
@@ -147,8 +148,7 @@ chains512(const float *e, const float *w0, const int KX, int n, const int R, flo
 #pragma GCC unroll 4
         for (int c = 0; c < NB512; c++)
             p[r][c] = _mm512_setzero_ps();
-    (void)KX;
-#pragma GCC unroll 32
+#pragma GCC unroll 4
     for (int t = 0; t < n; t++) {
         __m512 v[NB512];
 #pragma GCC unroll 4
@@ -169,29 +169,10 @@ chains512(const float *e, const float *w0, const int KX, int n, const int R, flo
             add16(sf + r * SF_CONV2D_VEC + 16 * c, sd + r * SF_CONV2D_VEC + 16 * c, dbl, p[r][c]);
 }
 
-/* KX a constant (0: the runtime width kx, its loop not unrolled). */
-static inline __attribute__((always_inline)) T512 void
-band512_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
-             int rb, int dbl, float *out, size_t ostride)
-{
-    BAND_BODY(chains512, 16 * NB512)
-}
-
-#define KX_1_13(F) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13)
-#define KX_1_15(F) KX_1_13(F) F(14) F(15)
-#define KX_16_27(F) F(16) F(17) F(18) F(19) F(20) F(21) F(22) F(23) F(24) F(25) F(26) F(27)
-
 static T512 void band512(const float *const *rows, const float *wf, int kx, int ky, int nx, int rb,
                          int dbl, float *out, size_t ostride)
 {
-    switch (kx) {
-#define CASE(K) case K: band512_body(rows, wf, K, kx, ky, nx, rb, dbl, out, ostride); return;
-        KX_1_15(CASE)
-        KX_16_27(CASE)
-#undef CASE
-    default:
-        band512_body(rows, wf, 0, kx, ky, nx, rb, dbl, out, ostride);
-    }
+    BAND_BODY(chains512, 16 * NB512)
 }
 
 /* ---- AVX2 + FMA ------------------------------------------------------------ */
@@ -213,15 +194,13 @@ static inline __attribute__((always_inline)) T256 void add8(float *sf, double *s
 /* chains512's schedule in AVX2 + FMA: R <= 4 rows' chains over two blocks
  * of 8 columns (16 registers: 8 sums, 2 inputs, a weight). */
 static inline __attribute__((always_inline)) T256 void
-chains256(const float *e, const float *w0, const int KX, int n, const int R, float *sf, double *sd,
-          int dbl)
+chains256(const float *e, const float *w0, int n, const int R, float *sf, double *sd, int dbl)
 {
     __m256 p[4][2];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         p[r][0] = p[r][1] = _mm256_setzero_ps();
-    (void)KX;
-#pragma GCC unroll 32
+#pragma GCC unroll 4
     for (int t = 0; t < n; t++) {
         const __m256 v0 = _mm256_loadu_ps(e + t), v1 = _mm256_loadu_ps(e + 8 + t);
 #pragma GCC unroll 4
@@ -238,24 +217,10 @@ chains256(const float *e, const float *w0, const int KX, int n, const int R, flo
     }
 }
 
-static inline __attribute__((always_inline)) T256 void
-band256_body(const float *const *rows, const float *wf, const int KX, int kx, int ky, int nx,
-             int rb, int dbl, float *out, size_t ostride)
-{
-    BAND_BODY(chains256, 16)
-}
-
 static T256 void band256(const float *const *rows, const float *wf, int kx, int ky, int nx, int rb,
                          int dbl, float *out, size_t ostride)
 {
-    switch (kx) {
-#define CASE(K) case K: band256_body(rows, wf, K, kx, ky, nx, rb, dbl, out, ostride); return;
-        KX_1_15(CASE)
-        KX_16_27(CASE)
-#undef CASE
-    default:
-        band256_body(rows, wf, 0, kx, ky, nx, rb, dbl, out, ostride);
-    }
+    BAND_BODY(chains256, 16)
 }
 #endif /* SF_SIMD_DISPATCH */
 
