@@ -93,10 +93,10 @@ sf_status sf_bkg_check_params(const sf_bkg_params *p)
  * AVX2 copy full_chunk_avx8 with its permutation tables; full_pass, which
  * picks one), the EDGE pass in the same shape (edge_values, edge_chunk,
  * edge_chunk_avx8, edge_pass) and sum_parts; the median's helpers
- * (select_image, the radix pass and sort (on one thread for few keys),
- * the window's bins and window_key,
- * first_window from the sampled
- * pixels); sf_background_cpu, which runs the plan and dispatches
+ * (select_image, the radix pass and sort (sf_radix_sort_keys of select.c
+ * for few keys), the window's bins and window_key, first_window from the
+ * sampled pixels, whose three ranks sf_select_key_ranks selects);
+ * sf_background_cpu, which runs the plan and dispatches
  * method=mesh and method=bane to their files. */
 #define BKG_CHUNKS 64
 #define BKG_BINS 2048
@@ -126,7 +126,7 @@ typedef struct {
     size_t wboff[BKG_BINS + 1]; /* each bin's first key in wkeys (wnb bins) */
     unsigned char wbsorted[BKG_BINS]; /* whether a bin's keys are sorted yet */
     int nth, wsorted, wnb;  /* wsorted: the window is binned (wnb > 0) or sorted (wnb 0) */
-    double t_gather, t_fsort; /* SKYFIND_BKG_PROFILE: the first window's gather and rank selection */
+    double t_gather, t_ranks; /* SKYFIND_BKG_PROFILE: the first window's gather and ranks */
 } bkg_ctx;
 
 /* Pixels [i, end) of chunk rows: the run starting at raster index i, at
@@ -755,8 +755,10 @@ static uint32_t window_key(bkg_ctx *c, size_t j)
  * [*ehi, inf), from m >= 256 finite pixels sampled at a fixed step
  * (background_global.h); 0 when the image has too few. The samples are
  * gathered by the threads (a load from memory each, which one thread waits
- * for in turn) and the three ranks selected from their keys (sf_select_key_ranks; three quickselects, or radix selections with their 256 KB of counts each,
- * took one thread 2-3 ms at 4096^2, and the sort of every key 0.7-1.1 ms). */
+ * for in turn) and the three ranks selected from their keys
+ * (sf_select_key_ranks; three quickselects, or radix selections with their
+ * 256 KB of counts each, took one thread 2-3 ms at 4096^2, and the sort of
+ * every key 0.7-1.1 ms). */
 static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo, float *ehi)
 {
     const sf_image *img = c->img;
@@ -795,7 +797,7 @@ static int first_window(bkg_ctx *c, float kappa, float *a, float *b, float *elo,
         const size_t ks[3] = {ka, m / 2, kb};
         sf_select_key_ranks(key, key + m, m, ks, 3, rk);
     }
-    c->t_fsort = sf_wall_ms() - t1;
+    c->t_ranks = sf_wall_ms() - t1;
     ms = sf_fkey_value(rk[1]);
     for (size_t i = 0; i < m; i++) {
         const double d = (double)smp[i] - ms;
@@ -965,7 +967,7 @@ sf_status sf_background_cpu(const sf_image *img, const sf_bkg_params *p, sf_bkg_
                 "background profile: %d threads, %dx%d: work space %.2f ms, first window %.2f ms "
                 "(gather %.2f, ranks %.2f), %d FULL passes %.2f ms, %d EDGE passes %.2f ms, window sorts %.2f ms, "
                 "selections %.2f ms, maps %.2f ms\n",
-                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->t_gather, c->t_fsort,
+                c->nth, img->nx, img->ny, bp[BP_SPACE], bp[BP_FIRST], c->t_gather, c->t_ranks,
                 nfull, bp[BP_FULL], nedge,
                 bp[BP_EDGE], bp[BP_SORT], bp[BP_SELECT], bp[BP_MAPS]);
 #undef BKG_T0

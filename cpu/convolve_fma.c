@@ -56,12 +56,11 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
 #define ROW_RANGE(jr, ky, rb, rlo, rhi)                                                   \
     const int rlo = (jr) - (ky) + 1 < 0 ? 0 : (jr) - (ky) + 1, rhi = (jr) < (rb) - 1 ? (jr) : (rb) - 1
 
-/* A band body (band512_body, band256_body): W columns a step, each input
+/* A band kernel's body (band512, band256): W columns a step, each input
  * row's output rows [rlo, rhi] four at a time, then two, then one, by CHAINS
  * (chains512 or chains256); each row's partials are added in kernel-row
  * order, so the sums are those of convolve_fma.h whatever the grouping. */
 #define BAND_BODY(CHAINS, W)                                                                  \
-    const int n = kx;                                                                         \
     _Alignas(64) float sf[SF_CONV2D_RB * SF_CONV2D_VEC];                                      \
     _Alignas(64) double sd[SF_CONV2D_RB * SF_CONV2D_VEC];                                     \
     for (int x = 0; x < nx; x += (W)) {                                                       \
@@ -71,15 +70,15 @@ static void band_scalar(const float *const *rows, const float *wf, int kx, int k
             ROW_RANGE(jr, ky, rb, rlo, rhi);                                                  \
             int r = rlo;                                                                      \
             for (; r + 3 <= rhi; r += 4)                                                      \
-                CHAINS(e, wf + (size_t)(jr - r) * n, n, 4, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * kx, kx, 4, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
             if (r + 1 <= rhi) {                                                               \
-                CHAINS(e, wf + (size_t)(jr - r) * n, n, 2, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * kx, kx, 2, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
                 r += 2;                                                                       \
             }                                                                                 \
             if (r <= rhi)                                                                     \
-                CHAINS(e, wf + (size_t)(jr - r) * n, n, 1, sf + r * SF_CONV2D_VEC,        \
+                CHAINS(e, wf + (size_t)(jr - r) * kx, kx, 1, sf + r * SF_CONV2D_VEC,        \
                        sd + r * SF_CONV2D_VEC, dbl);                                          \
         }                                                                                     \
         store_block(sf, sd, dbl, rb, nx - x < (W) ? nx - x : (W), out, ostride, x);          \
@@ -136,9 +135,8 @@ static inline __attribute__((always_inline)) void zero_block(float *sf, double *
  * share each tap's input vectors (loaded from the input row e) and each
  * weight's broadcast. The chains of one row alone wait on each FMA's
  * latency: that schedule (the input vectors held in registers, the rows one
- * or two at a time) took the H200 host 24 against 23 ms for 15x15 at 2048^2
- * and 200 against 116 ms for 31x31, and the VM's AVX2 build 53 against
- * 35 ms (tests/bench/RESULTS.md, stop 57). */
+ * or two at a time) took 1.3-1.5x this one's time for 15x15 and about 2x for
+ * 31x31 on the H200 host (tests/bench/RESULTS.md, stop 57, calls D and F). */
 static inline __attribute__((always_inline)) T512 void
 chains512(const float *e, const float *w0, int n, const int R, float *sf, double *sd, int dbl)
 {

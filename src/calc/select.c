@@ -1,4 +1,4 @@
-/* Exact order statistics of float arrays (see select.h). */
+/* Exact order statistics of float arrays and of their keys (see select.h). */
 #include "select.h"
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,7 @@
-/* Exact order statistics of float arrays on the host (quickselect), shared
- * by the background stage's CPU twin and `skyfind info`. */
+/* Exact order statistics on the host, shared by the background stage's CPU
+ * twin and `skyfind info`: of float arrays (quickselect, radix selection),
+ * and of order-preserving keys (sf_fkey: a serial radix sort, and several
+ * ranks at once). */
 #ifndef SKYFIND_SELECT_H
 #define SKYFIND_SELECT_H
 
